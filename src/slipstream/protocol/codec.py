@@ -1,0 +1,357 @@
+"""Compiles ``Struct`` declarations into straight-line per-version codecs.
+
+For each (struct, version, flexible) the compiler emits Python source with one
+statement per field, so a message is read or written without walking the
+declaration at run time. Record batches are never copied: decoding yields
+memoryviews into the request buffer, encoding emits them as separate buffers
+in the output list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from . import primitives as p
+from .schema import Array, Field, Primitive, Struct
+
+Decoder = Callable[[memoryview, int], tuple[Any, int]]
+Encoder = Callable[[Any, "Writer"], None]
+
+# Blobs at least this big are passed through as their own buffer instead of copied.
+_BLOB_THRESHOLD = 512
+
+
+class EncodeError(ValueError):
+    """A message value that cannot be written in the requested version."""
+
+
+class Writer:
+    """Accumulates small fields in a bytearray and large blobs as separate buffers."""
+
+    __slots__ = ("buf", "parts")
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+        self.parts: list[bytes | bytearray | memoryview] = []
+
+    def blob(self, data: bytes | memoryview) -> None:
+        if len(data) < _BLOB_THRESHOLD:
+            self.buf += data
+            return
+        if self.buf:
+            self.parts.append(self.buf)
+            self.buf = bytearray()
+        self.parts.append(data)
+
+    def finish(self) -> list[bytes | bytearray | memoryview]:
+        if self.buf:
+            self.parts.append(self.buf)
+            self.buf = bytearray()
+        return self.parts
+
+    def size(self) -> int:
+        return len(self.buf) + sum(len(x) for x in self.parts)
+
+    def getvalue(self) -> bytes:
+        return b"".join(self.finish())
+
+
+_FIXED = {
+    "int8": ("p.INT8", 1),
+    "int16": ("p.INT16", 2),
+    "int32": ("p.INT32", 4),
+    "int64": ("p.INT64", 8),
+    "uint16": ("p.UINT16", 2),
+    "uint32": ("p.UINT32", 4),
+    "float64": ("p.FLOAT64", 8),
+}
+
+_decoders: dict[tuple[type[Struct], int, bool], Decoder] = {}
+_encoders: dict[tuple[type[Struct], int, bool], Encoder] = {}
+
+
+def decoder(cls: type[Struct], version: int, flexible: bool) -> Decoder:
+    key = (cls, version, flexible)
+    fn = _decoders.get(key)
+    if fn is None:
+        fn = _decoders[key] = _compile_decoder(cls, version, flexible)
+    return fn
+
+
+def encoder(cls: type[Struct], version: int, flexible: bool) -> Encoder:
+    key = (cls, version, flexible)
+    fn = _encoders.get(key)
+    if fn is None:
+        fn = _encoders[key] = _compile_encoder(cls, version, flexible)
+    return fn
+
+
+def decode(cls: type[Struct], buf: memoryview | bytes, version: int, flexible: bool) -> Any:
+    view = buf if isinstance(buf, memoryview) else memoryview(buf)
+    return decode_at(cls, view, 0, version, flexible)[0]
+
+
+def decode_at(
+    cls: type[Struct], view: memoryview, pos: int, version: int, flexible: bool
+) -> tuple[Any, int]:
+    """Decode starting at ``pos``; any malformation surfaces as DecodeError."""
+    try:
+        return decoder(cls, version, flexible)(view, pos)
+    except p.DecodeError:
+        raise
+    except Exception as exc:  # struct.error, IndexError, UnicodeDecodeError from bad input
+        raise p.DecodeError(f"malformed {cls.__name__} v{version}: {exc}") from exc
+
+
+def encode(value: Struct, version: int, flexible: bool, writer: Writer | None = None) -> Writer:
+    w = writer if writer is not None else Writer()
+    encoder(type(value), version, flexible)(value, w)
+    return w
+
+
+# ---------------------------------------------------------------- compiler
+
+
+class _Emitter:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.env: dict[str, Any] = {"p": p, "EncodeError": EncodeError}
+        self._n = 0
+
+    def name(self, obj: Any, prefix: str) -> str:
+        self._n += 1
+        key = f"_{prefix}{self._n}"
+        self.env[key] = obj
+        return key
+
+    def tmp(self) -> str:
+        self._n += 1
+        return f"t{self._n}"
+
+    def emit(self, indent: int, line: str) -> None:
+        self.lines.append("    " * indent + line)
+
+
+def _present(f: Field, version: int, flexible: bool) -> bool:
+    if version not in f.versions:
+        return False
+    return f.tag is None or flexible
+
+
+def _compile(src_lines: list[str], env: dict[str, Any], name: str) -> Any:
+    source = "\n".join(src_lines)
+    namespace: dict[str, Any] = {}
+    exec(compile(source, f"<slipstream codec {name}>", "exec"), env, namespace)
+    return namespace[name]
+
+
+def _compile_decoder(cls: type[Struct], version: int, flexible: bool) -> Decoder:
+    e = _Emitter()
+    cls_name = e.name(cls, "cls")
+    e.emit(0, "def decode(buf, pos):")
+    e.emit(1, f"o = {cls_name}.__new__({cls_name})")
+    tagged: list[Field] = []
+    for f in cls.FIELDS:
+        if not _present(f, version, flexible):
+            dflt = e.name(f, "f")
+            e.emit(1, f"o.{f.name} = {dflt}.default()")
+            continue
+        if f.tag is not None:
+            tagged.append(f)
+            dflt = e.name(f, "f")
+            e.emit(1, f"o.{f.name} = {dflt}.default()")
+            continue
+        _emit_read(e, 1, f"o.{f.name}", f, version, flexible)
+    if flexible:
+        if tagged:
+            e.emit(1, "count, pos = p.read_uvarint(buf, pos)")
+            e.emit(1, "for _ in range(count):")
+            e.emit(2, "tag, pos = p.read_uvarint(buf, pos)")
+            e.emit(2, "size, pos = p.read_uvarint(buf, pos)")
+            e.emit(2, "end = pos + size")
+            first = True
+            for f in tagged:
+                kw = "if" if first else "elif"
+                first = False
+                e.emit(2, f"{kw} tag == {f.tag}:")
+                _emit_read(e, 3, f"o.{f.name}", f, version, flexible)
+            e.emit(2, "pos = end  # unknown tags are skipped, known ones end where they said")
+        else:
+            e.emit(1, "pos = p.skip_tagged_fields(buf, pos)")
+    e.emit(1, "return o, pos")
+    return _compile(e.lines, e.env, "decode")
+
+
+def _emit_read(e: _Emitter, ind: int, target: str, f: Field, version: int, flexible: bool) -> None:
+    nullable = version in f.nullable
+    t = f.type
+    if isinstance(t, Array):
+        n = e.tmp()
+        fn = "read_compact_array_length" if flexible else "read_array_length"
+        e.emit(ind, f"{n}, pos = p.{fn}(buf, pos)")
+        e.emit(ind, f"if {n} < 0:")
+        if nullable:
+            e.emit(ind + 1, f"{target} = None")
+        else:
+            e.emit(ind + 1, f"raise p.DecodeError('null array for non-nullable field {f.name}')")
+        e.emit(ind, "else:")
+        lst = e.tmp()
+        e.emit(ind + 1, f"if {n} > len(buf) - pos: raise p.DecodeError('array length {{}} exceeds message'.format({n}))")
+        e.emit(ind + 1, f"{lst} = []")
+        item = t.item
+        if isinstance(item, Primitive):
+            e.emit(ind + 1, f"for _ in range({n}):")
+            _emit_read_primitive(e, ind + 2, "_v", item, flexible, False)
+            e.emit(ind + 2, f"{lst}.append(_v)")
+        else:
+            sub = e.name(decoder(item, version, flexible), "dec")
+            e.emit(ind + 1, f"for _ in range({n}):")
+            e.emit(ind + 2, f"_v, pos = {sub}(buf, pos)")
+            e.emit(ind + 2, f"{lst}.append(_v)")
+        e.emit(ind + 1, f"{target} = {lst}")
+        return
+    if isinstance(t, Primitive):
+        _emit_read_primitive(e, ind, target, t, flexible, nullable)
+        return
+    sub = e.name(decoder(t, version, flexible), "dec")
+    if nullable:
+        e.emit(ind, "if p.INT8.unpack_from(buf, pos)[0] < 0:")
+        e.emit(ind + 1, f"{target} = None; pos += 1")
+        e.emit(ind, "else:")
+        e.emit(ind + 1, f"{target}, pos = {sub}(buf, pos + 1)")
+    else:
+        e.emit(ind, f"{target}, pos = {sub}(buf, pos)")
+
+
+def _emit_read_primitive(
+    e: _Emitter, ind: int, target: str, t: Primitive, flexible: bool, nullable: bool
+) -> None:
+    kind = t.name
+    if kind in _FIXED:
+        st, size = _FIXED[kind]
+        e.emit(ind, f"{target} = {st}.unpack_from(buf, pos)[0]; pos += {size}")
+    elif kind == "bool":
+        e.emit(ind, f"{target} = buf[pos] != 0; pos += 1")
+    elif kind == "uuid":
+        e.emit(ind, f"{target}, pos = p.read_uuid(buf, pos)")
+    elif kind in ("string", "bytes", "records"):
+        reader = {"string": "read_string", "bytes": "read_bytes", "records": "read_records"}[kind]
+        if flexible:
+            reader = reader.replace("read_", "read_compact_")
+        e.emit(ind, f"{target}, pos = p.{reader}(buf, pos)")
+        if not nullable and kind != "records":
+            e.emit(ind, f"if {target} is None: raise p.DecodeError('null value for a non-nullable {kind}')")
+    else:  # pragma: no cover - declarations are checked at import
+        raise TypeError(f"unknown primitive {kind}")
+
+
+def _compile_encoder(cls: type[Struct], version: int, flexible: bool) -> Encoder:
+    e = _Emitter()
+    e.emit(0, "def encode(o, w):")
+    tagged: list[Field] = []
+    for f in cls.FIELDS:
+        if not _present(f, version, flexible):
+            continue
+        if f.tag is not None:
+            tagged.append(f)
+            continue
+        _emit_write(e, 1, f"o.{f.name}", f, version, flexible)
+    if flexible:
+        if not tagged:
+            e.emit(1, "w.buf.append(0)")
+        else:
+            # Tagged fields are written only when they differ from their default.
+            e.emit(1, "tags = []")
+            for f in sorted(tagged, key=lambda x: x.tag or 0):
+                dflt = e.name(f, "f")
+                e.emit(1, f"if o.{f.name} != {dflt}.default():")
+                e.emit(2, "outer = w; w = p_Writer()")
+                _emit_write(e, 2, f"o.{f.name}", f, version, flexible)
+                e.emit(2, f"tags.append(({f.tag}, w.getvalue())); w = outer")
+            e.env["p_Writer"] = Writer
+            e.emit(1, "p.write_uvarint(w.buf, len(tags))")
+            e.emit(1, "for tag, data in tags:")
+            e.emit(2, "p.write_uvarint(w.buf, tag); p.write_uvarint(w.buf, len(data)); w.buf += data")
+    if len(e.lines) == 1:
+        e.emit(1, "pass")
+    return _compile(e.lines, e.env, "encode")
+
+
+def _emit_write(e: _Emitter, ind: int, src: str, f: Field, version: int, flexible: bool) -> None:
+    nullable = version in f.nullable
+    t = f.type
+    if isinstance(t, Array):
+        v = e.tmp()
+        e.emit(ind, f"{v} = {src}")
+        e.emit(ind, f"if {v} is None:")
+        if nullable:
+            e.emit(ind + 1, "w.buf.append(0)" if flexible else "w.buf += b'\\xff\\xff\\xff\\xff'")
+        else:
+            e.emit(ind + 1, f"raise EncodeError('{f.name} may not be null in version {version}')")
+        e.emit(ind, "else:")
+        if flexible:
+            e.emit(ind + 1, f"p.write_uvarint(w.buf, len({v}) + 1)")
+        else:
+            e.emit(ind + 1, f"w.buf += p.INT32.pack(len({v}))")
+        item = t.item
+        if isinstance(item, Primitive):
+            e.emit(ind + 1, f"for _x in {v}:")
+            _emit_write_primitive(e, ind + 2, "_x", item, flexible, False, f.name, version)
+        else:
+            sub = e.name(encoder(item, version, flexible), "enc")
+            e.emit(ind + 1, f"for _x in {v}:")
+            e.emit(ind + 2, f"{sub}(_x, w)")
+        return
+    if isinstance(t, Primitive):
+        _emit_write_primitive(e, ind, src, t, flexible, nullable, f.name, version)
+        return
+    sub = e.name(encoder(t, version, flexible), "enc")
+    if nullable:
+        v = e.tmp()
+        e.emit(ind, f"{v} = {src}")
+        e.emit(ind, f"if {v} is None: w.buf += b'\\xff'")
+        e.emit(ind, f"else: w.buf.append(1); {sub}({v}, w)")
+    else:
+        e.emit(ind, f"{sub}({src}, w)")
+
+
+def _emit_write_primitive(
+    e: _Emitter,
+    ind: int,
+    src: str,
+    t: Primitive,
+    flexible: bool,
+    nullable: bool,
+    name: str,
+    version: int,
+) -> None:
+    kind = t.name
+    if kind in _FIXED:
+        st, _size = _FIXED[kind]
+        e.emit(ind, f"w.buf += {st}.pack({src})")
+    elif kind == "bool":
+        e.emit(ind, f"w.buf.append(1 if {src} else 0)")
+    elif kind == "uuid":
+        e.emit(ind, f"w.buf += {src}.bytes")
+    elif kind == "string":
+        if not nullable:
+            e.emit(ind, f"if {src} is None: raise EncodeError('{name} may not be null in version {version}')")
+        fn = "write_compact_string" if flexible else "write_string"
+        e.emit(ind, f"p.{fn}(w.buf, {src})")
+    elif kind in ("bytes", "records"):
+        v = e.tmp()
+        e.emit(ind, f"{v} = {src}")
+        e.emit(ind, f"if {v} is None:")
+        if nullable or kind == "records":
+            e.emit(ind + 1, "w.buf.append(0)" if flexible else "w.buf += b'\\xff\\xff\\xff\\xff'")
+        else:
+            e.emit(ind + 1, f"raise EncodeError('{name} may not be null in version {version}')")
+        e.emit(ind, "else:")
+        if flexible:
+            e.emit(ind + 1, f"p.write_uvarint(w.buf, len({v}) + 1)")
+        else:
+            e.emit(ind + 1, f"w.buf += p.INT32.pack(len({v}))")
+        e.emit(ind + 1, f"w.blob({v})")
+    else:  # pragma: no cover
+        raise TypeError(f"unknown primitive {kind}")

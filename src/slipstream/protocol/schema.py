@@ -1,0 +1,199 @@
+"""The declaration language for Kafka messages: protocol as data.
+
+A message is a ``Struct`` subclass whose class attributes are ``field(...)``
+declarations, in wire order, each tagged with the versions it exists in::
+
+    class JoinGroupRequestProtocol(Struct):
+        name: str = field(STRING)
+        metadata: bytes = field(BYTES)
+
+    class JoinGroupRequest(Struct):
+        group_id: str = field(STRING)
+        rebalance_timeout_ms: int = field(INT32, v="1+", default=-1)
+        group_instance_id: str | None = field(STRING, v="5+", nullable="5+", default=None)
+        protocols: list[JoinGroupRequestProtocol] = field(Array(JoinGroupRequestProtocol))
+
+The annotations give type checkers the attribute types; ``codec.py`` compiles
+per-version encoders/decoders from the field list. Field names are Kafka's own
+names in snake_case.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from .primitives import ZERO_UUID
+
+
+@dataclass(frozen=True, slots=True)
+class Versions:
+    """An inclusive version range; ``high`` None means open-ended ("3+")."""
+
+    low: int
+    high: int | None
+
+    def __contains__(self, version: object) -> bool:
+        if not isinstance(version, int):
+            return False
+        return self.low <= version and (self.high is None or version <= self.high)
+
+    @classmethod
+    def parse(cls, spec: str | None) -> Versions:
+        if spec is None or spec == "none":
+            return NO_VERSIONS
+        if spec.endswith("+"):
+            return cls(int(spec[:-1]), None)
+        if "-" in spec:
+            low, high = spec.split("-")
+            return cls(int(low), int(high))
+        return cls(int(spec), int(spec))
+
+
+NO_VERSIONS = Versions(1, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Primitive:
+    name: str
+
+    def default(self) -> Any:
+        return _PRIMITIVE_DEFAULTS[self.name]
+
+
+INT8 = Primitive("int8")
+INT16 = Primitive("int16")
+INT32 = Primitive("int32")
+INT64 = Primitive("int64")
+UINT16 = Primitive("uint16")
+UINT32 = Primitive("uint32")
+FLOAT64 = Primitive("float64")
+BOOL = Primitive("bool")
+UUID = Primitive("uuid")
+STRING = Primitive("string")
+BYTES = Primitive("bytes")
+RECORDS = Primitive("records")
+
+_PRIMITIVE_DEFAULTS: dict[str, Any] = {
+    "int8": 0,
+    "int16": 0,
+    "int32": 0,
+    "int64": 0,
+    "uint16": 0,
+    "uint32": 0,
+    "float64": 0.0,
+    "bool": False,
+    "uuid": ZERO_UUID,
+    "string": "",
+    "bytes": b"",
+    "records": None,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Array:
+    item: Primitive | type[Struct]
+
+
+FieldType = Primitive | Array | type["Struct"]
+
+_AUTO: Any = object()
+
+
+class Field:
+    """One declared field. ``tag`` marks a tagged field (flexible versions only)."""
+
+    __slots__ = ("_default", "name", "nullable", "tag", "type", "versions")
+
+    def __init__(
+        self,
+        type_: FieldType,
+        versions: Versions,
+        nullable: Versions,
+        tag: int | None,
+        default: Any,
+    ) -> None:
+        self.name = ""
+        self.type = type_
+        self.versions = versions
+        self.nullable = nullable
+        self.tag = tag
+        self._default = default
+
+    def default(self) -> Any:
+        """A fresh default value (lists are never shared between messages)."""
+        if self._default is not _AUTO:
+            return list(self._default) if isinstance(self._default, list) else self._default
+        if isinstance(self.type, Array):
+            return []
+        if isinstance(self.type, Primitive):
+            return self.type.default()
+        return self.type()
+
+    def __repr__(self) -> str:
+        return f"Field({self.name!r}, {self.type!r}, {self.versions})"
+
+
+def field(
+    type_: FieldType,
+    *,
+    v: str = "0+",
+    nullable: str | None = None,
+    tag: int | None = None,
+    default: Any = _AUTO,
+) -> Any:
+    """Declare a field. Typed ``Any`` so ``name: int = field(INT32)`` type-checks."""
+    return Field(type_, Versions.parse(v), Versions.parse(nullable), tag, default)
+
+
+class Struct:
+    """Base of every message and nested structure; fields come from the declarations."""
+
+    FIELDS: ClassVar[tuple[Field, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        fields: list[Field] = []
+        for name, value in list(vars(cls).items()):
+            if isinstance(value, Field):
+                value.name = name
+                fields.append(value)
+                # Instances hold values in __dict__; the class keeps the declaration list.
+                delattr(cls, name)
+        cls.FIELDS = tuple(fields)
+
+    def __init__(self, **values: Any) -> None:
+        for f in self.FIELDS:
+            if f.name in values:
+                setattr(self, f.name, values.pop(f.name))
+            else:
+                setattr(self, f.name, f.default())
+        if values:
+            raise TypeError(f"{type(self).__name__} has no field(s) {', '.join(sorted(values))}")
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(getattr(self, f.name) == getattr(other, f.name) for f in self.FIELDS)
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in self.FIELDS)
+        return f"{type(self).__name__}({inner})"
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in self.FIELDS:
+            value = getattr(self, f.name)
+            if isinstance(value, list):
+                value = [x.to_dict() if isinstance(x, Struct) else x for x in value]
+            elif isinstance(value, Struct):
+                value = value.to_dict()
+            elif isinstance(value, memoryview):
+                value = bytes(value)
+            out[f.name] = value
+        return out
+
+
+def is_uuid(value: object) -> bool:
+    return isinstance(value, uuid.UUID)
