@@ -347,6 +347,15 @@ def _emit_write_primitive(
             e.emit(ind + 1, "w.buf.append(0)" if flexible else "w.buf += b'\\xff\\xff\\xff\\xff'")
         else:
             e.emit(ind + 1, f"raise EncodeError('{name} may not be null in version {version}')")
+        if kind == "records":
+            # A fetch read may span segments: a list of buffers is written back to back.
+            e.emit(ind, f"elif {v}.__class__ is list:")
+            e.emit(ind + 1, f"_n = sum(len(_c) for _c in {v})")
+            if flexible:
+                e.emit(ind + 1, "p.write_uvarint(w.buf, _n + 1)")
+            else:
+                e.emit(ind + 1, "w.buf += p.INT32.pack(_n)")
+            e.emit(ind + 1, f"for _c in {v}: w.blob(_c)")
         e.emit(ind, "else:")
         if flexible:
             e.emit(ind + 1, f"p.write_uvarint(w.buf, len({v}) + 1)")

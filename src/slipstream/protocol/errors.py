@@ -198,6 +198,7 @@ class ErrorCode:
     INVALID_TXN_STATE = 48
     INVALID_PRODUCER_ID_MAPPING = 49
     INVALID_TRANSACTION_TIMEOUT = 50
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
     KAFKA_STORAGE_ERROR = 56
     UNKNOWN_PRODUCER_ID = 59
     NON_EMPTY_GROUP = 68
@@ -217,3 +218,16 @@ class ErrorCode:
     UNKNOWN_TOPIC_ID = 100
     INCONSISTENT_TOPIC_ID = 103
     TRANSACTIONAL_ID_NOT_FOUND = 105
+
+
+class KafkaError(Exception):
+    """An error with a protocol error code; ``str()`` is the message to show a person."""
+
+    def __init__(self, code: int, message: str | None = None) -> None:
+        self.code = code
+        self.message = message or info(code).message
+        super().__init__(f"{name(code)}: {self.message}")
+
+    @property
+    def retriable(self) -> bool:
+        return is_retriable(self.code)

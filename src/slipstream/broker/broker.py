@@ -1,0 +1,173 @@
+"""The broker: wires storage, topics, the group coordinator and the server together.
+
+Usable embedded (``async with Broker(storage="memory", port=0) as b``, or the
+blocking ``with Broker(...)`` that runs its own loop in a thread) and from the CLI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from .config import BrokerConfig
+from .dispatch import Dispatcher
+from .producer_state import ProducerIdAllocator
+from .server import KafkaConnection
+from .state import BrokerState, load_cluster_id
+from .topics import TopicManager
+
+log = logging.getLogger(__name__)
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig | None = None, **settings: Any) -> None:
+        base = config or BrokerConfig()
+        self.config = replace(base, **settings).validate() if settings else base.validate()
+        self.state: BrokerState | None = None
+        self._server: asyncio.Server | None = None
+        self._connections: set[KafkaConnection] = set()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._thread: threading.Thread | None = None
+        self._thread_loop: asyncio.AbstractEventLoop | None = None
+        self.port = self.config.port
+
+    # ---------------------------------------------------------------- lifecycle
+
+    async def start(self) -> Broker:
+        config = self.config
+        data_dir: Path | None = None
+        if config.storage == "disk":
+            from ..log.store import DiskLogStore
+
+            data_dir = Path(config.data_dir)
+            data_dir.mkdir(parents=True, exist_ok=True)
+            store: Any = DiskLogStore(data_dir / "logs")
+        else:
+            from ..log.memory import MemoryLogStore
+
+            store = MemoryLogStore()
+        topics = TopicManager(config, store, data_dir)
+        topics.load()
+        state = BrokerState(
+            config=config,
+            topics=topics,
+            cluster_id=load_cluster_id(data_dir),
+            producer_ids=ProducerIdAllocator(data_dir / "producer-ids" if data_dir else None),
+        )
+        self.state = state
+        dispatcher = Dispatcher(state)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: KafkaConnection(dispatcher, config.socket_request_max_bytes, self._connections),
+            host=config.host,
+            port=config.port,
+            reuse_address=True,
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        state.advertised_host = config.advertised_host or config.host
+        state.advertised_port = config.advertised_port or self.port
+        self._tasks.append(loop.create_task(self._retention_loop()))
+        if config.durability == "interval":
+            self._tasks.append(loop.create_task(self._flush_loop()))
+        log.info(
+            "slipstream broker listening on %s:%d (storage=%s, data=%s)",
+            config.host,
+            self.port,
+            config.storage,
+            data_dir,
+        )
+        return self
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+        if self._server is not None:
+            self._server.close()
+            for conn in list(self._connections):
+                conn.close(None)
+            await self._server.wait_closed()
+            self._server = None
+        if self.state is not None:
+            self.state.topics.flush_all()
+            self.state.topics.close()
+            self.state = None
+
+    async def serve_forever(self) -> None:
+        if self._server is None:
+            await self.start()
+        assert self._server is not None
+        try:
+            await self._server.serve_forever()
+        finally:
+            await self.stop()
+
+    @property
+    def bootstrap_servers(self) -> str:
+        host = self.config.advertised_host or self.config.host
+        return f"{host}:{self.port}"
+
+    async def __aenter__(self) -> Broker:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # Blocking form: the broker runs on its own loop in a daemon thread.
+    def __enter__(self) -> Broker:
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._thread_loop = loop
+            try:
+                loop.run_until_complete(self.start())
+            except BaseException as exc:
+                failure.append(exc)
+                ready.set()
+                return
+            ready.set()
+            loop.run_forever()
+            loop.run_until_complete(self.stop())
+            loop.close()
+
+        self._thread = threading.Thread(target=run, name="slipstream-broker", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if failure:
+            raise failure[0]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._thread_loop is not None and self._thread is not None:
+            self._thread_loop.call_soon_threadsafe(self._thread_loop.stop)
+            self._thread.join(timeout=10)
+            self._thread = None
+
+    # ---------------------------------------------------------------- background
+
+    async def _retention_loop(self) -> None:
+        interval = self.config.log_retention_check_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            if self.state is not None:
+                try:
+                    self.state.topics.enforce_retention(self.state.clock())
+                except Exception:
+                    log.exception("retention check failed")
+
+    async def _flush_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self.config.flush_interval_ms / 1000)
+            if self.state is not None:
+                await loop.run_in_executor(None, self.state.topics.flush_all)

@@ -1,0 +1,170 @@
+"""Broker configuration: defaults, then a config file, then SLIPSTREAM_* env vars, then CLI flags.
+
+Keys use Kafka's dotted names where Kafka has one (``num.partitions``,
+``auto.create.topics.enable``...), so a Kafka user finds what they expect.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+DURABILITY_POLICIES = ("page-cache", "interval", "fsync")
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    host: str = "127.0.0.1"
+    port: int = 9092
+    # What clients are told to connect to; defaults to host/port (the real port when port is 0).
+    advertised_host: str | None = None
+    advertised_port: int | None = None
+    data_dir: str = "./slipstream-data"
+    # "disk" or "memory" (nothing survives a restart).
+    storage: str = "disk"
+    node_id: int = 0
+    auto_create_topics: bool = True
+    default_partitions: int = 1
+    socket_request_max_bytes: int = 100 * 1024 * 1024
+    message_max_bytes: int = 1024 * 1024 + 12  # Kafka's default max.message.bytes
+    log_segment_bytes: int = 1 << 30
+    log_segment_ms: int = 7 * 24 * 3600 * 1000
+    log_retention_ms: int = 7 * 24 * 3600 * 1000
+    log_retention_bytes: int = -1
+    log_retention_check_interval_ms: int = 5 * 60 * 1000
+    # page-cache: survive a process crash; interval: fsync every flush_interval_ms;
+    # fsync: fsync (group commit) before acknowledging acks=-1 produces.
+    durability: str = "page-cache"
+    flush_interval_ms: int = 1000
+    offsets_topic_partitions: int = 50
+    group_initial_rebalance_delay_ms: int = 100
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1800000
+    group_max_size: int = 2147483647
+    offsets_retention_minutes: int = 7 * 24 * 60
+    offset_metadata_max_bytes: int = 4096
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def validate(self) -> BrokerConfig:
+        if self.storage not in ("disk", "memory"):
+            raise ValueError(f"storage must be 'disk' or 'memory', not {self.storage!r}")
+        if self.durability not in DURABILITY_POLICIES:
+            raise ValueError(
+                f"durability must be one of {', '.join(DURABILITY_POLICIES)}, not {self.durability!r}"
+            )
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port {self.port} is out of range")
+        if self.default_partitions < 1:
+            raise ValueError("default partitions must be at least 1")
+        return self
+
+
+# Kafka-style names accepted in files, env vars and --set, mapped to our fields.
+ALIASES = {
+    "listeners.host": "host",
+    "advertised.host.name": "advertised_host",
+    "advertised.port": "advertised_port",
+    "log.dirs": "data_dir",
+    "log.dir": "data_dir",
+    "node.id": "node_id",
+    "broker.id": "node_id",
+    "auto.create.topics.enable": "auto_create_topics",
+    "num.partitions": "default_partitions",
+    "socket.request.max.bytes": "socket_request_max_bytes",
+    "message.max.bytes": "message_max_bytes",
+    "log.segment.bytes": "log_segment_bytes",
+    "log.roll.ms": "log_segment_ms",
+    "log.retention.ms": "log_retention_ms",
+    "log.retention.bytes": "log_retention_bytes",
+    "log.retention.check.interval.ms": "log_retention_check_interval_ms",
+    "offsets.topic.num.partitions": "offsets_topic_partitions",
+    "group.initial.rebalance.delay.ms": "group_initial_rebalance_delay_ms",
+    "group.min.session.timeout.ms": "group_min_session_timeout_ms",
+    "group.max.session.timeout.ms": "group_max_session_timeout_ms",
+    "group.max.size": "group_max_size",
+    "offsets.retention.minutes": "offsets_retention_minutes",
+    "offset.metadata.max.bytes": "offset_metadata_max_bytes",
+}
+
+_FIELDS = {f.name: f for f in fields(BrokerConfig)}
+
+
+def _field_name(key: str) -> str:
+    key = key.strip()
+    if key in ALIASES:
+        return ALIASES[key]
+    name = key.replace(".", "_").replace("-", "_").lower()
+    if name not in _FIELDS or name == "extra":
+        raise ValueError(f"unknown config key {key!r}")
+    return name
+
+
+def _coerce(name: str, raw: Any) -> Any:
+    kind = _FIELDS[name].type
+    if isinstance(raw, str):
+        text = raw.strip()
+        if "bool" in str(kind):
+            if text.lower() in ("1", "true", "yes", "on"):
+                return True
+            if text.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(f"{name}: expected true or false, got {raw!r}")
+        if "int" in str(kind):
+            if text.lower() in ("", "none") and "None" in str(kind):
+                return None
+            try:
+                return int(text)
+            except ValueError:
+                raise ValueError(f"{name}: expected an integer, got {raw!r}") from None
+        return text
+    return raw
+
+
+def apply(config: BrokerConfig, settings: dict[str, Any]) -> BrokerConfig:
+    changes = {}
+    for key, raw in settings.items():
+        name = _field_name(key)
+        changes[name] = _coerce(name, raw)
+    return replace(config, **changes)
+
+
+def load_file(path: str | Path) -> dict[str, Any]:
+    """A TOML file (flat keys) or a Java-style .properties file."""
+    text = Path(path).read_text()
+    if str(path).endswith(".toml"):
+        return dict(tomllib.loads(text))
+    settings: dict[str, Any] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        if "=" not in line:
+            raise ValueError(f"{path}:{number}: expected key=value, got {line!r}")
+        key, value = line.split("=", 1)
+        settings[key.strip()] = value.strip()
+    return settings
+
+
+def from_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+    env = os.environ if environ is None else environ
+    # SLIPSTREAM_CONFIG names the config file itself; every other SLIPSTREAM_X sets x.
+    return {
+        k[len("SLIPSTREAM_") :].lower(): v
+        for k, v in env.items()
+        if k.startswith("SLIPSTREAM_") and k != "SLIPSTREAM_CONFIG"
+    }
+
+
+def build(
+    file: str | None = None, env: dict[str, str] | None = None, flags: dict[str, Any] | None = None
+) -> BrokerConfig:
+    config = BrokerConfig()
+    if file:
+        config = apply(config, load_file(file))
+    config = apply(config, from_env(env))
+    if flags:
+        config = apply(config, {k: v for k, v in flags.items() if v is not None})
+    return config.validate()

@@ -1,0 +1,94 @@
+"""Turns one request frame into one response frame (or none, for acks=0 produces)."""
+
+from __future__ import annotations
+
+import logging
+from types import ModuleType
+
+from ..protocol import api, codec
+from ..protocol import primitives as p
+from ..protocol.api import RequestHeader
+from ..protocol.apis.api_versions import (
+    ApiVersionsResponse,
+    ApiVersionsResponseApiVersion,
+)
+from ..protocol.errors import ErrorCode
+from .handlers import load_all
+from .state import BrokerState, RequestContext
+
+log = logging.getLogger(__name__)
+
+Buffers = list[bytes | bytearray | memoryview]
+
+
+class CloseConnection(Exception):
+    """The request cannot be answered; the connection is closed with this reason logged."""
+
+
+class Dispatcher:
+    def __init__(self, state: BrokerState) -> None:
+        self.state = state
+        self.handlers: dict[int, ModuleType] = load_all()
+
+    def supported_versions(self) -> list[ApiVersionsResponseApiVersion]:
+        return [
+            ApiVersionsResponseApiVersion(
+                api_key=key, min_version=m.MIN_VERSION, max_version=m.MAX_VERSION
+            )
+            for key, m in sorted(self.handlers.items())
+        ]
+
+    async def dispatch(self, frame: bytearray, client_host: str) -> Buffers | None:
+        view = memoryview(frame)
+        try:
+            api_key, api_version, correlation_id = api.decode_request_header_prefix(view)
+        except p.DecodeError as exc:
+            raise CloseConnection(str(exc)) from None
+        handler = self.handlers.get(api_key)
+        if handler is None:
+            raise CloseConnection(f"unknown API key {api_key}")
+        spec: api.ApiSpec = handler.SPEC
+        if not handler.MIN_VERSION <= api_version <= handler.MAX_VERSION:
+            if api_key == api.API_VERSIONS_KEY:
+                # Kafka answers an unknown ApiVersions version with v0 + UNSUPPORTED_VERSION
+                # and its version list, so the client can retry with one both know.
+                body = ApiVersionsResponse(
+                    error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=self.supported_versions()
+                )
+                return _frame(spec, 0, correlation_id, body)
+            raise CloseConnection(
+                f"{spec.name} v{api_version} is not supported (supported: "
+                f"v{handler.MIN_VERSION}-v{handler.MAX_VERSION})"
+            )
+        try:
+            header, pos = api.decode_request_header(view, spec.request_header_version(api_version))
+            request = spec.decode_request(view, pos, api_version)
+        except p.DecodeError as exc:
+            raise CloseConnection(f"malformed {spec.name} v{api_version} request: {exc}") from None
+        ctx = RequestContext(self.state, header, api_version, client_host)
+        try:
+            response = await handler.handle(ctx, request)
+        except CloseConnection:
+            raise
+        except Exception as exc:
+            log.exception("%s v%d handler failed", spec.name, api_version)
+            raise CloseConnection(f"internal error handling {spec.name}: {exc}") from exc
+        if response is None:
+            return None
+        return _frame(spec, api_version, header.correlation_id, response)
+
+
+def _frame(spec: api.ApiSpec, version: int, correlation_id: int, body: object) -> Buffers:
+    w = codec.Writer()
+    w.buf += b"\0\0\0\0"  # size, filled in below
+    api.encode_response_header(w.buf, correlation_id, spec.response_header_version(version))
+    first = w.buf
+    spec.encode_response(body, version, w)  # type: ignore[arg-type]
+    parts = w.finish()
+    size = sum(len(x) for x in parts) - 4
+    p.INT32.pack_into(first, 0, size)
+    return parts
+
+
+def request_header_for_logs(header: RequestHeader) -> str:
+    return f"{header.client_id}#{header.correlation_id}"

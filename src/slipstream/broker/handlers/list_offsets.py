@@ -1,0 +1,68 @@
+"""ListOffsets (key 2). Served v1-9.
+
+Special timestamps: -1 latest (log end = high watermark = last stable offset, as
+there are no transactions), -2 earliest (log start), -3 max timestamp (v7+),
+-4 earliest local (v8+, same as earliest: no tiered storage), -5 latest tiered
+(v9+, none exists: offset -1). Any other value finds the first record whose
+timestamp is >= it; none -> offset -1.
+"""
+
+from __future__ import annotations
+
+from ...protocol.apis.list_offsets import (
+    SPEC,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    ListOffsetsResponsePartition,
+    ListOffsetsResponseTopic,
+)
+from ...protocol.errors import ErrorCode
+from ..state import RequestContext
+
+MIN_VERSION = 1
+MAX_VERSION = 9
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+
+
+async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
+    state = ctx.state
+    topics = []
+    for wanted in request.topics:
+        out = ListOffsetsResponseTopic(name=wanted.name)
+        for part in wanted.partitions:
+            resp = ListOffsetsResponsePartition(
+                partition_index=part.partition_index, timestamp=-1, offset=-1, leader_epoch=0
+            )
+            out.partitions.append(resp)
+            plog = state.topics.partition(wanted.name, part.partition_index)
+            if plog is None:
+                resp.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                resp.leader_epoch = -1
+                continue
+            ts = part.timestamp
+            if ts == LATEST:
+                resp.offset = plog.log_end_offset
+            elif ts in (EARLIEST, EARLIEST_LOCAL):
+                resp.offset = plog.log_start_offset
+            elif ts == MAX_TIMESTAMP:
+                found = plog.max_timestamp()
+                if found is not None:
+                    resp.offset, resp.timestamp = found
+            elif ts == LATEST_TIERED:
+                pass
+            elif ts < 0:
+                resp.error_code = ErrorCode.INVALID_REQUEST
+            else:
+                found = plog.offset_for_timestamp(ts)
+                if found is not None:
+                    resp.offset, resp.timestamp = found
+        topics.append(out)
+    return ListOffsetsResponse(topics=topics)
+
+
+__all__ = ["MAX_VERSION", "MIN_VERSION", "SPEC", "handle"]

@@ -1,0 +1,66 @@
+"""Produce (key 0). Served v3-11: magic 2 record batches only (Kafka 4 dropped v0-v2).
+
+acks=0 gets no response at all; acks=1 and acks=-1 are answered after the append
+(with the fsync durability policy, acks=-1 also waits for the group-commit fsync).
+v8+ carries record_errors/error_message; v10+ tagged current_leader/node_endpoints
+(only sent for NOT_LEADER errors, which a single node never returns).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ...protocol.apis.produce import (
+    SPEC,
+    ProduceRequest,
+    ProduceResponse,
+    ProduceResponsePartition,
+    ProduceResponseTopic,
+)
+from ...protocol.errors import ErrorCode, KafkaError
+from ..state import RequestContext
+
+MIN_VERSION = 3
+MAX_VERSION = 11
+
+log = logging.getLogger(__name__)
+
+
+async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
+    state = ctx.state
+    acks = request.acks
+    topics: list[ProduceResponseTopic] = []
+    bad_acks = acks not in (0, 1, -1)
+    transactional = request.transactional_id is not None
+    for topic_data in request.topic_data:
+        partitions: list[ProduceResponsePartition] = []
+        for part in topic_data.partition_data:
+            resp = ProduceResponsePartition(index=part.index, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1)
+            if bad_acks:
+                resp.error_code = ErrorCode.INVALID_REQUIRED_ACKS
+                resp.error_message = f"acks must be 0, 1 or -1, got {acks}"
+            elif transactional:
+                resp.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                resp.error_message = "transactions are not supported by this broker"
+            elif part.records is None:
+                resp.error_code = ErrorCode.INVALID_RECORD
+                resp.error_message = "produce request carried no records"
+            else:
+                try:
+                    info = await state.append(topic_data.name, part.index, part.records, acks=acks)
+                    resp.base_offset = info.base_offset
+                    resp.log_append_time_ms = info.log_append_time_ms
+                    resp.log_start_offset = info.log_start_offset
+                except KafkaError as exc:
+                    resp.error_code = exc.code
+                    resp.error_message = exc.message
+                    if exc.code not in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,):
+                        log.info("produce to %s-%d rejected: %s", topic_data.name, part.index, exc)
+            partitions.append(resp)
+        topics.append(ProduceResponseTopic(name=topic_data.name, partition_responses=partitions))
+    if acks == 0:
+        return None
+    return ProduceResponse(responses=topics)
+
+
+__all__ = ["MAX_VERSION", "MIN_VERSION", "SPEC", "handle"]

@@ -1,0 +1,137 @@
+"""Everything a request handler may touch, in one place: topics, producers, clock, config."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..log.api import AppendInfo
+from ..protocol.api import RequestHeader
+from ..protocol.errors import ErrorCode, KafkaError
+from ..protocol.record_batch import InvalidBatch, split_batches, validate_batch
+from . import topic_config
+from .config import BrokerConfig
+from .durability import GroupCommitter
+from .notifier import AppendNotifier
+from .producer_state import PartitionProducerState, ProducerIdAllocator
+from .topics import TopicManager
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass
+class BrokerState:
+    config: BrokerConfig
+    topics: TopicManager
+    cluster_id: str
+    producer_ids: ProducerIdAllocator
+    advertised_host: str = "127.0.0.1"
+    advertised_port: int = 9092
+    clock: Callable[[], int] = wall_clock_ms
+    notifier: AppendNotifier = field(default_factory=AppendNotifier)
+    committer: GroupCommitter = field(default_factory=GroupCommitter)
+    producer_states: dict[tuple[str, int], PartitionProducerState] = field(default_factory=dict)
+    # Set by the broker once the group coordinator adapter exists.
+    groups: Any = None
+
+    def producer_state(self, topic: str, partition: int) -> PartitionProducerState:
+        key = (topic, partition)
+        state = self.producer_states.get(key)
+        if state is None:
+            state = self.producer_states[key] = PartitionProducerState()
+        return state
+
+    async def append(self, topic: str, partition: int, records: memoryview, *, acks: int) -> AppendInfo:
+        """Validate and append a produce payload for one partition; the one write path.
+
+        Raises KafkaError with the code the produce response should carry.
+        """
+        plog = self.topics.partition(topic, partition)
+        if plog is None:
+            raise KafkaError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                f"topic {topic!r} partition {partition} does not exist",
+            )
+        configs = self.topics.effective_configs(self.topics.topics[topic])
+        max_batch = int(configs["max.message.bytes"])
+        batches = []
+        headers = []
+        try:
+            for batch in split_batches(records):
+                if len(batch) > max_batch:
+                    raise KafkaError(
+                        ErrorCode.MESSAGE_TOO_LARGE,
+                        f"record batch of {len(batch)} bytes exceeds max.message.bytes={max_batch}",
+                    )
+                header = validate_batch(batch)
+                if header.is_transactional or header.is_control:
+                    raise KafkaError(
+                        ErrorCode.INVALID_TXN_STATE,
+                        "transactions are not supported by this broker",
+                    )
+                batches.append(batch)
+                headers.append(header)
+        except InvalidBatch as exc:
+            code = ErrorCode.CORRUPT_MESSAGE if exc.corrupt else ErrorCode.INVALID_RECORD
+            raise KafkaError(code, str(exc)) from None
+        if not batches:
+            raise KafkaError(ErrorCode.INVALID_RECORD, "produce request carried no record batch")
+
+        producers = self.producer_state(topic, partition)
+        if len(batches) == 1:
+            duplicate = producers.check(headers[0])
+            if duplicate is not None:
+                return AppendInfo(duplicate.base_offset, duplicate.last_offset, -1, plog.log_start_offset)
+        else:
+            for header in headers:
+                if producers.check(header) is not None:
+                    raise KafkaError(
+                        ErrorCode.DUPLICATE_SEQUENCE_NUMBER,
+                        "a request mixing new and already-written batches cannot be deduplicated",
+                    )
+
+        log_append_time = configs["message.timestamp.type"] == "LogAppendTime"
+        # The request buffer is writable (we read frames into bytearrays): stamp in place.
+        info = plog.append(batches, now_ms=self.clock(), log_append_time=log_append_time)  # type: ignore[arg-type]
+        offset = info.base_offset
+        for header in headers:
+            producers.record(header, offset)
+            offset += header.last_offset_delta + 1
+        if acks == -1 and self.config.durability == "fsync":
+            await self.committer.sync(plog)
+        self.notifier.notify((topic, partition))
+        return info
+
+    def topic_log_config(self, topic: str) -> Any:
+        t = self.topics.topics[topic]
+        return topic_config.log_config(self.topics.effective_configs(t))
+
+
+@dataclass
+class RequestContext:
+    state: BrokerState
+    header: RequestHeader
+    api_version: int
+    client_host: str
+
+
+def load_cluster_id(data_dir: Path | None) -> str:
+    """Kafka cluster ids are 22-char url-safe base64 UUIDs; ours persists in meta.properties."""
+    import base64
+
+    fresh = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    if data_dir is None:
+        return fresh
+    meta = data_dir / "meta.properties"
+    if meta.exists():
+        for line in meta.read_text().splitlines():
+            if line.startswith("cluster.id="):
+                return line.split("=", 1)[1].strip()
+    meta.write_text(f"version=1\ncluster.id={fresh}\n")
+    return fresh

@@ -1,0 +1,210 @@
+"""Topic registry: names, ids, partition counts and config overrides, persisted in the data dir.
+
+Each partition's data lives in a PartitionLog from the log store; this module only
+knows which partitions exist and with what settings.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..log.api import LogStore, PartitionLog
+from ..protocol.errors import ErrorCode, KafkaError
+from . import topic_config
+from .config import BrokerConfig
+
+log = logging.getLogger(__name__)
+
+_LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_NAME_LENGTH = 249
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+def check_topic_name(name: str | None) -> str:
+    if not name:
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "topic name is empty")
+    if name in (".", ".."):
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic name {name!r} is not allowed")
+    if len(name) > MAX_NAME_LENGTH:
+        raise KafkaError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"topic name is {len(name)} characters; the limit is {MAX_NAME_LENGTH}",
+        )
+    if not _LEGAL_NAME.match(name):
+        raise KafkaError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"topic name {name!r} may only contain ASCII letters, digits, '.', '_' and '-'",
+        )
+    return name
+
+
+@dataclass
+class Topic:
+    name: str
+    topic_id: uuid.UUID
+    configs: dict[str, str]  # overrides only; effective values add the broker defaults
+    partitions: list[PartitionLog] = field(default_factory=list)
+
+    @property
+    def internal(self) -> bool:
+        return self.name.startswith("__")
+
+
+class TopicManager:
+    def __init__(self, config: BrokerConfig, store: LogStore, metadata_dir: Path | None) -> None:
+        self.config = config
+        self.store = store
+        self._metadata_path = metadata_dir / "topics.json" if metadata_dir else None
+        self.topics: dict[str, Topic] = {}
+        self.by_id: dict[uuid.UUID, Topic] = {}
+
+    # ---------------------------------------------------------------- persistence
+
+    def load(self) -> None:
+        if self._metadata_path is None or not self._metadata_path.exists():
+            return
+        saved = json.loads(self._metadata_path.read_text())
+        for name, entry in saved["topics"].items():
+            topic = Topic(name, uuid.UUID(entry["id"]), dict(entry.get("configs", {})))
+            self._register(topic)
+            self._open_partitions(topic, int(entry["partitions"]))
+        log.info("loaded %d topics", len(self.topics))
+
+    def _save(self) -> None:
+        if self._metadata_path is None:
+            return
+        body = {
+            "topics": {
+                t.name: {"id": str(t.topic_id), "partitions": len(t.partitions), "configs": t.configs}
+                for t in self.topics.values()
+            }
+        }
+        tmp = self._metadata_path.with_suffix(".tmp")
+        with open(tmp, "w") as f:
+            json.dump(body, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self._metadata_path)
+
+    # ---------------------------------------------------------------- queries
+
+    def get(self, name: str) -> Topic | None:
+        return self.topics.get(name)
+
+    def partition(self, name: str, index: int) -> PartitionLog | None:
+        topic = self.topics.get(name)
+        if topic is None or not 0 <= index < len(topic.partitions):
+            return None
+        return topic.partitions[index]
+
+    def effective_configs(self, topic: Topic) -> dict[str, str]:
+        return topic_config.effective(self.config, topic.configs)
+
+    # ---------------------------------------------------------------- changes
+
+    def create(
+        self,
+        name: str,
+        partitions: int,
+        configs: dict[str, str] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> Topic:
+        check_topic_name(name)
+        if name in self.topics:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        if partitions < 1:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"number of partitions must be >= 1, got {partitions}")
+        overrides = dict(configs or {})
+        for key, value in overrides.items():
+            try:
+                topic_config.validate(key, value)
+            except topic_config.InvalidConfig as exc:
+                raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        topic = Topic(name, uuid.uuid4(), overrides)
+        if validate_only:
+            return topic
+        self._register(topic)
+        self._open_partitions(topic, partitions)
+        self._save()
+        log.info("created topic %s with %d partitions", name, partitions)
+        return topic
+
+    def delete(self, name: str) -> Topic:
+        topic = self.topics.pop(name, None)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        del self.by_id[topic.topic_id]
+        for index, plog in enumerate(topic.partitions):
+            plog.close()
+            self.store.remove(name, index)
+        self._save()
+        log.info("deleted topic %s", name)
+        return topic
+
+    def add_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:
+        topic = self.topics.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        current = len(topic.partitions)
+        if count <= current:
+            raise KafkaError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"topic {name!r} has {current} partitions; the new count {count} must be larger",
+            )
+        if validate_only:
+            return
+        self._open_partitions(topic, count)
+        self._save()
+
+    def set_configs(self, name: str, overrides: dict[str, str], *, validate_only: bool = False) -> None:
+        topic = self.topics.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        for key, value in overrides.items():
+            try:
+                topic_config.validate(key, value)
+            except topic_config.InvalidConfig as exc:
+                raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        if validate_only:
+            return
+        topic.configs = dict(overrides)
+        settings = topic_config.log_config(self.effective_configs(topic))
+        for plog in topic.partitions:
+            plog.update_config(settings)
+        self._save()
+
+    def _register(self, topic: Topic) -> None:
+        self.topics[topic.name] = topic
+        self.by_id[topic.topic_id] = topic
+
+    def _open_partitions(self, topic: Topic, count: int) -> None:
+        settings = topic_config.log_config(self.effective_configs(topic))
+        for index in range(len(topic.partitions), count):
+            topic.partitions.append(self.store.open(topic.name, index, settings))
+
+    def enforce_retention(self, now_ms: int) -> int:
+        deleted = 0
+        for topic in self.topics.values():
+            if "delete" not in self.effective_configs(topic)["cleanup.policy"]:
+                continue
+            for plog in topic.partitions:
+                deleted += plog.enforce_retention(now_ms)
+        return deleted
+
+    def flush_all(self) -> None:
+        for topic in self.topics.values():
+            for plog in topic.partitions:
+                plog.flush()
+
+    def close(self) -> None:
+        for topic in self.topics.values():
+            for plog in topic.partitions:
+                plog.close()
+        self.store.close()

@@ -1,0 +1,118 @@
+"""The ``slipstream`` command: serve a broker, and manage topics, data and groups."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Callable, Sequence
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="run a broker",
+        description="Run a Slipstream broker. Settings come from defaults, then --config FILE "
+        "(TOML or Java .properties), then SLIPSTREAM_* environment variables, then flags.",
+    )
+    p.add_argument("--config", help="config file (.toml, or key=value .properties)")
+    p.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port to listen on (default 9092; 0 picks a free one)")
+    p.add_argument("--data-dir", help="where partition logs live (default ./slipstream-data)")
+    p.add_argument("--storage", choices=["disk", "memory"], help="disk (default) or memory")
+    p.add_argument("--advertised-host", help="host clients are told to connect to")
+    p.add_argument("--advertised-port", type=int, help="port clients are told to connect to")
+    p.add_argument("--auto-create-topics", choices=["true", "false"], help="create topics on first metadata request")
+    p.add_argument("--default-partitions", type=int, help="partitions of auto-created topics")
+    p.add_argument(
+        "--durability",
+        choices=["page-cache", "interval", "fsync"],
+        help="page-cache (default: survives a process crash), interval fsync, or fsync before ack",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any other setting, Kafka-style (e.g. --set group.initial.rebalance.delay.ms=0)",
+    )
+    p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
+    p.set_defaults(func=_serve)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import os
+
+    from .broker.broker import Broker
+    from .broker.config import build
+
+    logging.basicConfig(
+        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    flags: dict[str, object] = {
+        "host": args.host,
+        "port": args.port,
+        "data_dir": args.data_dir,
+        "storage": args.storage,
+        "advertised_host": args.advertised_host,
+        "advertised_port": args.advertised_port,
+        "auto_create_topics": args.auto_create_topics,
+        "default_partitions": args.default_partitions,
+        "durability": args.durability,
+    }
+    for item in args.set:
+        if "=" not in item:
+            raise ValueError(f"--set expects KEY=VALUE, got {item!r}")
+        key, value = item.split("=", 1)
+        flags[key] = value
+    config = build(args.config or os.environ.get("SLIPSTREAM_CONFIG"), None, flags)
+    _install_uvloop()
+    broker = Broker(config)
+    try:
+        asyncio.run(broker.serve_forever())
+    except KeyboardInterrupt:
+        pass
+    return EXIT_OK
+
+
+def _install_uvloop() -> None:
+    try:
+        import uvloop
+    except ImportError:
+        return
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="slipstream",
+        description="A Kafka-compatible broker built around consumer groups, with its own client.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_serve(sub)
+    from . import cli_client
+
+    cli_client.add_commands(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func: Command | None = getattr(args, "func", None)
+    if func is None:
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return func(args)
+    except (ValueError, OSError) as exc:
+        print(f"slipstream {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
