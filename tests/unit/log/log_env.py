@@ -1,0 +1,36 @@
+"""The store under test for the conformance suite (memory or disk)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from slipstream.log.api import LogConfig, LogStore, PartitionLog
+from slipstream.log.memory import MemoryLogStore
+from slipstream.log.store import DiskLogStore
+
+
+class LogEnv:
+    """Opens partition logs from one store kind; ``reopen`` simulates a restart."""
+
+    def __init__(self, kind: str, data_dir: Path) -> None:
+        self.kind = kind
+        self.data_dir = data_dir
+        self.store: LogStore = self._new_store()
+
+    def _new_store(self) -> LogStore:
+        if self.kind == "memory":
+            return MemoryLogStore()
+        return DiskLogStore(self.data_dir)
+
+    def open(
+        self, config: LogConfig | None = None, topic: str = "t", partition: int = 0
+    ) -> PartitionLog:
+        return self.store.open(topic, partition, config or LogConfig())
+
+    def reopen(
+        self, config: LogConfig | None = None, topic: str = "t", partition: int = 0
+    ) -> PartitionLog:
+        self.store.close()
+        if self.kind != "memory":
+            self.store = self._new_store()
+        return self.open(config, topic, partition)
