@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import sys
 from collections.abc import Callable, Sequence
@@ -76,10 +77,8 @@ def _serve(args: argparse.Namespace) -> int:
     config = build(args.config or os.environ.get("SLIPSTREAM_CONFIG"), None, flags)
     _install_uvloop()
     broker = Broker(config)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(broker.serve_forever())
-    except KeyboardInterrupt:
-        pass
     return EXIT_OK
 
 

@@ -19,6 +19,7 @@ class GroupCommitter:
         self._dirty: set[PartitionLog] = set()
         self._waiters: list[asyncio.Future[None]] = []
         self._running = False
+        self._task: asyncio.Task[None] | None = None
 
     async def sync(self, plog: PartitionLog) -> None:
         """Return once ``plog`` (and everything appended with it) is fsynced."""
@@ -28,7 +29,7 @@ class GroupCommitter:
         self._waiters.append(fut)
         if not self._running:
             self._running = True
-            loop.create_task(self._run())
+            self._task = loop.create_task(self._run())
         await fut
 
     async def _run(self) -> None:

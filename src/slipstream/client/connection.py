@@ -14,7 +14,8 @@ from typing import Any
 
 from ..protocol import apis as _apis  # noqa: F401  (registers every API)
 from ..protocol.api import REGISTRY, ApiSpec
-from ..protocol.apis.api_versions import SPEC as API_VERSIONS, ApiVersionsRequest
+from ..protocol.apis.api_versions import SPEC as API_VERSIONS
+from ..protocol.apis.api_versions import ApiVersionsRequest
 from ..protocol.errors import ErrorCode, KafkaError
 from .core import ConnectionCore, ProtocolError, Received
 

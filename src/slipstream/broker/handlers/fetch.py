@@ -11,7 +11,6 @@ stored, as buffers straight from the log.
 
 from __future__ import annotations
 
-
 from ...log.api import OffsetOutOfRange
 from ...protocol.apis.fetch import (
     SPEC,
@@ -72,7 +71,7 @@ def _read_all(
                 log_start_offset=-1,
                 preferred_read_replica=-1,
                 aborted_transactions=None,
-                records=None,
+                records=b"",
             )
             out.partitions.append(resp)
             plog = None

@@ -10,6 +10,7 @@ Authorized-operations fields answer "not requested" (-2147483648).
 from __future__ import annotations
 
 import logging
+import uuid
 
 from ...protocol.apis.metadata import (
     SPEC,
@@ -57,9 +58,11 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
     )
 
 
-def _lookup(state: BrokerState, name: str | None, topic_id: object, allow_create: bool, node: int) -> MetadataResponseTopic:
+def _lookup(
+    state: BrokerState, name: str | None, topic_id: uuid.UUID, allow_create: bool, node: int
+) -> MetadataResponseTopic:
     if name is None:
-        by_id = state.topics.by_id.get(topic_id)  # type: ignore[arg-type]
+        by_id = state.topics.by_id.get(topic_id)
         if by_id is None:
             return MetadataResponseTopic(
                 error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=topic_id,

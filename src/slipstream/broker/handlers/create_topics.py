@@ -1,0 +1,94 @@
+"""CreateTopics (key 19). Served v2-7.
+
+Single node: replication factor must be -1 (default) or 1, and a manual
+assignment may only name this node. validate_only (v1+) checks without creating.
+v5+ answers with the partition count, replication factor and effective configs;
+v7 with the topic id.
+"""
+
+from __future__ import annotations
+
+from ...protocol.apis.create_topics import (
+    SPEC,
+    CreateTopicsRequest,
+    CreateTopicsRequestTopic,
+    CreateTopicsResponse,
+    CreateTopicsResponseConfig,
+    CreateTopicsResponseTopic,
+)
+from ...protocol.errors import ErrorCode, KafkaError
+from ..state import BrokerState, RequestContext
+from . import config_views
+
+MIN_VERSION = 2
+MAX_VERSION = 7
+
+
+async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
+    results = []
+    seen: set[str] = set()
+    for wanted in request.topics:
+        out = CreateTopicsResponseTopic(name=wanted.name, configs=None)
+        if wanted.name in seen:
+            out.error_code = ErrorCode.INVALID_REQUEST
+            out.error_message = f"topic {wanted.name!r} is listed twice in one request"
+        else:
+            seen.add(wanted.name)
+            try:
+                _create(ctx.state, wanted, request.validate_only, out)
+            except KafkaError as exc:
+                out.error_code = exc.code
+                out.error_message = exc.message
+        results.append(out)
+    return CreateTopicsResponse(topics=results)
+
+
+def _create(
+    state: BrokerState, wanted: CreateTopicsRequestTopic, validate_only: bool, out: CreateTopicsResponseTopic
+) -> None:
+    node = state.config.node_id
+    partitions = wanted.num_partitions
+    if wanted.assignments:
+        if partitions != -1 or wanted.replication_factor != -1:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST,
+                "give either a replica assignment or num_partitions/replication_factor, not both",
+            )
+        indexes = sorted(a.partition_index for a in wanted.assignments)
+        if indexes != list(range(len(indexes))):
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "partition indexes must be 0..n-1")
+        for a in wanted.assignments:
+            if a.broker_ids != [node]:
+                raise KafkaError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"partition {a.partition_index} names brokers {a.broker_ids}; this cluster has only node {node}",
+                )
+        partitions = len(indexes)
+    elif partitions == -1:
+        partitions = state.config.default_partitions
+    if wanted.replication_factor not in (-1, 1):
+        raise KafkaError(
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"replication factor {wanted.replication_factor} is larger than the 1 available broker",
+        )
+    overrides: dict[str, str] = {}
+    for c in wanted.configs:
+        if c.value is not None:
+            overrides[c.name] = c.value
+    topic = state.topics.create(wanted.name, partitions, overrides, validate_only=validate_only)
+    out.topic_id = topic.topic_id
+    out.num_partitions = partitions
+    out.replication_factor = 1
+    out.configs = [
+        CreateTopicsResponseConfig(
+            name=entry.name,
+            value=entry.value,
+            read_only=entry.read_only,
+            config_source=entry.source,
+            is_sensitive=False,
+        )
+        for entry in config_views.topic_entries(state, topic)
+    ]
+
+
+__all__ = ["MAX_VERSION", "MIN_VERSION", "SPEC", "handle"]

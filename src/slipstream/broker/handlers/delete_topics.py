@@ -1,0 +1,55 @@
+"""DeleteTopics (key 20). Served v1-6.
+
+v1-5 name topics in topic_names; v6 gives a name or a topic id per entry and is
+answered with both. Internal topics (``__consumer_offsets``) cannot be deleted.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from ...protocol.apis.delete_topics import (
+    SPEC,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DeleteTopicsResponseTopic,
+)
+from ...protocol.errors import ErrorCode, KafkaError
+from ...protocol.primitives import ZERO_UUID
+from ..state import RequestContext
+
+MIN_VERSION = 1
+MAX_VERSION = 6
+
+
+async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
+    state = ctx.state
+    wanted: list[tuple[str | None, uuid.UUID]] = (
+        [(t.name, t.topic_id) for t in request.topics]
+        if ctx.api_version >= 6
+        else [(name, ZERO_UUID) for name in request.topic_names]
+    )
+    results = []
+    for name, topic_id in wanted:
+        out = DeleteTopicsResponseTopic(name=name, topic_id=topic_id)
+        try:
+            if name is None:
+                topic = state.topics.by_id.get(topic_id)
+                if topic is None:
+                    raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID, f"no topic has id {topic_id}")
+                name = out.name = topic.name
+            topic = state.topics.get(name)
+            if topic is not None and topic.internal:
+                raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"internal topic {name} cannot be deleted")
+            deleted = state.topics.delete(name)
+            out.topic_id = deleted.topic_id
+            for index in range(len(deleted.partitions)):
+                state.producer_states.pop((name, index), None)
+        except KafkaError as exc:
+            out.error_code = exc.code
+            out.error_message = exc.message
+        results.append(out)
+    return DeleteTopicsResponse(responses=results)
+
+
+__all__ = ["MAX_VERSION", "MIN_VERSION", "SPEC", "handle"]
