@@ -3,7 +3,278 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TextIO
+
+from .client.admin import EARLIEST, LATEST, Admin
+from .client.cluster import Cluster
+from .client.partitioner import partition_for_key
+from .protocol.apis.fetch import SPEC as FETCH
+from .protocol.apis.fetch import FetchRequest, FetchRequestPartition, FetchRequestTopic
+from .protocol.apis.produce import SPEC as PRODUCE
+from .protocol.apis.produce import (
+    ProduceRequest,
+    ProduceRequestPartitionData,
+    ProduceRequestTopicData,
+)
+from .protocol.compression import codec_by_name
+from .protocol.errors import ErrorCode, KafkaError
+from .protocol.records import ProducerRecord, build_batch, iter_records
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+_BATCH_RECORDS = 1000
+
+if TYPE_CHECKING:
+    Sub = argparse._SubParsersAction[argparse.ArgumentParser]
 
 
-def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    return None
+def _bootstrap_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--bootstrap-server", "-b", default=DEFAULT_BOOTSTRAP,
+        help=f"host:port[,host:port...] of the cluster (default {DEFAULT_BOOTSTRAP})",
+    )
+
+
+def add_commands(sub: Sub) -> None:
+    topics = sub.add_parser("topics", help="create, list, describe and delete topics")
+    tsub = topics.add_subparsers(dest="topics_command", metavar="ACTION", required=True)
+    p = tsub.add_parser("create", help="create a topic")
+    p.add_argument("name")
+    p.add_argument("--partitions", "-p", type=int, default=-1, help="partition count (default: broker's num.partitions)")
+    p.add_argument("--replication-factor", type=int, default=-1)
+    p.add_argument("--config", "-c", action="append", default=[], metavar="KEY=VALUE", help="topic config, repeatable")
+    _bootstrap_arg(p)
+    p.set_defaults(func=_run(_topics_create))
+    p = tsub.add_parser("list", help="list topics")
+    p.add_argument("--internal", action="store_true", help="include internal topics")
+    _bootstrap_arg(p)
+    p.set_defaults(func=_run(_topics_list))
+    p = tsub.add_parser("describe", help="partitions, offsets and configs of a topic")
+    p.add_argument("name")
+    _bootstrap_arg(p)
+    p.set_defaults(func=_run(_topics_describe))
+    p = tsub.add_parser("delete", help="delete a topic")
+    p.add_argument("name")
+    _bootstrap_arg(p)
+    p.set_defaults(func=_run(_topics_delete))
+
+    p = sub.add_parser("produce", help="produce lines from stdin to a topic")
+    p.add_argument("topic")
+    p.add_argument("--key-separator", "-k", help="split each line into key SEP value at the first SEP")
+    p.add_argument("--partition", type=int, help="write every record to this partition")
+    p.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
+    _bootstrap_arg(p)
+    p.set_defaults(func=_run(_produce))
+
+    p = sub.add_parser("consume", help="print a topic's records (no consumer group)")
+    p.add_argument("topic")
+    p.add_argument("--from-beginning", action="store_true", help="start at the earliest offset (default: latest)")
+    p.add_argument("--partition", type=int, help="read only this partition")
+    p.add_argument("--max-messages", type=int, help="exit after this many records")
+    p.add_argument("--idle-timeout", type=float, help="exit after this many seconds without a record")
+    p.add_argument("--print-key", action="store_true", help="print key SEP value")
+    p.add_argument("--key-separator", default="\t")
+    _bootstrap_arg(p)
+    p.set_defaults(func=_run(_consume))
+
+
+def _run(coro: Callable[[argparse.Namespace, Cluster], Awaitable[int]]) -> Callable[[argparse.Namespace], int]:
+    def runner(args: argparse.Namespace) -> int:
+        async def main() -> int:
+            cluster = Cluster(args.bootstrap_server, client_id="slipstream-cli")
+            try:
+                return await coro(args, cluster)
+            finally:
+                await cluster.close()
+
+        try:
+            return asyncio.run(main())
+        except KafkaError as exc:
+            print(f"slipstream: {exc}", file=sys.stderr)
+            return 1
+        except (ConnectionError, OSError) as exc:
+            print(f"slipstream: cannot reach {args.bootstrap_server}: {exc}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            return 130
+
+    return runner
+
+
+def _parse_configs(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--config expects KEY=VALUE, got {item!r}")
+        out[key] = value
+    return out
+
+
+async def _topics_create(args: argparse.Namespace, cluster: Cluster) -> int:
+    await Admin(cluster).create_topic(
+        args.name, args.partitions, args.replication_factor, _parse_configs(args.config)
+    )
+    print(f"created topic {args.name}")
+    return 0
+
+
+async def _topics_list(args: argparse.Namespace, cluster: Cluster) -> int:
+    for topic in await Admin(cluster).list_topics(include_internal=args.internal):
+        print(f"{topic.name}\t{topic.partition_count} partitions")
+    return 0
+
+
+async def _topics_describe(args: argparse.Namespace, cluster: Cluster) -> int:
+    admin = Admin(cluster)
+    info = await admin.describe_topic(args.name)
+    print(f"topic {info.name}  id {info.topic_id}  partitions {info.partition_count}")
+    print("partition\tleader\tearliest\tlatest")
+    for p in await admin.partition_offsets(args.name):
+        print(f"{p.partition}\t{p.leader}\t{p.earliest}\t{p.latest}")
+    configs = await admin.topic_configs(args.name)
+    if configs:
+        print("configs:")
+        for key, value in sorted(configs.items()):
+            print(f"  {key}={value}")
+    return 0
+
+
+async def _topics_delete(args: argparse.Namespace, cluster: Cluster) -> int:
+    await Admin(cluster).delete_topic(args.name)
+    print(f"deleted topic {args.name}")
+    return 0
+
+
+async def _produce(args: argparse.Namespace, cluster: Cluster, stdin: TextIO | None = None) -> int:
+    source = stdin or sys.stdin
+    codec = codec_by_name(args.compression)
+    topics = await cluster.refresh_metadata([args.topic], allow_auto_create=True)
+    info = topics.get(args.topic)
+    if info is None or info.error_code:
+        code = info.error_code if info else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        raise KafkaError(code, f"topic {args.topic!r} is not available")
+    partitions = info.partition_count
+    if args.partition is not None and not 0 <= args.partition < partitions:
+        raise ValueError(f"topic {args.topic} has partitions 0..{partitions - 1}, not {args.partition}")
+    pending: dict[int, list[ProducerRecord]] = {}
+    sent = 0
+    round_robin = 0
+    for line in source:
+        line = line.rstrip("\n")
+        key: bytes | None = None
+        value = line
+        if args.key_separator:
+            k, sep, v = line.partition(args.key_separator)
+            if sep:
+                key, value = k.encode(), v
+        if args.partition is not None:
+            partition = args.partition
+        elif key is not None:
+            partition = partition_for_key(key, partitions)
+        else:
+            partition = round_robin % partitions
+            round_robin += 1
+        now = int(time.time() * 1000)
+        pending.setdefault(partition, []).append(ProducerRecord(key, value.encode(), timestamp_ms=now))
+        if sum(len(v) for v in pending.values()) >= _BATCH_RECORDS:
+            sent += await _send(cluster, args.topic, pending, codec)
+            pending = {}
+    if pending:
+        sent += await _send(cluster, args.topic, pending, codec)
+    print(f"produced {sent} records to {args.topic}", file=sys.stderr)
+    return 0
+
+
+async def _send(cluster: Cluster, topic: str, pending: dict[int, list[ProducerRecord]], codec: int) -> int:
+    by_leader: dict[int, list[ProduceRequestPartitionData]] = {}
+    count = 0
+    for partition, records in pending.items():
+        leader = cluster.topics[topic].leaders[partition]
+        batch = build_batch(records, compression=codec)
+        by_leader.setdefault(leader, []).append(ProduceRequestPartitionData(index=partition, records=memoryview(batch)))
+        count += len(records)
+    for leader, parts in by_leader.items():
+        conn = await cluster.connection(leader)
+        response = await conn.request(
+            PRODUCE, ProduceRequest(acks=-1, timeout_ms=30000, topic_data=[ProduceRequestTopicData(name=topic, partition_data=parts)])
+        )
+        for t in response.responses:
+            for p in t.partition_responses:
+                if p.error_code:
+                    raise KafkaError(p.error_code, p.error_message or f"produce to {topic}-{p.index} failed")
+    return count
+
+
+async def _consume(args: argparse.Namespace, cluster: Cluster, out: TextIO | None = None) -> int:
+    sink = out or sys.stdout
+    admin = Admin(cluster)
+    info = await admin.describe_topic(args.topic)
+    parts = [args.partition] if args.partition is not None else sorted(info.leaders)
+    if args.partition is not None and args.partition not in info.leaders:
+        raise ValueError(f"topic {args.topic} has no partition {args.partition}")
+    start = await admin.list_offsets(args.topic, parts, EARLIEST if args.from_beginning else LATEST)
+    positions = {p: start[p][0] for p in parts}
+    printed = 0
+    last_record = time.monotonic()
+    while True:
+        remaining = None if args.max_messages is None else args.max_messages - printed
+        got = await _fetch_once(cluster, args.topic, info.leaders, positions, sink, args, remaining)
+        printed += got
+        if got:
+            last_record = time.monotonic()
+            sink.flush()
+        if args.max_messages is not None and printed >= args.max_messages:
+            return 0
+        if args.idle_timeout is not None and time.monotonic() - last_record >= args.idle_timeout:
+            return 0
+
+
+async def _fetch_once(
+    cluster: Cluster,
+    topic: str,
+    leaders: dict[int, int],
+    positions: dict[int, int],
+    sink: TextIO,
+    args: Any,
+    remaining: int | None,
+) -> int:
+    printed = 0
+    by_leader: dict[int, list[int]] = {}
+    for p in positions:
+        by_leader.setdefault(leaders[p], []).append(p)
+    for leader, parts in by_leader.items():
+        conn = await cluster.connection(leader)
+        request = FetchRequest(
+            replica_id=-1, max_wait_ms=500, min_bytes=1, max_bytes=16 * 1024 * 1024, session_epoch=-1,
+            topics=[FetchRequestTopic(
+                topic=topic, topic_id=cluster.topics[topic].topic_id,
+                partitions=[FetchRequestPartition(partition=p, fetch_offset=positions[p], partition_max_bytes=1024 * 1024) for p in parts],
+            )],
+        )
+        response = await conn.request(FETCH, request)
+        if response.error_code:
+            raise KafkaError(response.error_code, "fetch failed")
+        for t in response.responses:
+            for part in t.partitions:
+                if part.error_code:
+                    raise KafkaError(part.error_code, f"fetch {topic}-{part.partition_index} failed")
+                if not part.records:
+                    continue
+                for record in iter_records(part.records):
+                    if record.offset < positions[part.partition_index]:
+                        continue
+                    value = (record.value or b"").decode(errors="replace")
+                    if args.print_key:
+                        key = (record.key or b"").decode(errors="replace")
+                        sink.write(f"{key}{args.key_separator}{value}\n")
+                    else:
+                        sink.write(value + "\n")
+                    positions[part.partition_index] = record.offset + 1
+                    printed += 1
+                    if remaining is not None and printed >= remaining:
+                        return printed
+    return printed

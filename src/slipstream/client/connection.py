@@ -26,8 +26,11 @@ class ConnectionClosed(ConnectionError):
     pass
 
 
-class UnsupportedApi(Exception):
+class UnsupportedApi(KafkaError):
     """Neither side supports a common version of an API."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.UNSUPPORTED_VERSION, message)
 
 
 class BrokerConnection:
