@@ -9,6 +9,7 @@ in the output list.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -106,7 +107,13 @@ def decode_at(
 
 def encode(value: Struct, version: int, flexible: bool, writer: Writer | None = None) -> Writer:
     w = writer if writer is not None else Writer()
-    encoder(type(value), version, flexible)(value, w)
+    try:
+        encoder(type(value), version, flexible)(value, w)
+    except EncodeError:
+        raise
+    except (struct.error, AttributeError, TypeError) as exc:
+        # An out-of-range int, a missing nested struct, a wrong type: say which message.
+        raise EncodeError(f"cannot encode {type(value).__name__} v{version}: {exc}") from exc
     return w
 
 
@@ -170,6 +177,7 @@ def _compile_decoder(cls: type[Struct], version: int, flexible: bool) -> Decoder
             e.emit(2, "tag, pos = p.read_uvarint(buf, pos)")
             e.emit(2, "size, pos = p.read_uvarint(buf, pos)")
             e.emit(2, "end = pos + size")
+            e.emit(2, "if end > len(buf): raise p.DecodeError('tagged field runs past the end of the message')")
             first = True
             for f in tagged:
                 kw = "if" if first else "elif"

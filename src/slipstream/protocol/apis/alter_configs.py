@@ -1,9 +1,9 @@
 """AlterConfigs (key 33), versions 0-2; flexible from v2.
 
-The legacy, non-incremental API: the given configs replace every dynamic
-config of the resource (a config left out reverts to its default); a null
-value deletes it. v1 has v0's layout (throttling after answering); v2 is the
-first flexible version. Clients prefer IncrementalAlterConfigs.
+The legacy, non-incremental API: the given configs replace the whole set of
+dynamic configs of the resource (a config left out reverts to its default).
+v1 has v0's layout (throttling after answering); v2 is the first flexible
+version. Clients prefer IncrementalAlterConfigs.
 """
 
 from __future__ import annotations

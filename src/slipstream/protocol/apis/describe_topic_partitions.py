@@ -1,12 +1,12 @@
 """DescribeTopicPartitions (key 75), version 0 only; flexible from v0.
 
 A paginated, topic-name-based alternative to Metadata added with KIP-966
-(eligible leader replicas) and used by the Kafka 3.9+ admin client's
+(eligible leader replicas, Kafka 3.8) and preferred by newer admin clients'
 describeTopics: at most response_partition_limit partitions are answered;
 ``cursor`` (null = start) says where to resume, and a non-null next_cursor
 in the response says there is more. An unknown topic is answered with
-UNKNOWN_TOPIC_OR_PARTITION and a null-id entry; eligible_leader_replicas and
-last_known_elr are null when ELR is not in use.
+UNKNOWN_TOPIC_OR_PARTITION and the zero topic id; eligible_leader_replicas
+and last_known_elr are null when ELR is not in use.
 """
 
 from __future__ import annotations

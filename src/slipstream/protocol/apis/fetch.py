@@ -95,7 +95,9 @@ class FetchResponsePartition(Struct):
     high_watermark: int = field(INT64)
     last_stable_offset: int = field(INT64, v="4+", default=-1)
     log_start_offset: int = field(INT64, v="5+", default=-1)
-    diverging_epoch: FetchResponseEpochEndOffset = field(FetchResponseEpochEndOffset, v="12+", tag=0)
+    diverging_epoch: FetchResponseEpochEndOffset = field(
+        FetchResponseEpochEndOffset, v="12+", tag=0
+    )
     current_leader: FetchResponseLeaderIdAndEpoch = field(
         FetchResponseLeaderIdAndEpoch, v="12+", tag=1
     )

@@ -26,13 +26,13 @@ class FindCoordinatorResponseCoordinator(Struct):
     host: str = field(STRING, v="4+")
     port: int = field(INT32, v="4+")
     error_code: int = field(INT16, v="4+")
-    error_message: str | None = field(STRING, v="4+", nullable="4+", default=None)
+    error_message: str | None = field(STRING, v="4+", nullable="4+")
 
 
 class FindCoordinatorResponse(Struct):
     throttle_time_ms: int = field(INT32, v="1+")
     error_code: int = field(INT16, v="0-3")
-    error_message: str | None = field(STRING, v="1-3", nullable="1-3", default=None)
+    error_message: str | None = field(STRING, v="1-3", nullable="1-3")
     node_id: int = field(INT32, v="0-3")
     host: str = field(STRING, v="0-3")
     port: int = field(INT32, v="0-3")

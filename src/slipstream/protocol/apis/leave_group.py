@@ -27,7 +27,7 @@ class LeaveGroupRequest(Struct):
 
 class LeaveGroupResponseMemberResponse(Struct):
     member_id: str = field(STRING, v="3+")
-    group_instance_id: str | None = field(STRING, v="3+", nullable="3+", default=None)
+    group_instance_id: str | None = field(STRING, v="3+", nullable="3+")
     error_code: int = field(INT16, v="3+")
 
 

@@ -22,4 +22,6 @@ class SaslHandshakeResponse(Struct):
     mechanisms: list[str] = field(Array(STRING))
 
 
-SPEC = register(ApiSpec(17, "SaslHandshake", SaslHandshakeRequest, SaslHandshakeResponse, 0, 1, None))
+SPEC = register(
+    ApiSpec(17, "SaslHandshake", SaslHandshakeRequest, SaslHandshakeResponse, 0, 1, None)
+)

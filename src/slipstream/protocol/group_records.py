@@ -1,0 +1,170 @@
+"""Record formats of the ``__consumer_offsets`` topic, byte-compatible with Kafka.
+
+Every key and value starts with an int16 version; the key version says what
+the record is:
+
+- key v0/v1 ``OffsetCommitKey`` (group, topic, partition) -> a committed
+  offset; value ``OffsetCommitValue`` v0-v4 (offset, leader_epoch v3+,
+  metadata, commit_timestamp, expire_timestamp v1 only). Kafka writes v1 when
+  the commit carried a retention time and v3 otherwise; v4 is the first
+  flexible version.
+- key v2 ``GroupMetadataKey`` (group) -> a classic group's metadata after a
+  rebalance; value ``GroupMetadataValue`` v0-v4 (protocol_type, generation,
+  protocol, leader, current_state_timestamp v2+, members with
+  group_instance_id v3+ and rebalance_timeout v1+). Kafka 2.3+ writes v3; v4
+  is the first flexible version.
+- key v3+ belong to KIP-848 consumer/share groups; we neither write nor
+  interpret them (``decode_key`` returns ``UnknownKey``).
+
+A tombstone (null value) deletes the key: an offset, or a whole group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import codec
+from . import primitives as p
+from .schema import BYTES, INT32, INT64, STRING, Array, Struct, field
+
+OFFSET_COMMIT_KEY_VERSION = 1
+GROUP_METADATA_KEY_VERSION = 2
+OFFSET_COMMIT_VALUE_MAX_VERSION = 4
+GROUP_METADATA_VALUE_MAX_VERSION = 4
+# Versions Kafka 3.x writes (and so do we): v4 bodies need brokers that know KIP-915.
+GROUP_METADATA_VALUE_WRITE_VERSION = 3
+OFFSET_COMMIT_VALUE_WRITE_VERSION = 3
+_FLEXIBLE_FROM = 4
+
+
+class OffsetCommitKey(Struct):
+    group: str = field(STRING, v="0-1")
+    topic: str = field(STRING, v="0-1")
+    partition: int = field(INT32, v="0-1")
+
+
+class OffsetCommitValue(Struct):
+    offset: int = field(INT64)
+    leader_epoch: int = field(INT32, v="3+", default=-1)
+    metadata: str = field(STRING)
+    commit_timestamp: int = field(INT64)
+    expire_timestamp: int = field(INT64, v="1", default=-1)
+
+
+class GroupMetadataKey(Struct):
+    group: str = field(STRING, v="2")
+
+
+class GroupMetadataValueMemberMetadata(Struct):
+    member_id: str = field(STRING)
+    group_instance_id: str | None = field(STRING, v="3+", nullable="3+", default=None)
+    client_id: str = field(STRING)
+    client_host: str = field(STRING)
+    rebalance_timeout: int = field(INT32, v="1+", default=-1)
+    session_timeout: int = field(INT32)
+    subscription: bytes = field(BYTES)
+    assignment: bytes = field(BYTES)
+
+
+class GroupMetadataValue(Struct):
+    protocol_type: str = field(STRING)
+    generation: int = field(INT32)
+    protocol: str | None = field(STRING, nullable="0+")
+    leader: str | None = field(STRING, nullable="0+")
+    current_state_timestamp: int = field(INT64, v="2+", default=-1)
+    members: list[GroupMetadataValueMemberMetadata] = field(Array(GroupMetadataValueMemberMetadata))
+
+
+@dataclass(frozen=True, slots=True)
+class UnknownKey:
+    """A key of a record type we do not interpret (e.g. KIP-848 consumer-group records)."""
+
+    version: int
+
+
+class RecordFormatError(ValueError):
+    """A ``__consumer_offsets`` key or value that does not parse."""
+
+
+def _versioned(version: int, body: Struct, flexible: bool = False) -> bytes:
+    out = bytearray(p.INT16.pack(version))
+    out += codec.encode(body, version, flexible).getvalue()
+    return bytes(out)
+
+
+def _version_of(data: bytes | memoryview, what: str) -> int:
+    if len(data) < 2:
+        raise RecordFormatError(f"{what} shorter than its version")
+    version: int = p.INT16.unpack_from(data, 0)[0]
+    return version
+
+
+def _decode_body(cls: type[Struct], data: bytes | memoryview, version: int, what: str) -> Struct:
+    flexible = version >= _FLEXIBLE_FROM
+    try:
+        value, _ = codec.decode_at(cls, memoryview(data), 2, version, flexible)
+    except p.DecodeError as exc:
+        raise RecordFormatError(f"malformed {what} v{version}: {exc}") from exc
+    return value
+
+
+# ------------------------------------------------------------------ keys
+
+
+def offset_commit_key(group: str, topic: str, partition: int) -> bytes:
+    return _versioned(OFFSET_COMMIT_KEY_VERSION, OffsetCommitKey(group=group, topic=topic, partition=partition))
+
+
+def group_metadata_key(group: str) -> bytes:
+    return _versioned(GROUP_METADATA_KEY_VERSION, GroupMetadataKey(group=group))
+
+
+def decode_key(data: bytes | memoryview) -> OffsetCommitKey | GroupMetadataKey | UnknownKey:
+    version = _version_of(data, "record key")
+    if version in (0, 1):
+        key = _decode_body(OffsetCommitKey, data, version, "OffsetCommitKey")
+        assert isinstance(key, OffsetCommitKey)
+        return key
+    if version == 2:
+        gkey = _decode_body(GroupMetadataKey, data, version, "GroupMetadataKey")
+        assert isinstance(gkey, GroupMetadataKey)
+        return gkey
+    if version < 0:
+        raise RecordFormatError(f"record key has negative version {version}")
+    return UnknownKey(version)
+
+
+# ------------------------------------------------------------------ values
+
+
+def encode_offset_commit_value(value: OffsetCommitValue, version: int | None = None) -> bytes:
+    """Kafka's choice when ``version`` is None: v1 if the commit expires explicitly, else v3."""
+    if version is None:
+        version = 1 if value.expire_timestamp != -1 else OFFSET_COMMIT_VALUE_WRITE_VERSION
+    if not 0 <= version <= OFFSET_COMMIT_VALUE_MAX_VERSION:
+        raise ValueError(f"OffsetCommitValue version {version} is not in 0-{OFFSET_COMMIT_VALUE_MAX_VERSION}")
+    return _versioned(version, value, version >= _FLEXIBLE_FROM)
+
+
+def decode_offset_commit_value(data: bytes | memoryview) -> OffsetCommitValue:
+    version = _version_of(data, "OffsetCommitValue")
+    if not 0 <= version <= OFFSET_COMMIT_VALUE_MAX_VERSION:
+        raise RecordFormatError(f"unknown OffsetCommitValue version {version}")
+    value = _decode_body(OffsetCommitValue, data, version, "OffsetCommitValue")
+    assert isinstance(value, OffsetCommitValue)
+    return value
+
+
+def encode_group_metadata_value(value: GroupMetadataValue, version: int = GROUP_METADATA_VALUE_WRITE_VERSION) -> bytes:
+    if not 0 <= version <= GROUP_METADATA_VALUE_MAX_VERSION:
+        raise ValueError(f"GroupMetadataValue version {version} is not in 0-{GROUP_METADATA_VALUE_MAX_VERSION}")
+    return _versioned(version, value, version >= _FLEXIBLE_FROM)
+
+
+def decode_group_metadata_value(data: bytes | memoryview) -> GroupMetadataValue:
+    version = _version_of(data, "GroupMetadataValue")
+    if not 0 <= version <= GROUP_METADATA_VALUE_MAX_VERSION:
+        raise RecordFormatError(f"unknown GroupMetadataValue version {version}")
+    value = _decode_body(GroupMetadataValue, data, version, "GroupMetadataValue")
+    assert isinstance(value, GroupMetadataValue)
+    return value
