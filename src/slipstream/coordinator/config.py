@@ -1,0 +1,47 @@
+"""Coordinator configuration (Kafka's group.* / offsets.* broker settings)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# group.initial.rebalance.delay.ms: Kafka's default is 3000 ms, which makes a lone
+# consumer wait three seconds for its first assignment. We default to 100 ms: a
+# single consumer starts fast, and consumers started together still land in one
+# generation because every new member extends the delay (bounded by the rebalance
+# timeout).
+DEFAULT_INITIAL_REBALANCE_DELAY_MS = 100
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorConfig:
+    # group.min.session.timeout.ms / group.max.session.timeout.ms: JoinGroup outside
+    # this range answers INVALID_SESSION_TIMEOUT.
+    group_min_session_timeout_ms: int = 6_000
+    group_max_session_timeout_ms: int = 1_800_000
+    # group.initial.rebalance.delay.ms (see DEFAULT_INITIAL_REBALANCE_DELAY_MS).
+    group_initial_rebalance_delay_ms: int = DEFAULT_INITIAL_REBALANCE_DELAY_MS
+    # group.max.size: GROUP_MAX_SIZE_REACHED beyond it.
+    group_max_size: int = 2**31 - 1
+    # How long a new member's parked JoinGroup may wait before it is dropped
+    # (Kafka's group.classic.new.member.join.timeout, 5 minutes).
+    group_new_member_join_timeout_ms: int = 300_000
+    # offsets.retention.minutes, in milliseconds (7 days).
+    offsets_retention_ms: int = 7 * 24 * 60 * 60 * 1000
+    # offsets.retention.check.interval.ms: how often expire_offsets runs by itself.
+    offsets_retention_check_interval_ms: int = 600_000
+    # offset.metadata.max.bytes: OFFSET_METADATA_TOO_LARGE beyond it.
+    offset_metadata_max_bytes: int = 4096
+    # offsets.topic.num.partitions: __consumer_offsets partition count.
+    offsets_topic_num_partitions: int = 50
+
+    def __post_init__(self) -> None:
+        if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
+            raise ValueError("group_min_session_timeout_ms must not exceed group_max_session_timeout_ms")
+        if self.group_initial_rebalance_delay_ms < 0:
+            raise ValueError("group_initial_rebalance_delay_ms must be >= 0")
+        if self.group_max_size < 1:
+            raise ValueError("group_max_size must be >= 1")
+        if self.offsets_topic_num_partitions < 1:
+            raise ValueError("offsets_topic_num_partitions must be >= 1")
+        if self.offsets_retention_ms < 1 or self.offsets_retention_check_interval_ms < 1:
+            raise ValueError("offset retention settings must be positive")

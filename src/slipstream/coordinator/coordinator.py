@@ -1,0 +1,497 @@
+"""The group coordinator: one object answering every group API, fed (request, now).
+
+``GroupCoordinator`` is the façade the broker talks to. It checks what Kafka's
+``GroupCoordinatorService`` checks before a request reaches a group (group id,
+session timeout bounds, partitions still loading), routes the request to the
+rebalance protocol (``GroupManager``) or the offset store (``OffsetManager``),
+and shapes answers for the request's version. Every handler returns a
+``CoordinatorResult``; see ``result.py`` for how to carry one out.
+
+Durable state is rebuilt only through ``replay(key, value)``: at start the
+broker calls ``begin_loading()``, replays the whole ``__consumer_offsets`` log,
+then ``finish_loading(now)``; meanwhile group APIs answer
+COORDINATOR_LOAD_IN_PROGRESS.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import uuid
+from collections.abc import Callable, Iterable
+
+from ..protocol import group_records as gr
+from ..protocol.apis.delete_groups import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DeleteGroupsResponseDeletableGroupResult,
+)
+from ..protocol.apis.describe_groups import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    DescribeGroupsResponseDescribedGroup,
+    DescribeGroupsResponseDescribedGroupMember,
+)
+from ..protocol.apis.heartbeat import HeartbeatRequest, HeartbeatResponse
+from ..protocol.apis.join_group import JoinGroupRequest
+from ..protocol.apis.leave_group import LeaveGroupRequest, LeaveGroupResponse
+from ..protocol.apis.list_groups import (
+    ListGroupsRequest,
+    ListGroupsResponse,
+    ListGroupsResponseListedGroup,
+)
+from ..protocol.apis.offset_commit import OffsetCommitRequest
+from ..protocol.apis.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
+from ..protocol.apis.offset_fetch import (
+    OffsetFetchRequest,
+    OffsetFetchRequestTopics,
+    OffsetFetchResponse,
+    OffsetFetchResponseGroup,
+    OffsetFetchResponsePartition,
+    OffsetFetchResponseTopic,
+)
+from ..protocol.apis.sync_group import SyncGroupRequest, SyncGroupResponse
+from ..protocol.errors import ErrorCode
+from ..protocol.schema import Struct
+from . import records as rec
+from .config import CoordinatorConfig
+from .group import ClassicGroup
+from .group_manager import GroupManager, append_error_for_group, join_response
+from .member import Member
+from .offset_manager import OffsetManager, PartitionExists, commit_error_response
+from .records import OffsetAndMetadata
+from .result import Completion, CoordinatorResult, Pending, Record, RequestContext
+from .state import GroupState
+from .timer import GuardedTimer, Timer
+
+log = logging.getLogger("slipstream.coordinator")
+
+GROUP_EXPIRATION_KEY = "expire-group-metadata"
+DELETE_GROUPS_KEY = 42
+# No authorizer: every operation a group supports is allowed (READ, DELETE, DESCRIBE).
+_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+CLASSIC_GROUP_TYPE = "classic"
+_KNOWN_GROUP_TYPES = {"classic", "consumer", "share"}
+
+
+# API key -> GroupCoordinator method. FindCoordinator (10) is the broker's: see partition_for.
+HANDLERS: dict[int, str] = {
+    8: "offset_commit",
+    9: "offset_fetch",
+    11: "join_group",
+    12: "heartbeat",
+    13: "leave_group",
+    14: "sync_group",
+    15: "describe_groups",
+    16: "list_groups",
+    42: "delete_groups",
+    47: "offset_delete",
+}
+
+
+def _default_member_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4()}"
+
+
+class GroupCoordinator:
+    def __init__(
+        self,
+        config: CoordinatorConfig | None = None,
+        *,
+        timer: Timer,
+        partition_exists: PartitionExists | None = None,
+        member_id_factory: Callable[[str], str] | None = None,
+    ) -> None:
+        """``timer``: where the coordinator schedules its work (see ``timer.py``).
+        ``partition_exists(topic, partition)``: OffsetCommit/OffsetDelete answer
+        UNKNOWN_TOPIC_OR_PARTITION when False (default: everything exists).
+        ``member_id_factory(client_id_or_instance_id)``: new member ids
+        (default ``<prefix>-<uuid4>``, like Kafka).
+        """
+        self.config = config or CoordinatorConfig()
+        self.timer = GuardedTimer(timer)
+        self._pending_ids = itertools.count(1)
+        self.group_manager = GroupManager(
+            self.config, self.timer, self._new_pending, member_id_factory or _default_member_id
+        )
+        self.offset_manager = OffsetManager(self.config, self.group_manager, self._new_pending, partition_exists)
+        self._loading: set[int] = set()
+        self._now_ms = 0
+
+    def _new_pending(self, api_key: int, api_version: int) -> Pending:
+        return Pending(next(self._pending_ids), api_key, api_version)
+
+    # ================================================================ partitions and loading
+
+    def partition_for(self, group_id: str) -> int:
+        """The ``__consumer_offsets`` partition holding ``group_id`` (Kafka's mapping)."""
+        return rec.partition_for(group_id, self.config.offsets_topic_num_partitions)
+
+    @property
+    def is_loading(self) -> bool:
+        return bool(self._loading)
+
+    def is_group_loading(self, group_id: str) -> bool:
+        return self.partition_for(group_id) in self._loading
+
+    def begin_loading(self, partitions: Iterable[int] | None = None) -> None:
+        """Mark partitions (default: all) as loading; their groups answer COORDINATOR_LOAD_IN_PROGRESS."""
+        if partitions is None:
+            partitions = range(self.config.offsets_topic_num_partitions)
+        self._loading.update(partitions)
+
+    def finish_loading(self, now_ms: int, partitions: Iterable[int] | None = None) -> None:
+        """Serve the loaded partitions' groups: arm member sessions and the retention job."""
+        self._now_ms = max(self._now_ms, now_ms)
+        done = set(self._loading if partitions is None else partitions)
+        self._loading -= done
+        for group in self.group_manager.groups.values():
+            if self.partition_for(group.group_id) in done:
+                self.group_manager.on_loaded(group)
+        self._schedule_expiration()
+
+    def load(self, records: Iterable[tuple[bytes | None, bytes | None]], now_ms: int) -> None:
+        """Replay a whole ``__consumer_offsets`` log (all partitions), then serve."""
+        self.begin_loading()
+        for key, value in records:
+            if key is not None:
+                self.replay(key, value, now_ms)
+        self.finish_loading(now_ms)
+
+    # ================================================================ replay
+
+    def replay(self, key: bytes | memoryview, value: bytes | memoryview | None, now_ms: int | None = None) -> None:
+        """Apply one ``__consumer_offsets`` record: the only way durable state changes.
+
+        Malformed records and record types we do not use are logged and skipped.
+        """
+        now = self._now_ms if now_ms is None else now_ms
+        try:
+            k = gr.decode_key(key)
+            if isinstance(k, gr.OffsetCommitKey):
+                om = None if value is None else OffsetAndMetadata.from_value(gr.decode_offset_commit_value(value))
+                self.offset_manager.replay_commit(k.group, k.topic, k.partition, om, now)
+            elif isinstance(k, gr.GroupMetadataKey):
+                gv = None if value is None else gr.decode_group_metadata_value(value)
+                self._replay_group(k.group, gv, now)
+            else:
+                log.debug("skipping __consumer_offsets record with key version %s", k.version)
+        except gr.RecordFormatError as exc:
+            log.warning("skipping malformed __consumer_offsets record: %s", exc)
+
+    def _replay_group(self, group_id: str, value: gr.GroupMetadataValue | None, now_ms: int) -> None:
+        groups = self.group_manager
+        loading = self.is_group_loading(group_id)
+        current = groups.get(group_id)
+        if value is None:
+            if current is None:
+                return
+            if loading or current.state in (GroupState.EMPTY, GroupState.DEAD):
+                groups.remove_group(group_id, now_ms)
+            return
+        if current is not None and not loading:
+            # Our own record of a live group: the in-memory group is already ahead of it.
+            return
+        groups.groups[group_id] = _group_from_record(group_id, value, now_ms)
+
+    # ================================================================ dispatch
+
+    def handle(self, api_key: int, ctx: RequestContext, request: Struct, now_ms: int) -> CoordinatorResult:
+        """Route a decoded request of any group API (see ``HANDLERS``) to its handler."""
+        name = HANDLERS.get(api_key)
+        if name is None:
+            raise ValueError(f"API key {api_key} is not a group coordinator API")
+        handler: Callable[[RequestContext, Struct, int], CoordinatorResult] = getattr(self, name)
+        return handler(ctx, request, now_ms)
+
+    # ================================================================ JoinGroup / SyncGroup / Heartbeat / LeaveGroup
+
+    def join_group(self, ctx: RequestContext, req: JoinGroupRequest, now_ms: int) -> CoordinatorResult:
+        self._now_ms = now_ms
+        version = ctx.api_version
+        if not req.group_id:
+            return _answer(join_response(version, error=ErrorCode.INVALID_GROUP_ID, member_id=req.member_id))
+        if not (
+            self.config.group_min_session_timeout_ms
+            <= req.session_timeout_ms
+            <= self.config.group_max_session_timeout_ms
+        ):
+            return _answer(join_response(version, error=ErrorCode.INVALID_SESSION_TIMEOUT, member_id=req.member_id))
+        if self.is_group_loading(req.group_id):
+            return _answer(
+                join_response(version, error=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, member_id=req.member_id)
+            )
+        return self.group_manager.join_group(ctx, req, now_ms)
+
+    def sync_group(self, ctx: RequestContext, req: SyncGroupRequest, now_ms: int) -> CoordinatorResult:
+        self._now_ms = now_ms
+        if not req.group_id:
+            return _answer(SyncGroupResponse(error_code=ErrorCode.INVALID_GROUP_ID))
+        if self.is_group_loading(req.group_id):
+            return _answer(SyncGroupResponse(error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
+        return self.group_manager.sync_group(ctx, req, now_ms)
+
+    def heartbeat(self, ctx: RequestContext, req: HeartbeatRequest, now_ms: int) -> CoordinatorResult:
+        self._now_ms = now_ms
+        if not req.group_id:
+            return _answer(HeartbeatResponse(error_code=ErrorCode.INVALID_GROUP_ID))
+        if self.is_group_loading(req.group_id):
+            # Like Kafka: members of a group still loading are told all is well.
+            return _answer(HeartbeatResponse(error_code=ErrorCode.NONE))
+        return self.group_manager.heartbeat(ctx, req, now_ms)
+
+    def leave_group(self, ctx: RequestContext, req: LeaveGroupRequest, now_ms: int) -> CoordinatorResult:
+        self._now_ms = now_ms
+        if not req.group_id:
+            return _answer(LeaveGroupResponse(error_code=ErrorCode.INVALID_GROUP_ID))
+        if self.is_group_loading(req.group_id):
+            return _answer(LeaveGroupResponse(error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
+        return self.group_manager.leave_group(ctx, req, now_ms)
+
+    # ================================================================ offsets
+
+    def offset_commit(self, ctx: RequestContext, req: OffsetCommitRequest, now_ms: int) -> CoordinatorResult:
+        self._now_ms = now_ms
+        if self.is_group_loading(req.group_id):
+            return _answer(commit_error_response(req, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
+        return self.offset_manager.commit(ctx, req, now_ms)
+
+    def offset_fetch(self, ctx: RequestContext, req: OffsetFetchRequest, now_ms: int) -> CoordinatorResult:
+        self._now_ms = now_ms
+        version = ctx.api_version
+        require_stable = version >= 7 and req.require_stable
+        if version >= 8:
+            groups = [self._fetch_group(g.group_id, g.topics, require_stable) for g in req.groups]
+            return _answer(OffsetFetchResponse(groups=groups))
+        topics = None
+        if req.topics is not None:
+            topics = [OffsetFetchRequestTopics(name=t.name, partition_indexes=t.partition_indexes) for t in req.topics]
+        group = self._fetch_group(req.group_id, topics, require_stable)
+        response = OffsetFetchResponse(error_code=group.error_code)
+        for t in group.topics:
+            old_topic = OffsetFetchResponseTopic(name=t.name)
+            for p in t.partitions:
+                old_topic.partitions.append(
+                    OffsetFetchResponsePartition(
+                        partition_index=p.partition_index,
+                        committed_offset=p.committed_offset,
+                        committed_leader_epoch=p.committed_leader_epoch,
+                        metadata=p.metadata,
+                        error_code=p.error_code,
+                    )
+                )
+            response.topics.append(old_topic)
+        if group.error_code and version < 2 and topics is not None:
+            # No top-level error before v2: every requested partition carries it.
+            response.topics = [
+                OffsetFetchResponseTopic(
+                    name=t.name,
+                    partitions=[
+                        OffsetFetchResponsePartition(
+                            partition_index=i, committed_offset=-1, metadata="", error_code=group.error_code
+                        )
+                        for i in t.partition_indexes
+                    ],
+                )
+                for t in topics
+            ]
+        return _answer(response)
+
+    def _fetch_group(
+        self, group_id: str, topics: list[OffsetFetchRequestTopics] | None, require_stable: bool
+    ) -> OffsetFetchResponseGroup:
+        if self.is_group_loading(group_id):
+            return OffsetFetchResponseGroup(group_id=group_id, error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        return self.offset_manager.fetch(group_id, topics, require_stable)
+
+    def offset_delete(self, ctx: RequestContext, req: OffsetDeleteRequest, now_ms: int) -> CoordinatorResult:
+        self._now_ms = now_ms
+        if not req.group_id:
+            return _answer(OffsetDeleteResponse(error_code=ErrorCode.INVALID_GROUP_ID))
+        if self.is_group_loading(req.group_id):
+            return _answer(OffsetDeleteResponse(error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
+        return self.offset_manager.delete(ctx, req, now_ms)
+
+    # ================================================================ admin: describe, list, delete
+
+    def describe_groups(self, ctx: RequestContext, req: DescribeGroupsRequest, now_ms: int) -> CoordinatorResult:
+        self._now_ms = now_ms
+        include_ops = ctx.api_version >= 3 and req.include_authorized_operations
+        out = DescribeGroupsResponse()
+        for group_id in req.groups:
+            described = self._describe(group_id)
+            if include_ops and not described.error_code:
+                described.authorized_operations = _GROUP_OPERATIONS
+            out.groups.append(described)
+        return _answer(out)
+
+    def _describe(self, group_id: str) -> DescribeGroupsResponseDescribedGroup:
+        if self.is_group_loading(group_id):
+            return DescribeGroupsResponseDescribedGroup(
+                error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, group_id=group_id
+            )
+        group = self.group_manager.get(group_id)
+        if group is None:
+            return DescribeGroupsResponseDescribedGroup(group_id=group_id, group_state=str(GroupState.DEAD))
+        stable = group.state is GroupState.STABLE and group.protocol_name is not None
+        members = []
+        for m in group.members.values():
+            members.append(
+                DescribeGroupsResponseDescribedGroupMember(
+                    member_id=m.member_id,
+                    group_instance_id=m.group_instance_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    member_metadata=m.metadata(group.protocol_name) if stable and group.protocol_name else b"",
+                    member_assignment=m.assignment,
+                )
+            )
+        return DescribeGroupsResponseDescribedGroup(
+            group_id=group_id,
+            group_state=str(group.state),
+            protocol_type=group.protocol_type or "",
+            protocol_data=(group.protocol_name or "") if stable else "",
+            members=members,
+            authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        )
+
+    def list_groups(self, ctx: RequestContext, req: ListGroupsRequest, now_ms: int) -> CoordinatorResult:
+        self._now_ms = now_ms
+        if self._loading:
+            return _answer(ListGroupsResponse(error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
+        version = ctx.api_version
+        states = {s.strip().lower() for s in req.states_filter} if version >= 4 else set()
+        types = {t.strip().lower() for t in req.types_filter} if version >= 5 else set()
+        out = ListGroupsResponse()
+        for group in self.group_manager.groups.values():
+            if group.state is GroupState.DEAD:
+                continue
+            if states and group.state.lower_name not in states:
+                continue
+            if types and CLASSIC_GROUP_TYPE not in types:
+                continue
+            out.groups.append(
+                ListGroupsResponseListedGroup(
+                    group_id=group.group_id,
+                    protocol_type=group.protocol_type or "",
+                    group_state=str(group.state),
+                    group_type=CLASSIC_GROUP_TYPE,
+                )
+            )
+        return _answer(out)
+
+    def delete_groups(self, ctx: RequestContext, req: DeleteGroupsRequest, now_ms: int) -> CoordinatorResult:
+        self._now_ms = now_ms
+        results: list[DeleteGroupsResponseDeletableGroupResult] = []
+        records: list[Record] = []
+        for group_id in req.groups_names:
+            error = self._delete_group_records(group_id, records)
+            results.append(DeleteGroupsResponseDeletableGroupResult(group_id=group_id, error_code=error))
+        response = DeleteGroupsResponse(results=results)
+        if not records:
+            return _answer(response)
+        own = self._new_pending(DELETE_GROUPS_KEY, ctx.api_version)
+
+        def after_append(error: int, now: int) -> CoordinatorResult:
+            if error:
+                mapped = append_error_for_group(error)
+                for r in results:
+                    if not r.error_code:
+                        r.error_code = mapped
+            return CoordinatorResult(completions=[Completion(own, response)])
+
+        return CoordinatorResult(pending=own, records=records, after_append=after_append)
+
+    def _delete_group_records(self, group_id: str, records: list[Record]) -> int:
+        if self.is_group_loading(group_id):
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        group = self.group_manager.get(group_id)
+        if group is None or group.state is GroupState.DEAD:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        if group.state is not GroupState.EMPTY:
+            return ErrorCode.NON_EMPTY_GROUP
+        partition = self.partition_for(group_id)
+        for topic, by_partition in self.offset_manager.offsets.get(group_id, {}).items():
+            for index in by_partition:
+                records.append(rec.offset_tombstone(partition, group_id, topic, index))
+        records.append(rec.group_tombstone(partition, group_id))
+        log.info("deleting group %s", group_id)
+        return ErrorCode.NONE
+
+    # ================================================================ retention
+
+    def expire_offsets(self, now_ms: int) -> CoordinatorResult:
+        """Tombstones for offsets past ``offsets.retention``, and for Empty groups left with none."""
+        self._now_ms = now_ms
+        records: list[Record] = []
+        for group in list(self.group_manager.groups.values()):
+            group_id = group.group_id
+            if self.is_group_loading(group_id) or group.state is GroupState.DEAD:
+                continue
+            expired, everything = self.offset_manager.expired_offsets(group, now_ms)
+            partition = self.partition_for(group_id)
+            for topic, index in expired:
+                records.append(rec.offset_tombstone(partition, group_id, topic, index))
+            if everything and group.state is GroupState.EMPTY and not group.pending_join_members:
+                records.append(rec.group_tombstone(partition, group_id))
+        if records:
+            log.info("offset retention: %s tombstones", len(records))
+        return CoordinatorResult(records=records)
+
+    def _schedule_expiration(self) -> None:
+        def run(now_ms: int) -> CoordinatorResult:
+            result = self.expire_offsets(now_ms)
+            self._schedule_expiration()
+            return result
+
+        self.timer.schedule(GROUP_EXPIRATION_KEY, self.config.offsets_retention_check_interval_ms, run)
+
+    # ================================================================ inspection
+
+    def group(self, group_id: str) -> ClassicGroup | None:
+        return self.group_manager.get(group_id)
+
+    def group_ids(self) -> list[str]:
+        return list(self.group_manager.groups)
+
+    def committed_offsets(self, group_id: str) -> dict[tuple[str, int], OffsetAndMetadata]:
+        return {
+            (topic, index): om
+            for topic, by_partition in self.offset_manager.offsets.get(group_id, {}).items()
+            for index, om in by_partition.items()
+        }
+
+
+def _answer(response: Struct) -> CoordinatorResult:
+    return CoordinatorResult(response=response)
+
+
+def _group_from_record(group_id: str, value: gr.GroupMetadataValue, now_ms: int) -> ClassicGroup:
+    """Rebuild a group from its latest GroupMetadataValue: Stable with members, else Empty."""
+    group = ClassicGroup(
+        group_id,
+        now_ms,
+        GroupState.STABLE if value.members else GroupState.EMPTY,
+        generation_id=value.generation,
+        protocol_type=value.protocol_type or None,
+        protocol_name=value.protocol,
+        leader_id=value.leader,
+    )
+    group.current_state_timestamp_ms = value.current_state_timestamp if value.current_state_timestamp != -1 else None
+    for m in value.members:
+        group.add(
+            Member(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                rebalance_timeout_ms=m.session_timeout if m.rebalance_timeout == -1 else m.rebalance_timeout,
+                session_timeout_ms=m.session_timeout,
+                protocol_type=value.protocol_type,
+                protocols=[(value.protocol or "", bytes(m.subscription))],
+                assignment=bytes(m.assignment),
+            )
+        )
+    group.subscribed_topics = group.compute_subscribed_topics()
+    return group

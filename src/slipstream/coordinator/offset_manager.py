@@ -1,0 +1,376 @@
+"""Committed offsets: OffsetCommit, OffsetFetch, OffsetDelete, retention, and their replay.
+
+The offset cache changes only through ``replay`` of ``__consumer_offsets``
+records (Kafka's ``OffsetMetadataManager``): a commit emits records and is
+answered once they are durable. Commits handed to the log but not yet
+replayed are *pending*: OffsetFetch with require_stable answers
+UNSTABLE_OFFSET_COMMIT for them (as Kafka's old coordinator did), and
+retention never expires them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable
+
+from ..protocol.apis.offset_commit import (
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+)
+from ..protocol.apis.offset_delete import (
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetDeleteResponsePartition,
+    OffsetDeleteResponseTopic,
+)
+from ..protocol.apis.offset_fetch import (
+    OffsetFetchRequestTopics,
+    OffsetFetchResponseGroup,
+    OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopics,
+)
+from ..protocol.errors import ErrorCode
+from . import records as rec
+from .config import CoordinatorConfig
+from .group import ClassicGroup
+from .group_manager import NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND, GroupManager
+from .records import OffsetAndMetadata
+from .result import Completion, CoordinatorResult, Pending, RequestContext
+from .state import GroupState
+
+log = logging.getLogger("slipstream.coordinator")
+
+OFFSET_COMMIT_KEY = 8
+INVALID_OFFSET = -1
+
+TopicPartition = tuple[str, int]
+# (topic, partition) -> does it exist? The broker answers from its topic metadata.
+PartitionExists = Callable[[str, int], bool]
+
+
+def _all_exist(topic: str, partition: int) -> bool:
+    return True
+
+
+def append_error_for_commit(error: int) -> int:
+    """Kafka's mapping of a failed offset-commit append to the partitions' error."""
+    if error in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if error in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
+        return ErrorCode.NOT_COORDINATOR
+    if error in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE):
+        return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+    return error
+
+
+def _java_length(text: str) -> int:
+    """String.length(): UTF-16 code units, what offset.metadata.max.bytes is checked against."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+class OffsetManager:
+    def __init__(
+        self,
+        config: CoordinatorConfig,
+        groups: GroupManager,
+        new_pending: Callable[[int, int], Pending],
+        partition_exists: PartitionExists | None = None,
+    ) -> None:
+        self.config = config
+        self.groups = groups
+        self._new_pending = new_pending
+        self.partition_exists: PartitionExists = partition_exists or _all_exist
+        # group -> topic -> partition -> committed offset (insertion ordered).
+        self.offsets: dict[str, dict[str, dict[int, OffsetAndMetadata]]] = {}
+        # group -> (topic, partition) -> commits emitted but not yet replayed or failed.
+        self.pending: dict[str, Counter[TopicPartition]] = {}
+
+    # ================================================================ replay
+
+    def replay_commit(self, group_id: str, topic: str, partition: int, om: OffsetAndMetadata | None, now_ms: int) -> None:
+        if om is None:
+            by_topic = self.offsets.get(group_id)
+            if by_topic is None:
+                return
+            by_partition = by_topic.get(topic)
+            if by_partition is None:
+                return
+            by_partition.pop(partition, None)
+            if not by_partition:
+                del by_topic[topic]
+            if not by_topic:
+                del self.offsets[group_id]
+            return
+        # Offsets without group membership live in a "simple" group: Empty, no protocol type.
+        self.groups.get_or_create(group_id, now_ms)
+        self.offsets.setdefault(group_id, {}).setdefault(topic, {})[partition] = om
+
+    def drop_group(self, group_id: str) -> None:
+        self.offsets.pop(group_id, None)
+
+    def committed(self, group_id: str, topic: str, partition: int) -> OffsetAndMetadata | None:
+        return self.offsets.get(group_id, {}).get(topic, {}).get(partition)
+
+    def has_offsets(self, group_id: str) -> bool:
+        return bool(self.offsets.get(group_id))
+
+    def _is_pending(self, group_id: str, topic: str, partition: int) -> bool:
+        pending = self.pending.get(group_id)
+        return pending is not None and pending[(topic, partition)] > 0
+
+    def _release_pending(self, group_id: str, tps: list[TopicPartition]) -> None:
+        pending = self.pending.get(group_id)
+        if pending is None:
+            return
+        pending.subtract(tps)
+        for tp in tps:
+            if pending[tp] <= 0:
+                del pending[tp]
+        if not pending:
+            del self.pending[group_id]
+
+    # ================================================================ OffsetCommit
+
+    def commit(self, ctx: RequestContext, req: OffsetCommitRequest, now_ms: int) -> CoordinatorResult:
+        version = ctx.api_version
+        group_id = req.group_id
+        generation = req.generation_id_or_member_epoch if version >= 1 else -1
+        member_id = req.member_id if version >= 1 else ""
+
+        error, group = self._validate_commit(group_id, member_id, req.group_instance_id, generation, version, now_ms)
+        if error:
+            return CoordinatorResult(response=commit_error_response(req, error))
+        assert group is not None
+        if group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE) and member_id in group.members:
+            # A classic member's commit keeps its session alive.
+            self.groups.reschedule_heartbeat(group, group.member(member_id))
+
+        expire_ms = -1
+        if 2 <= version <= 4 and req.retention_time_ms != -1:
+            expire_ms = now_ms + req.retention_time_ms
+        partition = self.groups.partition_for(group_id)
+        response = OffsetCommitResponse()
+        records = []
+        written: list[TopicPartition] = []
+        for topic in req.topics:
+            t = OffsetCommitResponseTopic(name=topic.name)
+            response.topics.append(t)
+            for p in topic.partitions:
+                code = ErrorCode.NONE
+                if not self.partition_exists(topic.name, p.partition_index):
+                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif p.committed_metadata is not None and _java_length(p.committed_metadata) > self.config.offset_metadata_max_bytes:
+                    code = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                else:
+                    om = OffsetAndMetadata(
+                        offset=p.committed_offset,
+                        leader_epoch=p.committed_leader_epoch if version >= 6 else -1,
+                        metadata=p.committed_metadata or "",
+                        commit_timestamp_ms=p.commit_timestamp if version == 1 and p.commit_timestamp != -1 else now_ms,
+                        expire_timestamp_ms=expire_ms,
+                    )
+                    records.append(rec.offset_commit_record(partition, group_id, topic.name, p.partition_index, om))
+                    written.append((topic.name, p.partition_index))
+                t.partitions.append(OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code))
+        if not records:
+            return CoordinatorResult(response=response)
+
+        self.pending.setdefault(group_id, Counter()).update(written)
+        own = self._new_pending(OFFSET_COMMIT_KEY, version)
+        written_set = set(written)
+
+        def after_append(error: int, now: int) -> CoordinatorResult:
+            self._release_pending(group_id, written)
+            if error:
+                mapped = append_error_for_commit(error)
+                for t in response.topics:
+                    for rp in t.partitions:
+                        if (t.name, rp.partition_index) in written_set:
+                            rp.error_code = mapped
+            return CoordinatorResult(completions=[Completion(own, response)])
+
+        return CoordinatorResult(pending=own, records=records, after_append=after_append)
+
+    def _validate_commit(
+        self, group_id: str, member_id: str, instance_id: str | None, generation: int, version: int, now_ms: int
+    ) -> tuple[int, ClassicGroup | None]:
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation < 0:
+                # A commit outside group management (standalone consumer, admin): accepted,
+                # in a "simple" group created for it.
+                return ErrorCode.NONE, self.groups.get_or_create(group_id, now_ms)
+            return (ErrorCode.GROUP_ID_NOT_FOUND if version >= 9 else ErrorCode.ILLEGAL_GENERATION), None
+        if group.state is GroupState.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        if generation < 0 and group.state is GroupState.EMPTY:
+            return ErrorCode.NONE, group
+        if generation >= 0 or member_id or instance_id is not None:
+            error = self.groups._validate_member(group, member_id, instance_id, "offset-commit")
+            if error:
+                return error, None
+            if generation != group.generation_id:
+                return ErrorCode.ILLEGAL_GENERATION, None
+        elif group.state is not GroupState.EMPTY:
+            # No member id and no generation: only a group without members takes it.
+            return ErrorCode.UNKNOWN_MEMBER_ID, None
+        if group.state is GroupState.COMPLETING_REBALANCE:
+            # The member knows the new generation but has no assignment yet.
+            return ErrorCode.REBALANCE_IN_PROGRESS, None
+        return ErrorCode.NONE, group
+
+    # ================================================================ OffsetFetch
+
+    def fetch(
+        self, group_id: str, topics: list[OffsetFetchRequestTopics] | None, require_stable: bool
+    ) -> OffsetFetchResponseGroup:
+        """One group's answer; ``topics`` None means every partition with a committed offset."""
+        group = self.groups.get(group_id)
+        known = group is not None and group.state is not GroupState.DEAD
+        by_topic = self.offsets.get(group_id, {}) if known else {}
+        out = OffsetFetchResponseGroup(group_id=group_id)
+        if topics is None:
+            for topic, by_partition in by_topic.items():
+                t = OffsetFetchResponseTopics(name=topic)
+                for index, om in by_partition.items():
+                    t.partitions.append(self._fetched(group_id, topic, index, om, require_stable))
+                out.topics.append(t)
+            return out
+        for wanted in topics:
+            t = OffsetFetchResponseTopics(name=wanted.name)
+            by_partition = by_topic.get(wanted.name, {})
+            for index in wanted.partition_indexes:
+                t.partitions.append(self._fetched(group_id, wanted.name, index, by_partition.get(index), require_stable))
+            out.topics.append(t)
+        return out
+
+    def _fetched(
+        self, group_id: str, topic: str, index: int, om: OffsetAndMetadata | None, require_stable: bool
+    ) -> OffsetFetchResponsePartitions:
+        if require_stable and self._is_pending(group_id, topic, index):
+            return OffsetFetchResponsePartitions(
+                partition_index=index,
+                committed_offset=INVALID_OFFSET,
+                committed_leader_epoch=-1,
+                metadata="",
+                error_code=ErrorCode.UNSTABLE_OFFSET_COMMIT,
+            )
+        if om is None:
+            return OffsetFetchResponsePartitions(
+                partition_index=index, committed_offset=INVALID_OFFSET, committed_leader_epoch=-1, metadata=""
+            )
+        return OffsetFetchResponsePartitions(
+            partition_index=index,
+            committed_offset=om.offset,
+            committed_leader_epoch=om.leader_epoch,
+            metadata=om.metadata,
+        )
+
+    # ================================================================ OffsetDelete
+
+    def delete(self, ctx: RequestContext, req: OffsetDeleteRequest, now_ms: int) -> CoordinatorResult:
+        group = self.groups.get(req.group_id)
+        if group is None or group.state is GroupState.DEAD:
+            return CoordinatorResult(response=OffsetDeleteResponse(error_code=ErrorCode.GROUP_ID_NOT_FOUND))
+        if (
+            group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE)
+            and not group.uses_consumer_protocol()
+        ):
+            return CoordinatorResult(response=OffsetDeleteResponse(error_code=ErrorCode.NON_EMPTY_GROUP))
+        partition = self.groups.partition_for(req.group_id)
+        response = OffsetDeleteResponse()
+        records = []
+        for topic in req.topics:
+            t = OffsetDeleteResponseTopic(name=topic.name)
+            subscribed = group.is_subscribed_to_topic(topic.name)
+            for p in topic.partitions:
+                if not self.partition_exists(topic.name, p.partition_index):
+                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif subscribed:
+                    code = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+                else:
+                    code = ErrorCode.NONE
+                    if self.committed(req.group_id, topic.name, p.partition_index) is not None:
+                        records.append(rec.offset_tombstone(partition, req.group_id, topic.name, p.partition_index))
+                t.partitions.append(OffsetDeleteResponsePartition(partition_index=p.partition_index, error_code=code))
+            response.topics.append(t)
+        if not records:
+            return CoordinatorResult(response=response)
+        own = self._new_pending(47, ctx.api_version)
+
+        def after_append(error: int, now: int) -> CoordinatorResult:
+            answer = response
+            if error:
+                answer = OffsetDeleteResponse(error_code=append_error_for_commit(error))
+            return CoordinatorResult(completions=[Completion(own, answer)])
+
+        return CoordinatorResult(pending=own, records=records, after_append=after_append)
+
+    # ================================================================ retention
+
+    def expired_offsets(self, group: ClassicGroup, now_ms: int) -> tuple[list[TopicPartition], bool]:
+        """Offsets of ``group`` past retention, and whether that is all of them.
+
+        Kafka's rules: an Empty group with a protocol type expires by the time it
+        became Empty (or the commit time, for old records without it); a Stable
+        consumer group expires offsets of topics it no longer subscribes to by
+        commit time; a standalone group (no protocol type) by commit time;
+        other groups keep everything. Explicit expire timestamps (OffsetCommit
+        v2-v4 retention) win over all of that.
+        """
+        by_topic = self.offsets.get(group.group_id)
+        if not by_topic:
+            return [], True
+        if group.protocol_type:
+            if group.state is GroupState.EMPTY:
+                state_ts = group.current_state_timestamp_ms
+
+                def base(om: OffsetAndMetadata) -> int:
+                    return state_ts if state_ts is not None else om.commit_timestamp_ms
+            elif group.uses_consumer_protocol() and group.subscribed_topics is not None and group.state is GroupState.STABLE:
+
+                def base(om: OffsetAndMetadata) -> int:
+                    return om.commit_timestamp_ms
+            else:
+                return [], False
+        else:
+
+            def base(om: OffsetAndMetadata) -> int:
+                return om.commit_timestamp_ms
+
+        retention = self.config.offsets_retention_ms
+        expired: list[TopicPartition] = []
+        everything = True
+        for topic, by_partition in by_topic.items():
+            if group.is_subscribed_to_topic(topic):
+                everything = False
+                continue
+            for index, om in by_partition.items():
+                if om.expire_timestamp_ms != -1:
+                    gone = now_ms >= om.expire_timestamp_ms
+                else:
+                    gone = now_ms - base(om) >= retention
+                if gone and not self._is_pending(group.group_id, topic, index):
+                    expired.append((topic, index))
+                else:
+                    everything = False
+        return expired, everything
+
+
+def commit_error_response(req: OffsetCommitRequest, error: int) -> OffsetCommitResponse:
+    """Every partition of the request answered with ``error``."""
+    return OffsetCommitResponse(
+        topics=[
+            OffsetCommitResponseTopic(
+                name=t.name,
+                partitions=[
+                    OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=error)
+                    for p in t.partitions
+                ],
+            )
+            for t in req.topics
+        ]
+    )
