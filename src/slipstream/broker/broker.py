@@ -16,6 +16,7 @@ from typing import Any
 
 from .config import BrokerConfig
 from .dispatch import Dispatcher
+from .groups import GroupCoordinatorAdapter
 from .producer_state import ProducerIdAllocator
 from .server import KafkaConnection
 from .state import BrokerState, load_cluster_id
@@ -60,6 +61,9 @@ class Broker:
             producer_ids=ProducerIdAllocator(data_dir / "producer-ids" if data_dir else None),
         )
         self.state = state
+        groups = GroupCoordinatorAdapter(state)
+        state.groups = groups
+        await groups.start()
         dispatcher = Dispatcher(state)
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
@@ -92,11 +96,17 @@ class Broker:
         self._tasks.clear()
         if self._server is not None:
             self._server.close()
+            workers = [c.worker for c in self._connections if c.worker is not None]
             for conn in list(self._connections):
                 conn.close(None)
+            for worker in workers:
+                worker.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
             await self._server.wait_closed()
             self._server = None
         if self.state is not None:
+            if self.state.groups is not None:
+                await self.state.groups.stop()
             self.state.topics.flush_all()
             self.state.topics.close()
             self.state = None

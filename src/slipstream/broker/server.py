@@ -30,7 +30,7 @@ class KafkaConnection(asyncio.Protocol):
         self.peer = "?"
         self._buf = bytearray()
         self._queue: asyncio.Queue[bytearray | None] = asyncio.Queue()
-        self._worker: asyncio.Task[None] | None = None
+        self.worker: asyncio.Task[None] | None = None
         self._reading_paused = False
         self._can_write = asyncio.Event()
         self._can_write.set()
@@ -44,7 +44,7 @@ class KafkaConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.connections.add(self)
-        self._worker = asyncio.get_running_loop().create_task(self._process())
+        self.worker = asyncio.get_running_loop().create_task(self._process())
 
     def data_received(self, data: bytes) -> None:
         buf = self._buf
@@ -74,8 +74,8 @@ class KafkaConnection(asyncio.Protocol):
         self._closed = True
         self.connections.discard(self)
         self._can_write.set()
-        if self._worker is not None:
-            self._worker.cancel()
+        if self.worker is not None:
+            self.worker.cancel()
 
     def pause_writing(self) -> None:
         self._can_write.clear()

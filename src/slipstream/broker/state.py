@@ -37,7 +37,7 @@ class BrokerState:
     notifier: AppendNotifier = field(default_factory=AppendNotifier)
     committer: GroupCommitter = field(default_factory=GroupCommitter)
     producer_states: dict[tuple[str, int], PartitionProducerState] = field(default_factory=dict)
-    # Set by the broker once the group coordinator adapter exists.
+    # The group coordinator adapter (broker/groups.py), set when the broker starts.
     groups: Any = None
 
     def producer_state(self, topic: str, partition: int) -> PartitionProducerState:

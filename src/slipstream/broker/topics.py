@@ -24,6 +24,8 @@ log = logging.getLogger(__name__)
 _LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_NAME_LENGTH = 249
 OFFSETS_TOPIC = "__consumer_offsets"
+# Each partition is a directory and open files; a runaway count must not stall the broker.
+MAX_PARTITIONS_PER_TOPIC = 10_000
 
 
 def check_topic_name(name: str | None) -> str:
@@ -119,8 +121,11 @@ class TopicManager:
         check_topic_name(name)
         if name in self.topics:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
-        if partitions < 1:
-            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"number of partitions must be >= 1, got {partitions}")
+        if not 1 <= partitions <= MAX_PARTITIONS_PER_TOPIC:
+            raise KafkaError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"number of partitions must be between 1 and {MAX_PARTITIONS_PER_TOPIC}, got {partitions}",
+            )
         overrides = dict(configs or {})
         for key, value in overrides.items():
             try:
@@ -157,6 +162,11 @@ class TopicManager:
             raise KafkaError(
                 ErrorCode.INVALID_PARTITIONS,
                 f"topic {name!r} has {current} partitions; the new count {count} must be larger",
+            )
+        if count > MAX_PARTITIONS_PER_TOPIC:
+            raise KafkaError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"at most {MAX_PARTITIONS_PER_TOPIC} partitions per topic, asked for {count}",
             )
         if validate_only:
             return

@@ -1,0 +1,128 @@
+"""AlterConfigs (key 33). Served v0-2.
+
+The legacy, non-incremental API: for a TOPIC (type 2) the given configs replace
+the topic's whole override set; a config left out, or given with a null value,
+reverts to its default. Every value is validated first (INVALID_CONFIG names the
+bad key or value, including unknown keys); ``validate_only`` stops there.
+
+BROKER resources (type 4) are refused with INVALID_REQUEST: this broker's
+settings are static, set when it starts (CLI flags, config file, environment).
+An empty change list for this node is accepted as the no-op it is. Other
+resource types, a resource named twice, or a config named twice within one
+resource are INVALID_REQUEST; an unknown topic UNKNOWN_TOPIC_OR_PARTITION.
+
+v1 only differs in throttling; v2 is flexible.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from typing import Protocol
+
+from ...protocol.apis.alter_configs import (
+    SPEC,
+    AlterConfigsRequest,
+    AlterConfigsRequestResource,
+    AlterConfigsResponse,
+    AlterConfigsResponseResource,
+)
+from ...protocol.errors import ErrorCode, KafkaError
+from ..state import BrokerState, RequestContext
+from ..topics import Topic, check_topic_name
+from .describe_configs import (
+    RESOURCE_BROKER,
+    RESOURCE_TOPIC,
+    check_broker_id,
+    unsupported_resource,
+)
+
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+STATIC_BROKER_MESSAGE = (
+    "broker configs are static; set them when the broker starts "
+    "(slipstream serve flags, config file or SLIPSTREAM_* environment variables)"
+)
+
+
+async def handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
+    counts = resource_counts(request.resources)
+    responses = []
+    for resource in request.resources:
+        out = AlterConfigsResponseResource(
+            error_code=0,
+            error_message=None,
+            resource_type=resource.resource_type,
+            resource_name=resource.resource_name,
+        )
+        try:
+            if counts[(resource.resource_type, resource.resource_name)] > 1:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, duplicate_resource_message(resource))
+            _alter(ctx.state, resource, request.validate_only)
+        except KafkaError as exc:
+            out.error_code = exc.code
+            out.error_message = exc.message
+        responses.append(out)
+    return AlterConfigsResponse(throttle_time_ms=0, responses=responses)
+
+
+def _alter(state: BrokerState, resource: AlterConfigsRequestResource, validate_only: bool) -> None:
+    check_duplicate_keys(c.name for c in resource.configs)
+    if resource.resource_type == RESOURCE_TOPIC:
+        topic = lookup_topic(state, resource.resource_name)
+        overrides = {c.name: c.value for c in resource.configs if c.value is not None}
+        state.topics.set_configs(topic.name, overrides, validate_only=validate_only)
+    elif resource.resource_type == RESOURCE_BROKER:
+        refuse_broker_change(state, resource.resource_name, bool(resource.configs))
+    else:
+        raise KafkaError(
+            ErrorCode.INVALID_REQUEST, unsupported_resource(resource.resource_type, "AlterConfigs")
+        )
+
+
+# ---------------------------------------------------------------- shared with
+# IncrementalAlterConfigs
+
+
+class _Resource(Protocol):
+    resource_type: int
+    resource_name: str
+
+
+def resource_counts(resources: Iterable[_Resource]) -> Counter[tuple[int, str]]:
+    return Counter((r.resource_type, r.resource_name) for r in resources)
+
+
+def duplicate_resource_message(resource: _Resource) -> str:
+    return (
+        f"resource {resource.resource_name!r} (type {resource.resource_type}) appears more than "
+        "once in the request; each resource may appear at most once"
+    )
+
+
+def check_duplicate_keys(names: Iterable[str]) -> None:
+    repeated = sorted(name for name, n in Counter(names).items() if n > 1)
+    if repeated:
+        raise KafkaError(
+            ErrorCode.INVALID_REQUEST,
+            f"config key(s) {', '.join(repeated)} given more than once for one resource",
+        )
+
+
+def lookup_topic(state: BrokerState, name: str) -> Topic:
+    check_topic_name(name)
+    topic = state.topics.get(name)
+    if topic is None:
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+    return topic
+
+
+def refuse_broker_change(state: BrokerState, name: str, has_changes: bool) -> None:
+    if name != "":
+        check_broker_id(state, name)
+    if has_changes:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, STATIC_BROKER_MESSAGE)
+
+
+__all__ = ["MAX_VERSION", "MIN_VERSION", "SPEC", "handle"]

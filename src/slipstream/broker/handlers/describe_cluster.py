@@ -1,0 +1,67 @@
+"""DescribeCluster (key 60). Served v0-1.
+
+The admin client's cluster view (KIP-700): the cluster id, this node as the
+controller and as the only broker, at its advertised host and port.
+cluster_authorized_operations is always -2147483648 ("not provided"), as in
+the Metadata answer: this broker has no authorizer.
+
+v1 adds endpoint_type (KIP-919): this is a broker endpoint (1). A request for
+controllers (2) is MISMATCHED_ENDPOINT_TYPE, any other type
+UNSUPPORTED_ENDPOINT_TYPE, each with a message.
+"""
+
+from __future__ import annotations
+
+from ...protocol.apis.describe_cluster import (
+    SPEC,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    DescribeClusterResponseBroker,
+)
+from ..state import RequestContext
+
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+ENDPOINT_BROKER = 1
+ENDPOINT_CONTROLLER = 2
+MISMATCHED_ENDPOINT_TYPE = 114
+UNSUPPORTED_ENDPOINT_TYPE = 115
+OPERATIONS_NOT_PROVIDED = -2147483648
+
+
+async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClusterResponse:
+    state = ctx.state
+    node = state.config.node_id
+    response = DescribeClusterResponse(
+        throttle_time_ms=0,
+        error_code=0,
+        error_message=None,
+        endpoint_type=ENDPOINT_BROKER,
+        cluster_id=state.cluster_id,
+        controller_id=node,
+        brokers=[
+            DescribeClusterResponseBroker(
+                broker_id=node, host=state.advertised_host, port=state.advertised_port, rack=None
+            )
+        ],
+        cluster_authorized_operations=OPERATIONS_NOT_PROVIDED,
+    )
+    if ctx.api_version >= 1 and request.endpoint_type != ENDPOINT_BROKER:
+        if request.endpoint_type == ENDPOINT_CONTROLLER:
+            response.error_code = MISMATCHED_ENDPOINT_TYPE
+            response.error_message = (
+                "the request asked for controller endpoints (endpoint_type 2) but was sent "
+                "to a broker endpoint; this single node serves only broker endpoints (1)"
+            )
+        else:
+            response.error_code = UNSUPPORTED_ENDPOINT_TYPE
+            response.error_message = (
+                f"unsupported endpoint_type {request.endpoint_type}; use 1 (brokers)"
+            )
+        response.brokers = []
+        response.controller_id = -1
+    return response
+
+
+__all__ = ["MAX_VERSION", "MIN_VERSION", "SPEC", "handle"]

@@ -1,0 +1,19 @@
+"""ListGroups (key 16). Served v0-5: v4 filters by state, v5 by type.
+"""
+
+from __future__ import annotations
+
+from ...protocol.apis.list_groups import SPEC, ListGroupsRequest, ListGroupsResponse
+from ..state import RequestContext
+from ._group import call_coordinator
+
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+async def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsResponse:
+    response: ListGroupsResponse = await call_coordinator(ctx, SPEC.key, request)
+    return response
+
+
+__all__ = ["MAX_VERSION", "MIN_VERSION", "SPEC", "handle"]
