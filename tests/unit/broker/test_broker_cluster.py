@@ -118,8 +118,11 @@ def _dtp(broker: Broker, names: list[str], limit: int, cursor: tuple[str, int] |
 def test_describe_topic_partitions_cursor_rules(broker: Broker, admin: AdminClient) -> None:
     create_topic(admin, "cur-a", 2)
     create_topic(admin, "cur-b", 2)
+    # An empty topic list means all topics, the internal offsets topic included (sorted first).
+    everything = _dtp(broker, [], 1)
+    assert [t.name for t in everything.topics] == ["__consumer_offsets"]
     # The limit ends exactly at a topic boundary: the cursor points at the next topic.
-    first = _dtp(broker, [], 2)
+    first = _dtp(broker, [], 2, ("cur-a", 0))
     assert [(t.name, len(t.partitions)) for t in first.topics] == [("cur-a", 2)]
     assert (first.next_cursor.topic_name, first.next_cursor.partition_index) == ("cur-b", 0)
     # An empty topic list means all topics, from the cursor on.
