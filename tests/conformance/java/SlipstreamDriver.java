@@ -1,0 +1,439 @@
+// Conformance driver: the Apache Kafka Java client (kafka-clients 3.9.1) against a broker.
+//
+// Usage: java -cp <build>:<jars> SlipstreamDriver BOOTSTRAP COMMAND ARGS...
+//
+//   admin-create TOPIC PARTITIONS         create a topic through the Admin API
+//   admin-describe TOPIC                  print its partitions
+//   admin-list                            print topic names
+//   admin-offsets TOPIC SPEC              ListOffsets through Admin.listOffsets; SPEC is
+//                                         earliest | latest | max-timestamp | <timestamp ms>
+//   admin-cluster                         DescribeCluster: cluster id, nodes, controller
+//   admin-set-config TOPIC KEY VALUE      IncrementalAlterConfigs SET, then DescribeConfigs
+//   produce TOPIC COUNT COMPRESSION [--base-timestamp MS]
+//                                         idempotent, acks=all; keys k<i>, values v<i>,
+//                                         header "i" = <i>, timestamp MS+i if given;
+//                                         one "ack" line per record
+//   consume TOPIC COUNT [--from-beginning | --timestamp MS | --latest] [--timeout-ms N]
+//                                         assign all partitions; one "record" line each;
+//                                         prints "ready" once positions are fixed
+//   group-consume ...                     reserved for the consumer-group issue
+//
+// Output: one JSON object per line on stdout; the last line is {"event":"done",...}
+// on success or {"event":"error",...} (exit code 1) on failure. Diagnostics go to stderr.
+
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.ListOffsetsResult;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndTimestamp;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.Node;
+import org.apache.kafka.common.PartitionInfo;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+public final class SlipstreamDriver {
+    private static final long API_TIMEOUT_MS = 20_000;
+
+    private SlipstreamDriver() {}
+
+    public static void main(String[] args) {
+        if (args.length < 2) {
+            System.err.println("usage: SlipstreamDriver BOOTSTRAP COMMAND ARGS...");
+            System.exit(2);
+        }
+        String bootstrap = args[0];
+        String command = args[1];
+        String[] rest = new String[args.length - 2];
+        System.arraycopy(args, 2, rest, 0, rest.length);
+        try {
+            switch (command) {
+                case "admin-create":
+                    adminCreate(bootstrap, rest[0], Integer.parseInt(rest[1]));
+                    break;
+                case "admin-describe":
+                    adminDescribe(bootstrap, rest[0]);
+                    break;
+                case "admin-list":
+                    adminList(bootstrap);
+                    break;
+                case "admin-offsets":
+                    adminOffsets(bootstrap, rest[0], rest[1]);
+                    break;
+                case "admin-cluster":
+                    adminCluster(bootstrap);
+                    break;
+                case "admin-set-config":
+                    adminSetConfig(bootstrap, rest[0], rest[1], rest[2]);
+                    break;
+                case "produce":
+                    produce(bootstrap, rest);
+                    break;
+                case "consume":
+                    consume(bootstrap, rest);
+                    break;
+                case "group-consume":
+                    throw new UnsupportedOperationException("group-consume is not implemented yet");
+                default:
+                    throw new IllegalArgumentException("unknown command " + command);
+            }
+        } catch (Throwable t) {
+            Throwable root = t;
+            while (root.getCause() != null && root.getCause() != root) {
+                root = root.getCause();
+            }
+            emit("{\"event\":\"error\",\"type\":" + q(root.getClass().getName())
+                    + ",\"message\":" + q(String.valueOf(root.getMessage())) + "}");
+            t.printStackTrace(System.err);
+            System.out.flush();
+            System.exit(1);
+        }
+        System.out.flush();
+        System.exit(0);
+    }
+
+    // ---- output ---------------------------------------------------------------------------
+
+    private static synchronized void emit(String line) {
+        System.out.println(line);
+        System.out.flush();
+    }
+
+    private static String q(String s) {
+        if (s == null) {
+            return "null";
+        }
+        StringBuilder b = new StringBuilder(s.length() + 2);
+        b.append('"');
+        for (int i = 0; i < s.length(); i++) {
+            char c = s.charAt(i);
+            switch (c) {
+                case '"': b.append("\\\""); break;
+                case '\\': b.append("\\\\"); break;
+                case '\n': b.append("\\n"); break;
+                case '\r': b.append("\\r"); break;
+                case '\t': b.append("\\t"); break;
+                default:
+                    if (c < 0x20) {
+                        b.append(String.format("\\u%04x", (int) c));
+                    } else {
+                        b.append(c);
+                    }
+            }
+        }
+        return b.append('"').toString();
+    }
+
+    private static String bytes(byte[] b) {
+        return b == null ? "null" : q(new String(b, StandardCharsets.UTF_8));
+    }
+
+    // ---- admin ----------------------------------------------------------------------------
+
+    private static Admin admin(String bootstrap) {
+        Properties p = new Properties();
+        p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
+        p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, String.valueOf(API_TIMEOUT_MS));
+        p.put(AdminClientConfig.CLIENT_ID_CONFIG, "slipstream-java-admin");
+        return Admin.create(p);
+    }
+
+    private static void adminCreate(String bootstrap, String topic, int partitions) throws Exception {
+        try (Admin admin = admin(bootstrap)) {
+            NewTopic nt = new NewTopic(topic, partitions, (short) 1);
+            admin.createTopics(Collections.singleton(nt)).all().get(API_TIMEOUT_MS, TimeUnit.MILLISECONDS);
+            emit("{\"event\":\"created\",\"topic\":" + q(topic) + ",\"partitions\":" + partitions + "}");
+            describeInto(admin, topic);
+        }
+        emit("{\"event\":\"done\"}");
+    }
+
+    private static void adminDescribe(String bootstrap, String topic) throws Exception {
+        try (Admin admin = admin(bootstrap)) {
+            describeInto(admin, topic);
+        }
+        emit("{\"event\":\"done\"}");
+    }
+
+    private static void describeInto(Admin admin, String topic) throws Exception {
+        Map<String, TopicDescription> d = admin.describeTopics(Collections.singleton(topic))
+                .allTopicNames().get(API_TIMEOUT_MS, TimeUnit.MILLISECONDS);
+        TopicDescription td = d.get(topic);
+        StringBuilder parts = new StringBuilder("[");
+        for (TopicPartitionInfo pi : td.partitions()) {
+            if (parts.length() > 1) {
+                parts.append(',');
+            }
+            parts.append(pi.partition());
+        }
+        parts.append(']');
+        emit("{\"event\":\"described\",\"topic\":" + q(topic) + ",\"topic_id\":"
+                + q(String.valueOf(td.topicId())) + ",\"partitions\":" + parts + "}");
+    }
+
+    private static void adminList(String bootstrap) throws Exception {
+        try (Admin admin = admin(bootstrap)) {
+            Set<String> names = new TreeSet<>(admin.listTopics().names().get(API_TIMEOUT_MS, TimeUnit.MILLISECONDS));
+            for (String n : names) {
+                emit("{\"event\":\"topic\",\"topic\":" + q(n) + "}");
+            }
+        }
+        emit("{\"event\":\"done\"}");
+    }
+
+    private static void adminOffsets(String bootstrap, String topic, String spec) throws Exception {
+        OffsetSpec os;
+        switch (spec) {
+            case "earliest": os = OffsetSpec.earliest(); break;
+            case "latest": os = OffsetSpec.latest(); break;
+            case "max-timestamp": os = OffsetSpec.maxTimestamp(); break;
+            default: os = OffsetSpec.forTimestamp(Long.parseLong(spec));
+        }
+        try (Admin admin = admin(bootstrap)) {
+            TopicDescription td = admin.describeTopics(Collections.singleton(topic))
+                    .allTopicNames().get(API_TIMEOUT_MS, TimeUnit.MILLISECONDS).get(topic);
+            Map<TopicPartition, OffsetSpec> query = new HashMap<>();
+            for (TopicPartitionInfo pi : td.partitions()) {
+                query.put(new TopicPartition(topic, pi.partition()), os);
+            }
+            Map<TopicPartition, ListOffsetsResult.ListOffsetsResultInfo> res =
+                    admin.listOffsets(query).all().get(API_TIMEOUT_MS, TimeUnit.MILLISECONDS);
+            for (Map.Entry<TopicPartition, ListOffsetsResult.ListOffsetsResultInfo> e : res.entrySet()) {
+                emit("{\"event\":\"offset\",\"partition\":" + e.getKey().partition() + ",\"offset\":"
+                        + e.getValue().offset() + ",\"timestamp\":" + e.getValue().timestamp() + "}");
+            }
+        }
+        emit("{\"event\":\"done\"}");
+    }
+
+    private static void adminCluster(String bootstrap) throws Exception {
+        try (Admin admin = admin(bootstrap)) {
+            DescribeClusterResult r = admin.describeCluster();
+            String clusterId = r.clusterId().get(API_TIMEOUT_MS, TimeUnit.MILLISECONDS);
+            Node controller = r.controller().get(API_TIMEOUT_MS, TimeUnit.MILLISECONDS);
+            StringBuilder nodes = new StringBuilder("[");
+            for (Node n : r.nodes().get(API_TIMEOUT_MS, TimeUnit.MILLISECONDS)) {
+                if (nodes.length() > 1) {
+                    nodes.append(',');
+                }
+                nodes.append("{\"id\":").append(n.id()).append(",\"host\":").append(q(n.host()))
+                        .append(",\"port\":").append(n.port()).append('}');
+            }
+            nodes.append(']');
+            emit("{\"event\":\"cluster\",\"cluster_id\":" + q(clusterId) + ",\"controller\":"
+                    + (controller == null ? "null" : String.valueOf(controller.id())) + ",\"nodes\":" + nodes + "}");
+        }
+        emit("{\"event\":\"done\"}");
+    }
+
+    private static void adminSetConfig(String bootstrap, String topic, String key, String value) throws Exception {
+        ConfigResource res = new ConfigResource(ConfigResource.Type.TOPIC, topic);
+        try (Admin admin = admin(bootstrap)) {
+            Map<ConfigResource, java.util.Collection<AlterConfigOp>> ops = new HashMap<>();
+            ops.put(res, Collections.singletonList(
+                    new AlterConfigOp(new ConfigEntry(key, value), AlterConfigOp.OpType.SET)));
+            admin.incrementalAlterConfigs(ops).all().get(API_TIMEOUT_MS, TimeUnit.MILLISECONDS);
+            Config cfg = admin.describeConfigs(Collections.singleton(res)).all()
+                    .get(API_TIMEOUT_MS, TimeUnit.MILLISECONDS).get(res);
+            for (ConfigEntry e : cfg.entries()) {
+                emit("{\"event\":\"config\",\"name\":" + q(e.name()) + ",\"value\":" + q(e.value())
+                        + ",\"source\":" + q(String.valueOf(e.source())) + "}");
+            }
+        }
+        emit("{\"event\":\"done\"}");
+    }
+
+    // ---- produce --------------------------------------------------------------------------
+
+    private static void produce(String bootstrap, String[] a) throws Exception {
+        String topic = a[0];
+        int count = Integer.parseInt(a[1]);
+        String compression = a[2];
+        Long baseTimestamp = null;
+        for (int i = 3; i < a.length; i++) {
+            if (a[i].equals("--base-timestamp")) {
+                baseTimestamp = Long.parseLong(a[++i]);
+            } else {
+                throw new IllegalArgumentException("unknown produce option " + a[i]);
+            }
+        }
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
+        p.put(ProducerConfig.ACKS_CONFIG, "all");
+        p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, compression);
+        p.put(ProducerConfig.LINGER_MS_CONFIG, "5");
+        p.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
+        p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "30000");
+        p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "20000");
+        p.put(ProducerConfig.CLIENT_ID_CONFIG, "slipstream-java-producer");
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        AtomicInteger acked = new AtomicInteger();
+        AtomicInteger failed = new AtomicInteger();
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+            for (int i = 0; i < count; i++) {
+                final String key = "k" + i;
+                ProducerRecord<byte[], byte[]> rec = new ProducerRecord<>(topic, null,
+                        baseTimestamp == null ? null : baseTimestamp + i,
+                        key.getBytes(StandardCharsets.UTF_8), ("v" + i).getBytes(StandardCharsets.UTF_8));
+                rec.headers().add("i", String.valueOf(i).getBytes(StandardCharsets.UTF_8));
+                producer.send(rec, (md, err) -> {
+                    if (err != null) {
+                        failed.incrementAndGet();
+                        emit("{\"event\":\"nack\",\"key\":" + q(key) + ",\"type\":"
+                                + q(err.getClass().getName()) + ",\"message\":" + q(String.valueOf(err.getMessage())) + "}");
+                    } else {
+                        acked.incrementAndGet();
+                        emit("{\"event\":\"ack\",\"key\":" + q(key) + ",\"partition\":" + md.partition()
+                                + ",\"offset\":" + md.offset() + ",\"timestamp\":" + md.timestamp() + "}");
+                    }
+                });
+            }
+            producer.flush();
+        }
+        if (failed.get() > 0) {
+            throw new IllegalStateException(failed.get() + " of " + count + " records failed");
+        }
+        emit("{\"event\":\"done\",\"acked\":" + acked.get() + "}");
+    }
+
+    // ---- consume --------------------------------------------------------------------------
+
+    private static void consume(String bootstrap, String[] a) throws Exception {
+        String topic = a[0];
+        int count = Integer.parseInt(a[1]);
+        String mode = "--from-beginning";
+        long timestamp = -1;
+        long timeoutMs = 20_000;
+        for (int i = 2; i < a.length; i++) {
+            switch (a[i]) {
+                case "--from-beginning":
+                case "--latest":
+                    mode = a[i];
+                    break;
+                case "--timestamp":
+                    mode = a[i];
+                    timestamp = Long.parseLong(a[++i]);
+                    break;
+                case "--timeout-ms":
+                    timeoutMs = Long.parseLong(a[++i]);
+                    break;
+                default:
+                    throw new IllegalArgumentException("unknown consume option " + a[i]);
+            }
+        }
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        p.put(ConsumerConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
+        p.put(ConsumerConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, String.valueOf(API_TIMEOUT_MS));
+        p.put(ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG, "200");
+        p.put(ConsumerConfig.CLIENT_ID_CONFIG, "slipstream-java-consumer");
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        int seen = 0;
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p)) {
+            List<PartitionInfo> infos = consumer.partitionsFor(topic, Duration.ofMillis(API_TIMEOUT_MS));
+            if (infos == null || infos.isEmpty()) {
+                throw new IllegalStateException("no partitions for " + topic);
+            }
+            List<TopicPartition> tps = new ArrayList<>();
+            for (PartitionInfo pi : infos) {
+                tps.add(new TopicPartition(topic, pi.partition()));
+            }
+            consumer.assign(tps);
+            switch (mode) {
+                case "--from-beginning":
+                    consumer.seekToBeginning(tps);
+                    break;
+                case "--latest":
+                    consumer.seekToEnd(tps);
+                    break;
+                default: {
+                    Map<TopicPartition, Long> query = new HashMap<>();
+                    for (TopicPartition tp : tps) {
+                        query.put(tp, timestamp);
+                    }
+                    Map<TopicPartition, OffsetAndTimestamp> found =
+                            consumer.offsetsForTimes(query, Duration.ofMillis(API_TIMEOUT_MS));
+                    List<TopicPartition> toEnd = new ArrayList<>();
+                    for (TopicPartition tp : tps) {
+                        OffsetAndTimestamp ot = found.get(tp);
+                        if (ot == null) {
+                            toEnd.add(tp);
+                        } else {
+                            consumer.seek(tp, ot.offset());
+                        }
+                    }
+                    if (!toEnd.isEmpty()) {
+                        consumer.seekToEnd(toEnd);
+                    }
+                }
+            }
+            // Resolve the positions now, so "ready" means new records will be seen.
+            StringBuilder pos = new StringBuilder("{");
+            for (TopicPartition tp : tps) {
+                long position = consumer.position(tp, Duration.ofMillis(API_TIMEOUT_MS));
+                if (pos.length() > 1) {
+                    pos.append(',');
+                }
+                pos.append('"').append(tp.partition()).append("\":").append(position);
+            }
+            pos.append('}');
+            emit("{\"event\":\"ready\",\"positions\":" + pos + "}");
+
+            long deadline = System.currentTimeMillis() + timeoutMs;
+            while (seen < count && System.currentTimeMillis() < deadline) {
+                ConsumerRecords<byte[], byte[]> records = consumer.poll(Duration.ofMillis(200));
+                for (ConsumerRecord<byte[], byte[]> r : records) {
+                    StringBuilder h = new StringBuilder("[");
+                    for (Header header : r.headers()) {
+                        if (h.length() > 1) {
+                            h.append(',');
+                        }
+                        h.append('[').append(q(header.key())).append(',').append(bytes(header.value())).append(']');
+                    }
+                    h.append(']');
+                    emit("{\"event\":\"record\",\"partition\":" + r.partition() + ",\"offset\":" + r.offset()
+                            + ",\"key\":" + bytes(r.key()) + ",\"value\":" + bytes(r.value())
+                            + ",\"timestamp\":" + r.timestamp() + ",\"timestamp_type\":" + q(r.timestampType().name)
+                            + ",\"headers\":" + h + "}");
+                    seen++;
+                }
+            }
+        }
+        emit("{\"event\":\"done\",\"count\":" + seen + "}");
+    }
+}
