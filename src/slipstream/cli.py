@@ -97,9 +97,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_serve(sub)
-    from . import cli_client
+    from . import cli_client, cli_groups
 
     cli_client.add_commands(sub)
+    cli_groups.add_commands(sub)
     return parser
 
 
