@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from .cleaner import LogCleaner
 from .config import BrokerConfig
 from .dispatch import Dispatcher
 from .groups import GroupCoordinatorAdapter
@@ -35,6 +36,7 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self._thread: threading.Thread | None = None
         self._thread_loop: asyncio.AbstractEventLoop | None = None
+        self.cleaner: LogCleaner | None = None
         self.port = self.config.port
 
     # ---------------------------------------------------------------- lifecycle
@@ -76,6 +78,12 @@ class Broker:
         state.advertised_host = config.advertised_host or config.host
         state.advertised_port = config.advertised_port or self.port
         self._tasks.append(loop.create_task(self._retention_loop()))
+        self.cleaner = LogCleaner(
+            topics,
+            state.clock,
+            backoff_ms=config.log_cleaner_backoff_ms,
+        )
+        self._tasks.append(loop.create_task(self.cleaner.run()))
         if config.durability == "interval":
             self._tasks.append(loop.create_task(self._flush_loop()))
         log.info(
@@ -94,6 +102,9 @@ class Broker:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
+        if self.cleaner is not None:
+            self.cleaner.close()
+            self.cleaner = None
         if self._server is not None:
             self._server.close()
             workers = [c.worker for c in self._connections if c.worker is not None]

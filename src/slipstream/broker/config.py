@@ -35,6 +35,8 @@ class BrokerConfig:
     log_retention_ms: int = 7 * 24 * 3600 * 1000
     log_retention_bytes: int = -1
     log_retention_check_interval_ms: int = 5 * 60 * 1000
+    # How often the cleaner looks for compacted topics' partitions to clean.
+    log_cleaner_backoff_ms: int = 15_000
     # page-cache: survive a process crash; interval: fsync every flush_interval_ms;
     # fsync: fsync (group commit) before acknowledging acks=-1 produces.
     durability: str = "page-cache"
@@ -80,6 +82,7 @@ ALIASES = {
     "log.retention.ms": "log_retention_ms",
     "log.retention.bytes": "log_retention_bytes",
     "log.retention.check.interval.ms": "log_retention_check_interval_ms",
+    "log.cleaner.backoff.ms": "log_cleaner_backoff_ms",
     "offsets.topic.num.partitions": "offsets_topic_partitions",
     "group.initial.rebalance.delay.ms": "group_initial_rebalance_delay_ms",
     "group.min.session.timeout.ms": "group_min_session_timeout_ms",

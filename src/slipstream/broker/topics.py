@@ -208,6 +208,18 @@ class TopicManager:
                 deleted += plog.enforce_retention(now_ms)
         return deleted
 
+    def compacted_partitions(self) -> list[tuple[str, int, PartitionLog, dict[str, str]]]:
+        """(topic, partition, log, effective configs) of every partition whose
+        cleanup.policy includes compact (for the log cleaner)."""
+        found = []
+        for topic in list(self.topics.values()):
+            configs = self.effective_configs(topic)
+            if "compact" not in configs["cleanup.policy"]:
+                continue
+            for index, plog in enumerate(topic.partitions):
+                found.append((topic.name, index, plog, configs))
+        return found
+
     def flush_all(self) -> None:
         for topic in self.topics.values():
             for plog in topic.partitions:

@@ -56,6 +56,11 @@ class MemorySegment:
                 self.first_append_ms = now_ms
             self.last_append_ms = now_ms
 
+    def batches(self) -> list[bytes]:
+        """The stored batches in offset order: a copy of the list, safe to walk on another
+        thread while this segment grows or is deleted (compaction)."""
+        return list(self._batches)
+
     def read(
         self, offset: int, max_bytes: int, min_one_batch: bool
     ) -> tuple[list[bytes | memoryview], int, bool]:

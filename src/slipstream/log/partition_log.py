@@ -41,6 +41,10 @@ class DiskLog(SegmentedLog):
         log._delete_leading(below_log_start_count(log._segments, log._log_start))
         return log
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def _create_segment(self, base_offset: int) -> Segment:
         segment = DiskSegment.create(self.directory, base_offset, self._config.index_interval_bytes)
         sync_directory(self.directory)

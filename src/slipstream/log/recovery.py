@@ -10,7 +10,10 @@
   the last index entry are walked to find the segment's end. A missing or inconsistent
   index, or a bad header in that walk, sends the segment through the full validation.
 - The data file is read in bounded windows, never whole.
-- Leftovers are cleaned: temporary files and index files without a data file.
+- Leftovers are cleaned: temporary files and index files without a data file; an
+  interrupted compaction swap is completed or discarded first (``compaction.py``).
+- Sealed segments may have offset gaps between batches (compaction); the last segment
+  is never compacted and must stay contiguous.
 - A ``log-start-offset`` checkpoint beyond the recovered end truncates the log fully
   and restarts it at the checkpoint (Kafka does the same).
 """
@@ -22,6 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from slipstream.log.checkpoint import read_offset
+from slipstream.log.compaction import finish_interrupted_compaction
 from slipstream.log.index import SegmentIndexes
 from slipstream.log.policy import INT32_MAX
 from slipstream.log.segment import CorruptSegment, DiskSegment, HeaderReader, data_path
@@ -38,12 +42,14 @@ _WINDOW = 1 << 20
 _SEGMENT_SUFFIXES = (".log", ".index", ".timeindex")
 
 
-def scan_segment(fd: int, base_offset: int, file_size: int) -> Iterator[tuple[int, BatchHeader]]:
+def scan_segment(
+    fd: int, base_offset: int, file_size: int, *, allow_gaps: bool = False
+) -> Iterator[tuple[int, BatchHeader]]:
     """(position, header) of each valid batch from the start of the file.
 
     Stops at the first batch that is incomplete, damaged, or whose base offset is not
-    the next expected one. Reads ``_WINDOW`` bytes at a time (more only for a batch
-    larger than that).
+    the next expected one (with ``allow_gaps``, for compacted segments: below it).
+    Reads ``_WINDOW`` bytes at a time (more only for a batch larger than that).
     """
     expected = base_offset
     position = 0
@@ -52,7 +58,10 @@ def scan_segment(fd: int, base_offset: int, file_size: int) -> Iterator[tuple[in
         buf = os.pread(fd, min(window, file_size - position), position)
         consumed = 0
         for rel, header in scan_valid_prefix(memoryview(buf)):
-            if header.base_offset != expected or header.last_offset - base_offset > INT32_MAX:
+            misplaced = (
+                header.base_offset < expected if allow_gaps else header.base_offset != expected
+            )
+            if misplaced or header.last_offset - base_offset > INT32_MAX:
                 return
             yield position + rel, header
             expected = header.next_offset
@@ -77,7 +86,9 @@ def _mtime_ms(fd: int) -> int:
     return int(os.fstat(fd).st_mtime * 1000)
 
 
-def recover_segment(directory: Path, base_offset: int, index_interval: int) -> DiskSegment:
+def recover_segment(
+    directory: Path, base_offset: int, index_interval: int, *, allow_gaps: bool = False
+) -> DiskSegment:
     """Validate every batch, truncate after the last good one, rebuild the indexes.
 
     The result is ready to be the active segment (indexes loaded).
@@ -88,7 +99,7 @@ def recover_segment(directory: Path, base_offset: int, index_interval: int) -> D
         file_size = os.fstat(fd).st_size
         indexes = SegmentIndexes.empty(path, base_offset, index_interval)
         end, next_offset, max_timestamp = 0, base_offset, -1
-        for position, header in scan_segment(fd, base_offset, file_size):
+        for position, header in scan_segment(fd, base_offset, file_size, allow_gaps=allow_gaps):
             indexes.observe(position, header)
             end = position + header.size
             next_offset = header.next_offset
@@ -138,9 +149,16 @@ def _load_trusted(directory: Path, base_offset: int, index_interval: int) -> Dis
             if relative < 0 or time_relative != relative or not 0 <= start < file_size:
                 raise CorruptSegment("index points outside the segment")
             next_offset = base_offset + relative
+        # The indexed batch must be exactly where the index says; after it, compaction
+        # may have left gaps between batches (never a step back).
+        exact = last is not None
         for position, header in HeaderReader(fd, file_size).walk(start, file_size):
-            if header.base_offset != next_offset or position + header.size > file_size:
+            misplaced = (
+                header.base_offset != next_offset if exact else header.base_offset < next_offset
+            )
+            if misplaced or position + header.size > file_size:
                 raise CorruptSegment(f"unexpected batch at position {position}")
+            exact = False
             next_offset = header.next_offset
             max_timestamp = max(max_timestamp, header.max_timestamp)
         mtime = _mtime_ms(fd)
@@ -167,7 +185,7 @@ def open_sealed_segment(directory: Path, base_offset: int, index_interval: int) 
     """Open a segment that is not the last one (trusted unless its indexes are bad)."""
     segment = _load_trusted(directory, base_offset, index_interval)
     if segment is None:
-        segment = recover_segment(directory, base_offset, index_interval)
+        segment = recover_segment(directory, base_offset, index_interval, allow_gaps=True)
         segment.seal()
     return segment
 
@@ -197,6 +215,7 @@ def _segment_files(directory: Path) -> list[int]:
 def recover_log(directory: Path, index_interval: int) -> tuple[list[DiskSegment], int]:
     """Open every segment of a partition directory; returns (segments, log start)."""
     directory.mkdir(parents=True, exist_ok=True)
+    finish_interrupted_compaction(directory)
     bases = _segment_files(directory)
     checkpoint = read_offset(directory / LOG_START_FILE)
     log_start = checkpoint if checkpoint is not None and checkpoint >= 0 else 0

@@ -3,7 +3,8 @@
 Offsets, rolling, reads across segment boundaries, timestamp lookups, DeleteRecords
 and retention live here once; ``memory.MemorySegment`` and ``segment.DiskSegment``
 only store batches. Every segment holds contiguous offsets (an offset jump rolls), so
-the log end offset is the last segment's next offset.
+the log end offset is the last segment's next offset; compaction (``compaction.py``)
+later leaves gaps between the batches of closed segments, which reads step over.
 """
 
 from __future__ import annotations
@@ -259,6 +260,33 @@ class SegmentedLog(ABC):
     def delete(self) -> None:
         for segment in self._segments:
             segment.delete()
+
+    # -- compaction (see compaction.py) ------------------------------------------------
+
+    def find_segments(self, segments: Sequence[Segment]) -> int | None:
+        """Where ``segments`` sit, in order and by identity, among the closed segments."""
+        if not segments:
+            return None
+        for i, segment in enumerate(self._segments[:-1]):
+            if segment is segments[0]:
+                window = self._segments[i : i + len(segments)]
+                closed = i + len(segments) < len(self._segments)
+                if closed and all(a is b for a, b in zip(window, segments, strict=True)):
+                    return i
+                return None
+        return None
+
+    def replace_segments(self, old: Sequence[Segment], new: Segment) -> None:
+        """Swap consecutive closed segments for one cleaned segment with the same base
+        offset. Only the in-memory list changes: the caller has put the data in place
+        and disposes of the old segments. The log start and end offsets do not move."""
+        start = self.find_segments(old)
+        if start is None or new.base_offset != old[0].base_offset:
+            raise ValueError("replace_segments needs consecutive closed segments of this log")
+        stop = start + len(old)
+        self._segments[start:stop] = [new]
+        self._bases[start:stop] = [new.base_offset]
+        self._size += new.size - sum(s.size for s in old)
 
     # -- internals ---------------------------------------------------------------------
 

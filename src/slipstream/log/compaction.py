@@ -1,0 +1,852 @@
+"""Log compaction (``cleanup.policy=compact``): keep the latest record of every key.
+
+What a pass keeps (Kafka's cleaner rules; the differences are marked *ours*):
+
+- The offset map holds, for every key, the highest offset at which the key occurs in
+  the log as it was when the pass was planned: closed segments *and* the active one.
+  (*ours*: Kafka's map stops at the active segment. Looking further only lets more
+  superseded records go; the latest record of a key is never removed.) Records of
+  transactional and control batches are neither entered in the map nor removed (*ours*:
+  Kafka also removes aborted transactions and, later, their markers).
+- Only closed segments are rewritten; the active segment is never touched, so the log
+  end offset cannot move.
+- A record is removed when the map holds a higher offset for its key. Records without
+  a key are kept (*ours*: Kafka's cleaner drops them; its produce path refuses them on
+  compacted topics in the first place).
+- Tombstones (a key with a null value) follow KIP-534's delete horizon. The first pass
+  that keeps a tombstone stamps its batch with ``horizon = now + delete.retention.ms``
+  (attribute bit 6; the horizon is stored as the batch's base timestamp and each
+  record's timestamp delta is re-expressed from it, so clients read the same record
+  timestamps). A later pass at or after the horizon removes the tombstone. A tombstone
+  therefore survives at least ``delete.retention.ms`` after its segment was first
+  cleaned, however old its own timestamp is: a consumer that read the key's earlier
+  value has that long to see the delete.
+- Batches keep their base offset and last offset delta (so offset and sequence ranges
+  are unchanged), producer id/epoch/base sequence, partition leader epoch, timestamp
+  type and compression codec. Retained records keep their offsets and their bytes
+  (only the timestamp delta changes when a horizon is stamped). The max timestamp is
+  recomputed from the retained records (CreateTime) or kept (LogAppendTime). A batch
+  that loses nothing and needs no horizon is copied byte for byte; a batch left empty
+  is dropped (*ours*: Kafka keeps each producer's last batch as an empty batch so its
+  sequence survives; our broker does not rebuild producer state from the log).
+- Segments: consecutive closed segments are grouped while their total size stays
+  within ``segment.bytes`` (and their offsets within an int32 of the group's base).
+  A group becomes one segment with the base offset of its first segment, even when
+  nothing is left in it, so the log start offset never moves. A group of one segment
+  in which nothing changes is left alone. Offsets inside a segment may now have gaps;
+  reads return the first batch at or after the asked offset.
+
+Concurrency (the broker's event loop must not wait on a pass):
+
+1. ``plan_compaction`` (loop thread, cheap): picks the closed segments, groups them,
+   and snapshots what the worker will read: the memory log's batch lists, or the disk
+   log's file paths and sizes, including the active segment up to its current end.
+2. ``CompactionJob.run`` (worker thread): builds the offset map, filters batches and
+   writes the cleaned segments (memory: new segment objects; disk: complete, fsynced
+   segment files with their indexes in the ``cleaning/`` staging directory). Closed
+   segments are immutable and the active one only grows, so nothing here races with
+   appends, reads or flushes.
+3. ``CompactionJob.install`` (loop thread, short): checks that the planned segments are
+   still in the log (retention or DeleteRecords may have removed some meanwhile: then
+   the pass is dropped) and swaps the cleaned segments in. Appends made since the plan
+   are untouched; their keys simply were not in the map.
+
+Crash safety on disk. The commit point is the ``compaction.swap`` marker (written to a
+temporary file, fsynced, renamed, directory fsynced), which names each group's new
+base offset and the base offsets of the segments it replaces. Then: the replaced
+segments other than the first are deleted, the staged ``.index``, ``.timeindex`` and
+finally ``.log`` are renamed over the first one's files, the directory is fsynced and
+the marker removed. ``finish_interrupted_compaction`` runs before recovery opens any
+segment: without a marker the staging directory is discarded (the old segments are
+intact); with one, the swap is completed (every step is idempotent). Either the old
+or the new segments survive, never a mix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import struct
+import threading
+import weakref
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from slipstream.log.api import PartitionLog
+from slipstream.log.checkpoint import sync_directory
+from slipstream.log.index import SegmentIndexes
+from slipstream.log.memory import MemoryLog, MemorySegment
+from slipstream.log.policy import INT32_MAX
+from slipstream.log.segment import DiskSegment, data_path
+from slipstream.log.segmented import Segment, SegmentedLog
+from slipstream.protocol import compression as _compression
+from slipstream.protocol.primitives import write_varint
+from slipstream.protocol.record_batch import (
+    CRC_OFFSET,
+    DELETE_HORIZON_MASK,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    compute_crc,
+    parse_header,
+)
+
+log = logging.getLogger(__name__)
+
+STAGING_DIR = "cleaning"
+SWAP_MARKER = "compaction.swap"
+_MARKER_VERSION = 1
+_SUFFIXES = (".index", ".timeindex", ".log")  # the order files are moved in: data last
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_UINT32 = struct.Struct(">I")
+_READ_WINDOW = 1 << 20
+_INT64_MAX = (1 << 63) - 1
+
+
+class CompactionError(Exception):
+    """A pass that cannot go on (e.g. a damaged batch in a closed segment)."""
+
+
+class CompactionCancelled(Exception):
+    """The job was cancelled while its worker was running."""
+
+
+def _step(name: str) -> None:
+    """A point of the disk swap; tests replace this to simulate a crash right there."""
+
+
+@dataclass(slots=True)
+class CompactionStats:
+    """What one pass did. ``next_delete_horizon_ms`` is the earliest horizon among the
+    tombstones still kept (None if none): a pass at or after it has work to do."""
+
+    groups_cleaned: int = 0
+    segments_before: int = 0  # segments replaced
+    segments_after: int = 0  # segments that replaced them
+    bytes_before: int = 0
+    bytes_after: int = 0
+    records_removed: int = 0
+    tombstones_removed: int = 0
+    batches_removed: int = 0
+    batches_rewritten: int = 0
+    batches_unreadable: int = 0  # kept as they are: codec or records not decodable
+    next_delete_horizon_ms: int | None = None
+    installed: bool = False
+    aborted: str | None = None  # why the cleaned segments were not swapped in
+
+
+# ------------------------------------------------------------------ reading batches
+
+
+class _Unreadable(Exception):
+    pass
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    raw = 0
+    shift = 0
+    while True:
+        if pos >= len(buf):
+            raise _Unreadable("varint runs past the end of the records")
+        byte = buf[pos]
+        pos += 1
+        raw |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return (raw >> 1) ^ -(raw & 1), pos
+        shift += 7
+        if shift > 63:
+            raise _Unreadable("varint longer than 10 bytes")
+
+
+@dataclass(slots=True)
+class _Rec:
+    start: int  # the record's first byte (its length varint) in the records section
+    end: int
+    body: int  # the attributes byte
+    rest: int  # first byte after the offset delta (the key length)
+    ts_delta: int
+    offset_delta: int
+    key: bytes | None
+    tombstone: bool
+
+
+def _records(header: BatchHeader, batch: bytes | memoryview) -> tuple[bytes, list[_Rec]]:
+    """The (decompressed) records section and where each record sits in it."""
+    section = memoryview(batch)[HEADER_SIZE : header.size]
+    try:
+        data = (
+            bytes(section)
+            if header.compression == _compression.NONE
+            else _compression.decompress(header.compression, section)
+        )
+    except Exception as exc:  # unknown codec or undecodable data
+        raise _Unreadable(str(exc)) from exc
+    out: list[_Rec] = []
+    pos = 0
+    end = len(data)
+    for _ in range(header.record_count):
+        length, body = _varint(data, pos)
+        stop = body + length
+        if length < 3 or stop > end:
+            raise _Unreadable("record length does not fit the batch")
+        ts_delta, p = _varint(data, body + 1)
+        offset_delta, rest = _varint(data, p)
+        key_len, p = _varint(data, rest)
+        key = None
+        if key_len >= 0:
+            key = data[p : p + key_len]
+            p += key_len
+        value_len, p = _varint(data, p)
+        if p + max(value_len, 0) > stop:
+            raise _Unreadable("record fields overrun the record")
+        out.append(_Rec(pos, stop, body, rest, ts_delta, offset_delta, key, value_len < 0))
+        pos = stop
+    if pos != end:
+        raise _Unreadable("bytes after the last record")
+    return data, out
+
+
+def _checked(header: BatchHeader, batch: bytes | memoryview, where: str) -> None:
+    if header.magic != 2 or header.size < HEADER_SIZE or len(batch) != header.size:
+        raise CompactionError(f"{where}: no valid batch header at offset {header.base_offset}")
+    if compute_crc(batch) != header.crc:
+        raise CompactionError(f"{where}: CRC mismatch in the batch at offset {header.base_offset}")
+
+
+class _MemorySource:
+    def __init__(self, batches: list[bytes], name: str) -> None:
+        self._batches = batches
+        self.name = name
+
+    def batches(self) -> Generator[tuple[BatchHeader, bytes | memoryview], None, None]:
+        for batch in self._batches:
+            header = parse_header(batch)
+            _checked(header, batch, self.name)
+            yield header, batch
+
+
+class _FileSource:
+    """The first ``size`` bytes of a segment file (they never change), read in windows
+    through its own descriptor, so the log may close or delete the segment meanwhile."""
+
+    def __init__(self, path: Path, size: int) -> None:
+        self.path = path
+        self.size = size
+        self.name = str(path)
+
+    def batches(self) -> Generator[tuple[BatchHeader, bytes | memoryview], None, None]:
+        if self.size == 0:
+            return
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            position = 0
+            while position < self.size:
+                buf = os.pread(fd, min(_READ_WINDOW, self.size - position), position)
+                view = memoryview(buf)
+                rel = 0
+                while len(view) - rel >= HEADER_SIZE:
+                    header = parse_header(view, rel)
+                    if header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+                        raise CompactionError(f"{self.name}: bad batch length at {position + rel}")
+                    if rel + header.size > len(view):
+                        break
+                    batch = view[rel : rel + header.size]
+                    _checked(header, batch, self.name)
+                    yield header, batch
+                    rel += header.size
+                if rel == 0:  # one batch larger than the window: read it whole
+                    if len(view) < HEADER_SIZE:
+                        raise CompactionError(f"{self.name}: torn batch header at {position}")
+                    header = parse_header(view)
+                    if position + header.size > self.size:
+                        raise CompactionError(f"{self.name}: batch at {position} runs past the end")
+                    batch = memoryview(os.pread(fd, header.size, position))
+                    _checked(header, batch, self.name)
+                    yield header, batch
+                    rel = header.size
+                position += rel
+        finally:
+            os.close(fd)
+
+
+_Source = _MemorySource | _FileSource
+
+
+# ------------------------------------------------------------------ cleaning batches
+
+
+def _is_skipped(header: BatchHeader) -> bool:
+    """Batches compaction leaves alone and keeps out of the offset map."""
+    return header.is_control or header.is_transactional
+
+
+def _horizon(header: BatchHeader) -> int | None:
+    return header.base_timestamp if header.attributes & DELETE_HORIZON_MASK else None
+
+
+def _rebuild(header: BatchHeader, data: bytes, kept: Sequence[_Rec], horizon: int | None) -> bytes:
+    """The batch with only ``kept`` records: same offsets range, producer fields, codec."""
+    old_base = header.base_timestamp
+    new_base = horizon if horizon is not None else old_base
+    shift = old_base - new_base
+    records = bytearray()
+    max_ts = -1
+    for rec in kept:
+        ts = old_base + rec.ts_delta
+        if ts > max_ts:
+            max_ts = ts
+        if shift == 0:
+            records += data[rec.start : rec.end]
+        else:
+            body = bytearray(data[rec.body : rec.body + 1])
+            write_varint(body, rec.ts_delta + shift)
+            write_varint(body, rec.offset_delta)
+            body += data[rec.rest : rec.end]
+            write_varint(records, len(body))
+            records += body
+    if header.is_log_append_time:
+        max_ts = header.max_timestamp
+    codec = header.compression
+    section = records if codec == _compression.NONE else _compression.compress(codec, records)
+    attributes = header.attributes & ~DELETE_HORIZON_MASK
+    if horizon is not None:
+        attributes |= DELETE_HORIZON_MASK
+    out = bytearray(HEADER_SIZE)
+    out += section
+    _HEADER.pack_into(
+        out,
+        0,
+        header.base_offset,
+        len(out) - LOG_OVERHEAD,
+        header.partition_leader_epoch,
+        2,
+        0,
+        attributes,
+        header.last_offset_delta,
+        new_base,
+        max_ts,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        len(kept),
+    )
+    _UINT32.pack_into(out, CRC_OFFSET, compute_crc(memoryview(out)))
+    return bytes(out)
+
+
+# ------------------------------------------------------------------ group outputs
+
+
+class _MemoryOutput:
+    def __init__(self, base: int) -> None:
+        self.segment = MemorySegment(base)
+
+    def add(self, batch: bytes | memoryview, header: BatchHeader) -> None:
+        self.segment.append(batch, header, None)
+
+    def finish(self) -> None:
+        pass
+
+    def abandon(self) -> None:
+        self.segment.delete()
+
+
+class _DiskOutput:
+    def __init__(self, staging: Path, base: int, index_interval: int) -> None:
+        self.segment = DiskSegment.create(staging, base, index_interval)
+        self.size = 0
+        self.next_offset = base
+        self.max_timestamp = -1
+
+    def add(self, batch: bytes | memoryview, header: BatchHeader) -> None:
+        self.segment.append(batch, header, None)
+
+    def finish(self) -> None:
+        segment = self.segment
+        segment.seal()  # data and both indexes written and fsynced
+        self.size, self.next_offset = segment.size, segment.next_offset
+        self.max_timestamp = segment.max_timestamp
+        segment.close()
+
+    def abandon(self) -> None:
+        self.segment.delete()
+
+
+_Output = _MemoryOutput | _DiskOutput
+
+
+@dataclass(slots=True)
+class _GroupResult:
+    old: list[Segment]
+    output: _Output
+
+
+# ------------------------------------------------------------------ the job
+
+_busy: weakref.WeakSet[SegmentedLog] = weakref.WeakSet()
+_busy_lock = threading.Lock()
+
+_PLANNED, _RUNNING, _RAN, _DONE = "planned", "running", "ran", "done"
+
+
+def _group_segments(closed: Sequence[Segment], max_bytes: int) -> list[list[Segment]]:
+    groups: list[list[Segment]] = []
+    current: list[Segment] = []
+    size = 0
+    for segment in closed:
+        if current and (
+            size + segment.size > max_bytes
+            or segment.next_offset - 1 - current[0].base_offset > INT32_MAX
+        ):
+            groups.append(current)
+            current, size = [], 0
+        current.append(segment)
+        size += segment.size
+    if current:
+        groups.append(current)
+    return groups
+
+
+class CompactionJob:
+    """One pass over one partition log: ``run`` on a worker thread, then ``install`` (or
+    ``cancel``) on the thread that owns the log. See the module docstring."""
+
+    def __init__(
+        self,
+        log: SegmentedLog,
+        groups: list[list[Segment]],
+        sources: dict[int, _Source],  # id(segment) -> its batches
+        active: _Source,
+        *,
+        now_ms: int,
+        delete_retention_ms: int,
+        directory: Path | None,
+    ) -> None:
+        self._log = log
+        self._groups = groups
+        self._sources = sources
+        self._active = active
+        self._now = now_ms
+        self._delete_retention = max(delete_retention_ms, 0)
+        self._directory = directory  # disk logs only
+        self._results: list[_GroupResult] = []
+        self.stats = CompactionStats()
+        self._state = _PLANNED
+        self._committed = False  # the disk swap passed its commit point
+        self._lock = threading.Lock()
+        self._cancelled = threading.Event()
+
+    @property
+    def staging(self) -> Path | None:
+        return self._directory / STAGING_DIR if self._directory is not None else None
+
+    # -- worker thread -----------------------------------------------------------------
+
+    def run(self) -> None:
+        """Build the cleaned segments. Safe on any thread; reads only snapshots."""
+        with self._lock:
+            if self._state != _PLANNED:
+                raise RuntimeError(f"compaction job is {self._state}, not planned")
+            self._state = _RUNNING
+        try:
+            self._build()
+        except BaseException:
+            with self._lock:
+                self._state = _DONE
+            self._abandon_outputs()
+            _release(self._log)
+            raise
+        with self._lock:
+            if not self._cancelled.is_set():
+                self._state = _RAN
+                return
+            self._state = _DONE
+        self._abandon_outputs()
+        _release(self._log)
+        raise CompactionCancelled("compaction job cancelled")
+
+    def _check_cancel(self) -> None:
+        if self._cancelled.is_set():
+            raise CompactionCancelled("compaction job cancelled")
+
+    def _build(self) -> None:
+        staging = self.staging
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+            staging.mkdir()
+        latest: dict[bytes, int] = {}
+        sources = [self._sources[id(s)] for group in self._groups for s in group]
+        for source in [*sources, self._active]:
+            for header, batch in source.batches():
+                self._check_cancel()
+                if _is_skipped(header):
+                    continue
+                try:
+                    _, records = _records(header, batch)
+                except _Unreadable:
+                    continue
+                base = header.base_offset
+                for rec in records:
+                    if rec.key is not None:
+                        latest[rec.key] = base + rec.offset_delta
+            self._check_cancel()
+        for group in self._groups:
+            self._clean_group(group, latest)
+            self._check_cancel()
+        if staging is not None:
+            if self._results:
+                sync_directory(staging)
+            else:
+                shutil.rmtree(staging, ignore_errors=True)
+
+    def _clean_group(self, group: list[Segment], latest: dict[bytes, int]) -> None:
+        stats = self.stats
+        output: _Output | None = None
+        unchanged = 0  # batches of a lone segment copied as they are, before any change
+        for segment in group:
+            for header, batch in self._sources[id(segment)].batches():
+                self._check_cancel()
+                result = self._clean_batch(header, batch, latest)
+                if output is None:
+                    if result is batch and len(group) == 1:
+                        unchanged += 1
+                        continue
+                    output = self._new_output(group[0].base_offset)
+                    if unchanged:  # copy what was skipped while nothing had changed
+                        replay = self._sources[id(segment)].batches()
+                        for _ in range(unchanged):
+                            h, b = next(replay)
+                            output.add(b, h)
+                        replay.close()
+                if result is not None:
+                    output.add(result, header if result is batch else parse_header(result))
+        if output is None:
+            if len(group) > 1:  # empty segments being merged
+                output = self._new_output(group[0].base_offset)
+            else:
+                return
+        output.finish()
+        self._results.append(_GroupResult(list(group), output))
+        stats.groups_cleaned += 1
+
+    def _new_output(self, base: int) -> _Output:
+        staging = self.staging
+        if staging is None:
+            return _MemoryOutput(base)
+        return _DiskOutput(staging, base, self._log.config.index_interval_bytes)
+
+    def _clean_batch(
+        self, header: BatchHeader, batch: bytes | memoryview, latest: dict[bytes, int]
+    ) -> bytes | memoryview | None:
+        """``batch`` itself when it stays as it is, the rewritten batch, or None."""
+        stats = self.stats
+        if _is_skipped(header):
+            return batch
+        try:
+            data, records = _records(header, batch)
+        except _Unreadable:
+            stats.batches_unreadable += 1
+            return batch
+        horizon = _horizon(header)
+        expired = horizon is not None and self._now >= horizon
+        base = header.base_offset
+        kept: list[_Rec] = []
+        tombstones = False
+        for rec in records:
+            if rec.key is not None:
+                if latest.get(rec.key, -1) > base + rec.offset_delta:
+                    stats.records_removed += 1
+                    continue
+                if rec.tombstone:
+                    if expired:
+                        stats.records_removed += 1
+                        stats.tombstones_removed += 1
+                        continue
+                    tombstones = True
+            kept.append(rec)
+        if not kept:
+            stats.batches_removed += 1
+            return None
+        if tombstones and horizon is None:
+            horizon = min(self._now + self._delete_retention, _INT64_MAX)
+        if tombstones:
+            assert horizon is not None
+            if stats.next_delete_horizon_ms is None or horizon < stats.next_delete_horizon_ms:
+                stats.next_delete_horizon_ms = horizon
+        if len(kept) == len(records) and horizon == _horizon(header):
+            return batch
+        stats.batches_rewritten += 1
+        return _rebuild(header, data, kept, horizon)
+
+    def _abandon_outputs(self) -> None:
+        for result in self._results:
+            with contextlib.suppress(Exception):
+                result.output.abandon()
+        self._results.clear()
+        staging = self.staging
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+
+    # -- owner thread ------------------------------------------------------------------
+
+    def cancel(self) -> None:
+        """Drop the job. A running worker stops at its next check and cleans up itself."""
+        with self._lock:
+            self._cancelled.set()
+            if self._state == _RUNNING or self._state == _DONE:
+                return
+            self._state = _DONE
+        self._abandon_outputs()
+        _release(self._log)
+
+    def install(self) -> CompactionStats:
+        """Swap the cleaned segments in (on the log's owner thread). Short: renames and a
+        few fsyncs on disk. Drops the pass if the log changed in a way it cannot absorb."""
+        with self._lock:
+            if self._state != _RAN:
+                raise RuntimeError(f"compaction job is {self._state}, not ready to install")
+            self._state = _DONE
+        stats = self.stats
+        log_ = self._log
+        try:
+            reason = self._conflict()
+            if reason is not None:
+                stats.aborted = reason
+                self._abandon_outputs()
+                return stats
+            for result in self._results:
+                stats.segments_before += len(result.old)
+                stats.segments_after += 1
+                stats.bytes_before += sum(s.size for s in result.old)
+            if self._directory is None:
+                for result in self._results:
+                    assert isinstance(result.output, _MemoryOutput)
+                    new = result.output.segment
+                    _inherit_append_times(new, result.old)
+                    log_.replace_segments(result.old, new)
+                    stats.bytes_after += new.size
+            elif self._results:
+                self._install_disk(self._directory)
+            stats.installed = True
+            return stats
+        except BaseException:
+            if not self._committed:
+                self._abandon_outputs()
+            else:
+                log.error(
+                    "compaction swap of %s failed after its commit point; "
+                    "the swap completes when the log is next opened",
+                    self._directory,
+                )
+            raise
+        finally:
+            _release(log_)
+
+    def _conflict(self) -> str | None:
+        log_ = self._log
+        if self._directory is not None and getattr(log_, "closed", False):
+            return "log closed"
+        for result in self._results:
+            if log_.find_segments(result.old) is None:
+                return "segments changed since the plan"
+        return None
+
+    def _install_disk(self, directory: Path) -> None:
+        log_ = self._log
+        staging = directory / STAGING_DIR
+        fds: dict[int, int] = {}
+        try:
+            for result in self._results:
+                base = result.old[0].base_offset
+                fds[base] = os.open(data_path(staging, base), os.O_RDWR | os.O_APPEND)
+            _write_marker(
+                directory,
+                [(r.old[0].base_offset, [s.base_offset for s in r.old]) for r in self._results],
+            )
+        except BaseException:
+            for fd in fds.values():
+                os.close(fd)
+            raise
+        self._committed = True  # from here on, a failure is finished by recovery
+        _step("committed")
+        for result in self._results:
+            for old in result.old[1:]:
+                old.delete()
+        _step("replaced-deleted")
+        for result in self._results:
+            base = result.old[0].base_offset
+            for suffix in _SUFFIXES:
+                os.replace(_name(staging, base, suffix), _name(directory, base, suffix))
+                _step(f"moved{suffix}")
+            result.old[0].close()  # its files were just replaced: close, don't unlink
+        sync_directory(directory)
+        _step("moved")
+        interval = log_.config.index_interval_bytes
+        for result in self._results:
+            output = result.output
+            assert isinstance(output, _DiskOutput)
+            base = result.old[0].base_offset
+            path = data_path(directory, base)
+            new = DiskSegment(
+                directory,
+                base,
+                fds.pop(base),
+                size=output.size,
+                next_offset=output.next_offset,
+                max_timestamp=output.max_timestamp,
+                indexes=SegmentIndexes.cold(path, base, interval),
+            )
+            _inherit_append_times(new, result.old)
+            log_.replace_segments(result.old, new)
+            self.stats.bytes_after += new.size
+        (directory / SWAP_MARKER).unlink()
+        sync_directory(directory)
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _inherit_append_times(new: Segment, old: Sequence[Segment]) -> None:
+    if isinstance(new, MemorySegment | DiskSegment):
+        new.first_append_ms = old[0].first_append_ms
+        new.last_append_ms = max(s.last_append_ms for s in old)
+
+
+def _release(log_: SegmentedLog) -> None:
+    with _busy_lock:
+        _busy.discard(log_)
+
+
+def _name(directory: Path, base: int, suffix: str) -> Path:
+    return directory / f"{base:020d}{suffix}"
+
+
+def _write_marker(directory: Path, groups: list[tuple[int, list[int]]]) -> None:
+    body = {
+        "version": _MARKER_VERSION,
+        "groups": [{"base": base, "replaces": replaces} for base, replaces in groups],
+    }
+    tmp = directory / (SWAP_MARKER + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, json.dumps(body).encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, directory / SWAP_MARKER)
+    sync_directory(directory)
+
+
+# ------------------------------------------------------------------ entry points
+
+
+def plan_compaction(
+    log_: PartitionLog, *, now_ms: int, delete_retention_ms: int
+) -> CompactionJob | None:
+    """A job for the log's closed segments, or None when there is nothing to clean (no
+    closed segment), another job holds the log, or the log is not a segmented log.
+
+    Cheap; call it on the thread that owns the log (the broker's event loop)."""
+    if not isinstance(log_, SegmentedLog):
+        return None
+    segments = log_.segments
+    if len(segments) < 2 or log_ in _busy:
+        return None
+    directory: Path | None = None
+    sources: dict[int, _Source] = {}
+    active: _Source
+    if isinstance(log_, MemoryLog):
+        for segment in segments[:-1]:
+            assert isinstance(segment, MemorySegment)
+            sources[id(segment)] = _MemorySource(
+                segment.batches(), f"segment {segment.base_offset}"
+            )
+        last = segments[-1]
+        assert isinstance(last, MemorySegment)
+        active = _MemorySource(last.batches(), "active segment")
+    else:
+        from slipstream.log.partition_log import DiskLog  # here: partition_log imports recovery
+
+        if not isinstance(log_, DiskLog) or log_.closed:
+            return None
+        directory = log_.directory
+        for segment in segments:
+            if not isinstance(segment, DiskSegment):
+                return None
+            sources[id(segment)] = _FileSource(segment.path, segment.size)
+        active = sources.pop(id(segments[-1]))
+    with _busy_lock:
+        if log_ in _busy:
+            return None
+        _busy.add(log_)
+    groups = _group_segments(segments[:-1], min(log_.config.segment_bytes, INT32_MAX))
+    return CompactionJob(
+        log_,
+        groups,
+        sources,
+        active,
+        now_ms=now_ms,
+        delete_retention_ms=delete_retention_ms,
+        directory=directory,
+    )
+
+
+def compact(log_: PartitionLog, *, now_ms: int, delete_retention_ms: int) -> CompactionStats:
+    """Plan, run and install one pass on the calling thread (tests, tools)."""
+    job = plan_compaction(log_, now_ms=now_ms, delete_retention_ms=delete_retention_ms)
+    if job is None:
+        return CompactionStats(aborted="nothing to compact")
+    job.run()
+    return job.install()
+
+
+# ------------------------------------------------------------------ recovery
+
+
+def finish_interrupted_compaction(directory: Path) -> None:
+    """Before a disk log's segments are opened: complete a swap that passed its commit
+    point, or discard one that did not (see the module docstring)."""
+    marker = directory / SWAP_MARKER
+    staging = directory / STAGING_DIR
+    (directory / (SWAP_MARKER + ".tmp")).unlink(missing_ok=True)
+    groups = None
+    if marker.exists():
+        try:
+            body = json.loads(marker.read_text())
+            if body.get("version") != _MARKER_VERSION:
+                raise ValueError(f"unknown version {body.get('version')!r}")
+            groups = [(int(g["base"]), [int(b) for b in g["replaces"]]) for g in body["groups"]]
+        except (ValueError, KeyError, TypeError) as exc:
+            # Written atomically, so only outside damage gets here: keep the old segments.
+            log.error("ignoring unreadable compaction marker %s: %s", marker, exc)
+    if groups is not None:
+        for base, replaces in groups:
+            for old in replaces:
+                if old != base:
+                    for suffix in _SUFFIXES:
+                        _name(directory, old, suffix).unlink(missing_ok=True)
+            if _name(staging, base, ".log").exists():
+                for suffix in _SUFFIXES:  # a staged file already moved is simply absent
+                    staged = _name(staging, base, suffix)
+                    if staged.exists():
+                        os.replace(staged, _name(directory, base, suffix))
+        sync_directory(directory)
+        log.info("completed an interrupted compaction swap in %s", directory)
+    if staging.exists():
+        shutil.rmtree(staging, ignore_errors=True)
+    if marker.exists():
+        marker.unlink()
+        sync_directory(directory)
+
+
+__all__ = [
+    "CompactionCancelled",
+    "CompactionError",
+    "CompactionJob",
+    "CompactionStats",
+    "compact",
+    "finish_interrupted_compaction",
+    "plan_compaction",
+]
