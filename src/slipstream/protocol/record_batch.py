@@ -22,8 +22,6 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import crc32c
-
 HEADER_SIZE = 61
 # base_offset + batch_length: what must be read before the rest of the size is known.
 LOG_OVERHEAD = 12
@@ -112,8 +110,17 @@ def parse_header(buf: memoryview | bytes, pos: int = 0) -> BatchHeader:
     return BatchHeader(*_HEADER.unpack_from(buf, pos))
 
 
+def _crc32c(data: memoryview | bytes | bytearray) -> int:
+    # Imported on first use: the crc32c package's import costs ~25 ms of broker start-up.
+    global _crc32c
+    from crc32c import crc32c
+
+    _crc32c = crc32c
+    return int(crc32c(data))
+
+
 def compute_crc(batch: memoryview | bytes) -> int:
-    return int(crc32c.crc32c(batch[ATTRIBUTES_OFFSET:]))
+    return int(_crc32c(batch[ATTRIBUTES_OFFSET:]))
 
 
 def validate_batch(batch: memoryview | bytes) -> BatchHeader:
@@ -180,4 +187,4 @@ def set_log_append_time(batch: bytearray | memoryview, timestamp_ms: int) -> Non
     attributes = struct.unpack_from(">h", batch, ATTRIBUTES_OFFSET)[0] | TIMESTAMP_TYPE_MASK
     struct.pack_into(">h", batch, ATTRIBUTES_OFFSET, attributes)
     _INT64.pack_into(batch, MAX_TIMESTAMP_OFFSET, timestamp_ms)
-    _UINT32.pack_into(batch, CRC_OFFSET, int(crc32c.crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:])))
+    _UINT32.pack_into(batch, CRC_OFFSET, int(_crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:])))
