@@ -151,8 +151,8 @@ class BrokerProcess:
         return "\n".join(self.log_text().splitlines()[-lines:])
 
 
-def _make_broker(tmp: Path) -> Iterator[BrokerProcess]:
-    broker = BrokerProcess(tmp / "data", tmp / "broker.log")
+def _make_broker(tmp: Path, extra_args: tuple[str, ...] = ()) -> Iterator[BrokerProcess]:
+    broker = BrokerProcess(tmp / "data", tmp / "broker.log", extra_args=extra_args)
     broker.start()
     try:
         yield broker
@@ -172,6 +172,17 @@ def fresh_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
     yield from _make_broker(tmp_path)
 
 
+# Group tests use short session timeouts (a killed member expires in seconds), which
+# Kafka's default group.min.session.timeout.ms (6 s) would refuse.
+GROUP_BROKER_ARGS = ("--set", "group.min.session.timeout.ms=1000")
+
+
+@pytest.fixture
+def group_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
+    """A broker process of the test's own that accepts session timeouts down to 1 s."""
+    yield from _make_broker(tmp_path, GROUP_BROKER_ARGS)
+
+
 @pytest.fixture
 def topic_name(request: pytest.FixtureRequest) -> str:
     base = "".join(c if c.isalnum() else "-" for c in request.node.name)[:60]
@@ -184,7 +195,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = outcome.get_result()  # type: ignore[attr-defined]
     if not report.failed:
         return
-    for name in ("broker", "fresh_broker"):
+    for name in ("broker", "fresh_broker", "group_broker"):
         b = getattr(item, "funcargs", {}).get(name)
         if isinstance(b, BrokerProcess):
             report.sections.append((f"broker log tail ({name}, {b.log_path})", b.log_tail()))

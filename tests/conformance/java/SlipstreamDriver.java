@@ -9,6 +9,9 @@
 //                                         earliest | latest | max-timestamp | <timestamp ms>
 //   admin-cluster                         DescribeCluster: cluster id, nodes, controller
 //   admin-set-config TOPIC KEY VALUE      IncrementalAlterConfigs SET, then DescribeConfigs
+//   admin-remove-members GROUP INSTANCE_ID...
+//                                         Admin.removeMembersFromConsumerGroup: one LeaveGroup
+//                                         (v3+) naming static members by group.instance.id
 //   produce TOPIC COUNT COMPRESSION [--base-timestamp MS]
 //                                         idempotent, acks=all; keys k<i>, values v<i>,
 //                                         header "i" = <i>, timestamp MS+i if given;
@@ -16,7 +19,19 @@
 //   consume TOPIC COUNT [--from-beginning | --timestamp MS | --latest] [--timeout-ms N]
 //                                         assign all partitions; one "record" line each;
 //                                         prints "ready" once positions are fixed
-//   group-consume ...                     reserved for the consumer-group issue
+//   group-consume TOPIC GROUP [--assignor range|roundrobin|sticky|cooperative-sticky]
+//                 [--client-id ID] [--instance-id ID] [--session-timeout-ms N]
+//                 [--heartbeat-ms N] [--max-poll-interval-ms N] [--max-poll-records N]
+//                                         a consumer-group member (classic protocol) that runs
+//                                         until SIGTERM: one "record" line per processed record,
+//                                         commitSync after each batch and in onPartitionsRevoked;
+//                                         "assigned"/"revoked"/"lost" lines from the rebalance
+//                                         listener, "generation" when the generation changes,
+//                                         "committed"/"commit_failed" per commit. SIGTERM: commit
+//                                         what was processed, "revoked" (reason close), close()
+//                                         (a static member sends no LeaveGroup), "closed", "done".
+//                                         Every line carries "t": System.nanoTime() (CLOCK_MONOTONIC
+//                                         on Linux, comparable with Python's time.monotonic_ns()).
 //
 // Output: one JSON object per line on stdout; the last line is {"event":"done",...}
 // on success or {"event":"error",...} (exit code 1) on failure. Diagnostics go to stderr.
@@ -31,7 +46,10 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.Set;
 import java.util.TreeSet;
+import java.util.Collection;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import org.apache.kafka.clients.admin.Admin;
@@ -45,7 +63,13 @@ import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.CooperativeStickyAssignor;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.consumer.RangeAssignor;
+import org.apache.kafka.clients.consumer.RoundRobinAssignor;
+import org.apache.kafka.clients.consumer.StickyAssignor;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndTimestamp;
@@ -56,6 +80,8 @@ import org.apache.kafka.common.Node;
 import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
@@ -95,6 +121,9 @@ public final class SlipstreamDriver {
                 case "admin-set-config":
                     adminSetConfig(bootstrap, rest[0], rest[1], rest[2]);
                     break;
+                case "admin-remove-members":
+                    adminRemoveMembers(bootstrap, rest);
+                    break;
                 case "produce":
                     produce(bootstrap, rest);
                     break;
@@ -102,7 +131,8 @@ public final class SlipstreamDriver {
                     consume(bootstrap, rest);
                     break;
                 case "group-consume":
-                    throw new UnsupportedOperationException("group-consume is not implemented yet");
+                    groupConsume(bootstrap, rest);
+                    break;
                 default:
                     throw new IllegalArgumentException("unknown command " + command);
             }
@@ -273,6 +303,23 @@ public final class SlipstreamDriver {
         emit("{\"event\":\"done\"}");
     }
 
+    private static void adminRemoveMembers(String bootstrap, String[] a) throws Exception {
+        String group = a[0];
+        List<org.apache.kafka.clients.admin.MemberToRemove> members = new ArrayList<>();
+        for (int i = 1; i < a.length; i++) {
+            members.add(new org.apache.kafka.clients.admin.MemberToRemove(a[i]));
+        }
+        try (Admin admin = admin(bootstrap)) {
+            admin.removeMembersFromConsumerGroup(group,
+                    new org.apache.kafka.clients.admin.RemoveMembersFromConsumerGroupOptions(members))
+                    .all().get(API_TIMEOUT_MS, TimeUnit.MILLISECONDS);
+        }
+        for (int i = 1; i < a.length; i++) {
+            emit("{\"event\":\"removed\",\"group_instance_id\":" + q(a[i]) + "}");
+        }
+        emit("{\"event\":\"done\"}");
+    }
+
     // ---- produce --------------------------------------------------------------------------
 
     private static void produce(String bootstrap, String[] a) throws Exception {
@@ -435,5 +482,232 @@ public final class SlipstreamDriver {
             }
         }
         emit("{\"event\":\"done\",\"count\":" + seen + "}");
+    }
+    // ---- group-consume ----------------------------------------------------------------------
+
+    private static String partitionList(Collection<TopicPartition> tps) {
+        TreeSet<Integer> sorted = new TreeSet<>();
+        for (TopicPartition tp : tps) {
+            sorted.add(tp.partition());
+        }
+        StringBuilder b = new StringBuilder("[");
+        for (Integer p : sorted) {
+            if (b.length() > 1) {
+                b.append(',');
+            }
+            b.append(p);
+        }
+        return b.append(']').toString();
+    }
+
+    private static String offsetMap(Map<TopicPartition, OffsetAndMetadata> offsets) {
+        StringBuilder b = new StringBuilder("{");
+        for (Map.Entry<TopicPartition, OffsetAndMetadata> e : offsets.entrySet()) {
+            if (b.length() > 1) {
+                b.append(',');
+            }
+            b.append('"').append(e.getKey().partition()).append("\":").append(e.getValue().offset());
+        }
+        return b.append('}').toString();
+    }
+
+    /** A group member's state; touched only by the polling thread (callbacks run inside poll). */
+    private static final class GroupMember implements ConsumerRebalanceListener {
+        final String topic;
+        final KafkaConsumer<byte[], byte[]> consumer;
+        final Map<Integer, Long> processedNext = new HashMap<>();
+        final Map<Integer, Long> committed = new HashMap<>();
+        final Set<TopicPartition> owned = new java.util.HashSet<>();
+        boolean closing;
+        int lastGeneration = -2;
+
+        GroupMember(String topic, KafkaConsumer<byte[], byte[]> consumer) {
+            this.topic = topic;
+            this.consumer = consumer;
+        }
+
+        int generation() {
+            try {
+                return consumer.groupMetadata().generationId();
+            } catch (RuntimeException e) {
+                return -1;
+            }
+        }
+
+        /** commitSync what was processed of these partitions and not yet committed. */
+        void commitProcessed(Collection<TopicPartition> parts) {
+            Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+            for (TopicPartition tp : parts) {
+                Long next = processedNext.get(tp.partition());
+                if (next != null && next > committed.getOrDefault(tp.partition(), -1L)) {
+                    offsets.put(tp, new OffsetAndMetadata(next));
+                }
+            }
+            commit(offsets);
+        }
+
+        void commit(Map<TopicPartition, OffsetAndMetadata> offsets) {
+            if (offsets.isEmpty()) {
+                return;
+            }
+            try {
+                consumer.commitSync(offsets, Duration.ofSeconds(10));
+            } catch (WakeupException e) {
+                // SIGTERM: the close path commits again.
+                emit("{\"event\":\"commit_failed\",\"t\":" + System.nanoTime() + ",\"error\":\"wakeup\",\"offsets\":"
+                        + offsetMap(offsets) + "}");
+                return;
+            } catch (KafkaException e) {
+                emit("{\"event\":\"commit_failed\",\"t\":" + System.nanoTime() + ",\"error\":"
+                        + q(e.getClass().getSimpleName() + ": " + e.getMessage()) + ",\"offsets\":" + offsetMap(offsets)
+                        + ",\"generation\":" + generation() + "}");
+                return;
+            }
+            for (Map.Entry<TopicPartition, OffsetAndMetadata> e : offsets.entrySet()) {
+                committed.put(e.getKey().partition(), e.getValue().offset());
+            }
+            emit("{\"event\":\"committed\",\"t\":" + System.nanoTime() + ",\"offsets\":" + offsetMap(offsets)
+                    + ",\"generation\":" + generation() + "}");
+        }
+
+        @Override
+        public void onPartitionsRevoked(Collection<TopicPartition> parts) {
+            if (closing) {
+                return;
+            }
+            commitProcessed(parts);
+            owned.removeAll(parts);
+            emit("{\"event\":\"revoked\",\"t\":" + System.nanoTime() + ",\"partitions\":" + partitionList(parts)
+                    + ",\"owned\":" + partitionList(owned) + "}");
+        }
+
+        @Override
+        public void onPartitionsAssigned(Collection<TopicPartition> parts) {
+            long t = System.nanoTime();
+            if (closing) {
+                return;
+            }
+            owned.addAll(parts);
+            emit("{\"event\":\"assigned\",\"t\":" + t + ",\"partitions\":" + partitionList(parts)
+                    + ",\"owned\":" + partitionList(consumer.assignment()) + ",\"generation\":" + generation()
+                    + ",\"member_id\":" + q(consumer.groupMetadata().memberId()) + "}");
+        }
+
+        @Override
+        public void onPartitionsLost(Collection<TopicPartition> parts) {
+            long t = System.nanoTime();
+            owned.removeAll(parts);
+            if (closing) {
+                return;
+            }
+            emit("{\"event\":\"lost\",\"t\":" + t + ",\"partitions\":" + partitionList(parts)
+                    + ",\"owned\":" + partitionList(owned) + "}");
+        }
+
+        void noteGeneration() {
+            int gen = generation();
+            if (gen != lastGeneration) {
+                lastGeneration = gen;
+                emit("{\"event\":\"generation\",\"t\":" + System.nanoTime() + ",\"generation\":" + gen
+                        + ",\"member_id\":" + q(consumer.groupMetadata().memberId()) + "}");
+            }
+        }
+    }
+
+    private static void groupConsume(String bootstrap, String[] a) throws Exception {
+        String topic = a[0];
+        String group = a[1];
+        String assignor = "range";
+        String clientId = "slipstream-java-member";
+        String instanceId = null;
+        String sessionMs = "10000";
+        String heartbeatMs = "1000";
+        String maxPollMs = "30000";
+        String maxPollRecords = "50";
+        for (int i = 2; i < a.length; i++) {
+            switch (a[i]) {
+                case "--assignor": assignor = a[++i]; break;
+                case "--client-id": clientId = a[++i]; break;
+                case "--instance-id": instanceId = a[++i]; break;
+                case "--session-timeout-ms": sessionMs = a[++i]; break;
+                case "--heartbeat-ms": heartbeatMs = a[++i]; break;
+                case "--max-poll-interval-ms": maxPollMs = a[++i]; break;
+                case "--max-poll-records": maxPollRecords = a[++i]; break;
+                default: throw new IllegalArgumentException("unknown group-consume option " + a[i]);
+            }
+        }
+        String assignorClass;
+        switch (assignor) {
+            case "range": assignorClass = RangeAssignor.class.getName(); break;
+            case "roundrobin": assignorClass = RoundRobinAssignor.class.getName(); break;
+            case "sticky": assignorClass = StickyAssignor.class.getName(); break;
+            case "cooperative-sticky": assignorClass = CooperativeStickyAssignor.class.getName(); break;
+            default: throw new IllegalArgumentException("unknown assignor " + assignor);
+        }
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        p.put(ConsumerConfig.CLIENT_ID_CONFIG, clientId);
+        if (instanceId != null) {
+            p.put(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG, instanceId);
+        }
+        p.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, assignorClass);
+        p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, sessionMs);
+        p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, heartbeatMs);
+        p.put(ConsumerConfig.MAX_POLL_INTERVAL_MS_CONFIG, maxPollMs);
+        p.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, maxPollRecords);
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        p.put(ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG, "100");
+        p.put(ConsumerConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
+        p.put(ConsumerConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, String.valueOf(API_TIMEOUT_MS));
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+
+        final KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p);
+        final AtomicBoolean running = new AtomicBoolean(true);
+        final CountDownLatch finished = new CountDownLatch(1);
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            running.set(false);
+            consumer.wakeup();
+            try {
+                finished.await(30, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }));
+        GroupMember m = new GroupMember(topic, consumer);
+        try {
+            consumer.subscribe(Collections.singletonList(topic), m);
+            emit("{\"event\":\"started\",\"t\":" + System.nanoTime() + "}");
+            while (running.get()) {
+                ConsumerRecords<byte[], byte[]> records;
+                try {
+                    records = consumer.poll(Duration.ofMillis(100));
+                } catch (WakeupException e) {
+                    break;
+                }
+                Map<TopicPartition, OffsetAndMetadata> batch = new HashMap<>();
+                for (ConsumerRecord<byte[], byte[]> r : records) {
+                    emit("{\"event\":\"record\",\"t\":" + System.nanoTime() + ",\"partition\":" + r.partition()
+                            + ",\"offset\":" + r.offset() + ",\"key\":" + bytes(r.key()) + "}");
+                    m.processedNext.put(r.partition(), r.offset() + 1);
+                    batch.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
+                }
+                m.commit(batch);
+                m.noteGeneration();
+            }
+            // Graceful shutdown: commit what was processed, give the partitions up, close.
+            m.commitProcessed(new ArrayList<>(m.owned));
+            emit("{\"event\":\"revoked\",\"t\":" + System.nanoTime() + ",\"reason\":\"close\",\"partitions\":"
+                    + partitionList(m.owned) + ",\"owned\":[]}");
+            m.closing = true;
+            m.owned.clear();
+            consumer.close(Duration.ofSeconds(10));
+            emit("{\"event\":\"closed\",\"t\":" + System.nanoTime() + "}");
+            emit("{\"event\":\"done\"}");
+        } finally {
+            finished.countDown();
+        }
     }
 }
