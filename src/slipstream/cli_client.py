@@ -11,18 +11,12 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from .client.admin import EARLIEST, LATEST, Admin
 from .client.cluster import Cluster
-from .client.partitioner import partition_for_key
+from .client.producer import AIOProducer
 from .protocol.apis.fetch import SPEC as FETCH
 from .protocol.apis.fetch import FetchRequest, FetchRequestPartition, FetchRequestTopic
-from .protocol.apis.produce import SPEC as PRODUCE
-from .protocol.apis.produce import (
-    ProduceRequest,
-    ProduceRequestPartitionData,
-    ProduceRequestTopicData,
-)
 from .protocol.compression import codec_by_name
-from .protocol.errors import ErrorCode, KafkaError
-from .protocol.records import ProducerRecord, build_batch, iter_records
+from .protocol.errors import KafkaError
+from .protocol.records import iter_records
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 _BATCH_RECORDS = 1000
@@ -151,62 +145,35 @@ async def _topics_delete(args: argparse.Namespace, cluster: Cluster) -> int:
 
 async def _produce(args: argparse.Namespace, cluster: Cluster, stdin: TextIO | None = None) -> int:
     source = stdin or sys.stdin
-    codec = codec_by_name(args.compression)
-    topics = await cluster.refresh_metadata([args.topic], allow_auto_create=True)
-    info = topics.get(args.topic)
-    if info is None or info.error_code:
-        code = info.error_code if info else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        raise KafkaError(code, f"topic {args.topic!r} is not available")
-    partitions = info.partition_count
-    if args.partition is not None and not 0 <= args.partition < partitions:
-        raise ValueError(f"topic {args.topic} has partitions 0..{partitions - 1}, not {args.partition}")
-    pending: dict[int, list[ProducerRecord]] = {}
+    codec_by_name(args.compression)  # a clear error for an unknown codec before connecting
     sent = 0
-    round_robin = 0
-    for line in source:
-        line = line.rstrip("\n")
-        key: bytes | None = None
-        value = line
-        if args.key_separator:
-            k, sep, v = line.partition(args.key_separator)
-            if sep:
-                key, value = k.encode(), v
-        if args.partition is not None:
-            partition = args.partition
-        elif key is not None:
-            partition = partition_for_key(key, partitions)
-        else:
-            partition = round_robin % partitions
-            round_robin += 1
-        now = int(time.time() * 1000)
-        pending.setdefault(partition, []).append(ProducerRecord(key, value.encode(), timestamp_ms=now))
-        if sum(len(v) for v in pending.values()) >= _BATCH_RECORDS:
-            sent += await _send(cluster, args.topic, pending, codec)
-            pending = {}
-    if pending:
-        sent += await _send(cluster, args.topic, pending, codec)
+    async with AIOProducer(
+        args.bootstrap_server, client_id="slipstream-cli", compression=args.compression
+    ) as producer:
+        futures = []
+        for line in source:
+            line = line.rstrip("\n")
+            key: bytes | None = None
+            value = line
+            if args.key_separator:
+                k, sep, v = line.partition(args.key_separator)
+                if sep:
+                    key, value = k.encode(), v
+            futures.append(
+                await producer.send(args.topic, value.encode(), key=key, partition=args.partition)
+            )
+            if len(futures) >= _BATCH_RECORDS:
+                sent += await _wait_all(futures)
+                futures = []
+        sent += await _wait_all(futures)
     print(f"produced {sent} records to {args.topic}", file=sys.stderr)
     return 0
 
 
-async def _send(cluster: Cluster, topic: str, pending: dict[int, list[ProducerRecord]], codec: int) -> int:
-    by_leader: dict[int, list[ProduceRequestPartitionData]] = {}
-    count = 0
-    for partition, records in pending.items():
-        leader = cluster.topics[topic].leaders[partition]
-        batch = build_batch(records, compression=codec)
-        by_leader.setdefault(leader, []).append(ProduceRequestPartitionData(index=partition, records=memoryview(batch)))
-        count += len(records)
-    for leader, parts in by_leader.items():
-        conn = await cluster.connection(leader)
-        response = await conn.request(
-            PRODUCE, ProduceRequest(acks=-1, timeout_ms=30000, topic_data=[ProduceRequestTopicData(name=topic, partition_data=parts)])
-        )
-        for t in response.responses:
-            for p in t.partition_responses:
-                if p.error_code:
-                    raise KafkaError(p.error_code, p.error_message or f"produce to {topic}-{p.index} failed")
-    return count
+async def _wait_all(futures: list[asyncio.Future[Any]]) -> int:
+    for fut in futures:
+        await fut  # raises the broker's error for the first record that failed
+    return len(futures)
 
 
 async def _consume(args: argparse.Namespace, cluster: Cluster, out: TextIO | None = None) -> int:
