@@ -22,7 +22,7 @@ $(VENV)/.stamp-install: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.stamp-install-test: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[test,fast]'
+	$(BIN)/pip install -q -e '.[test,fast,spark]'
 	touch $@ $(VENV)/.stamp-install
 
 install: $(VENV)/.stamp-install

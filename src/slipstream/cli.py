@@ -90,22 +90,27 @@ def _install_uvloop() -> None:
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, serve_only: bool = False) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="slipstream",
         description="A Kafka-compatible broker built around consumer groups, with its own client.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_serve(sub)
-    from . import cli_client, cli_groups
+    if serve_only:
+        # The client commands import the whole client; a broker start need not pay for that.
+        return parser
+    from . import cli_client, cli_groups, cli_pipeline
 
     cli_client.add_commands(sub)
     cli_groups.add_commands(sub)
+    cli_pipeline.add_commands(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(serve_only=bool(argv) and argv[0] == "serve")
     args = parser.parse_args(argv)
     func: Command | None = getattr(args, "func", None)
     if func is None:

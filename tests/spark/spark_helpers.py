@@ -1,0 +1,165 @@
+"""Helpers for the Spark tests: a broker subprocess, topics, producing, group and admin calls."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from slipstream.client.admin import Admin
+from slipstream.client.cluster import Cluster
+from slipstream.client.producer import Producer
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class BrokerProc:
+    def __init__(self, tmp: Path) -> None:
+        self.port = free_port()
+        self.log = tmp / "broker.log"
+        self.proc = subprocess.Popen(
+            [
+                sys.executable, "-m", "slipstream", "serve", "--host", "127.0.0.1", "--port", str(self.port),
+                "--storage", "memory", "--data-dir", str(tmp / "data"),
+                "--set", "group.initial.rebalance.delay.ms=0", "--log-level", "WARNING",
+            ],
+            stdout=self.log.open("wb"),
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"broker exited: {self.log.read_text()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("broker did not start listening in 20 s")
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def admin_call(bootstrap: str, fn: Any) -> Any:
+    async def main() -> Any:
+        cluster = Cluster(bootstrap)
+        try:
+            return await fn(Admin(cluster))
+        finally:
+            await cluster.close()
+
+    return asyncio.run(main())
+
+
+def create_topic(bootstrap: str, name: str, partitions: int, configs: dict[str, str] | None = None) -> str:
+    admin_call(bootstrap, lambda a: a.create_topic(name, partitions, configs=configs))
+    return name
+
+
+Row = tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]
+
+
+def produce(bootstrap: str, topic: str, rows: Sequence[Row]) -> list[tuple[int, int]]:
+    """Produce (partition, key, value, headers) rows in order; returns (partition, offset) each."""
+    results: list[Any] = [None] * len(rows)
+
+    def done(i: int) -> Any:
+        def cb(err: BaseException | None, md: Any) -> None:
+            results[i] = err if err is not None else (md.partition, md.offset)
+
+        return cb
+
+    with Producer(bootstrap, linger_ms=5) as p:
+        for i, (partition, key, value, headers) in enumerate(rows):
+            p.produce(topic, value, key=key, headers=headers or None, partition=partition, on_delivery=done(i))
+        p.flush(30)
+    for r in results:
+        if not isinstance(r, tuple):
+            raise AssertionError(f"produce failed: {r}")
+    return results
+
+
+def simple_rows(partitions: int, per_partition: int, tag: str = "v") -> list[Row]:
+    return [
+        (p, f"k{p}-{i}".encode(), f"{tag}{p}-{i}".encode(), [("n", str(i).encode())] if i % 3 == 0 else [])
+        for i in range(per_partition)
+        for p in range(partitions)
+    ]
+
+
+def group_lag(bootstrap: str, group: str) -> dict[tuple[str, int], tuple[int | None, int | None]]:
+    lags = admin_call(bootstrap, lambda a: a.group_lag(group))
+    return {(x.topic, x.partition): (x.committed, x.lag) for x in lags}
+
+
+def delete_records(bootstrap: str, topic: str, partition: int, before: int) -> None:
+    """DeleteRecords through confluent-kafka's AdminClient (moves the log start to ``before``)."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    client = AdminClient({"bootstrap.servers": bootstrap})
+    futures = client.delete_records([TopicPartition(topic, partition, before)], request_timeout=30)
+    for fut in futures.values():
+        fut.result(timeout=30)
+
+
+def add_partitions(bootstrap: str, topic: str, total: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    client = AdminClient({"bootstrap.servers": bootstrap})
+    for fut in client.create_partitions([NewPartitions(topic, total)], request_timeout=30).values():
+        fut.result(timeout=30)
+
+
+def read_stream(spark: Any, bootstrap: str, topic: str, **options: Any) -> Any:
+    reader = spark.readStream.format("slipstream").option("kafka.bootstrap.servers", bootstrap)
+    reader = reader.option("subscribe", topic)
+    for k, v in options.items():
+        reader = reader.option(k, str(v))
+    return reader.load()
+
+
+def run_available_now(df: Any, path: Path, checkpoint: Path, timeout: float = 90) -> Any:
+    """Stream ``df`` into Parquet at ``path`` with trigger(availableNow); wait for the end."""
+    query = (
+        df.writeStream.format("parquet")
+        .option("path", str(path))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    finished = query.awaitTermination(timeout)
+    if not finished:
+        query.stop()
+        raise AssertionError(f"query did not finish in {timeout} s")
+    return query
+
+
+def copy_tree(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst
