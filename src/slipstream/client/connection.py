@@ -168,6 +168,10 @@ class BrokerConnection:
         if self._writer is not None:
             self._writer.close()
 
+    def abort(self, reason: str) -> None:
+        """Drop the connection now, failing every request in flight (no await needed)."""
+        self._fail(ConnectionClosed(f"connection to {self.address} dropped: {reason}"))
+
     async def close(self) -> None:
         self._fail(ConnectionClosed(f"connection to {self.address} closed"))
         if self._read_task is not None:

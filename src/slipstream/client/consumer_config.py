@@ -1,0 +1,163 @@
+"""Configuration shared by the consumer core (membership, offsets, fetcher) and its facades.
+
+Names and defaults follow the Java consumer (``session.timeout.ms`` ->
+``session_timeout_ms``) so settings carry over; ``max_processing_time_ms`` and
+``partition_buffer_bytes`` are the two knobs of our own (sarama's
+``Consumer.MaxProcessingTime`` and the per-partition read-ahead limit).
+
+Memory bound of the fetcher (what ``partition_buffer_bytes`` buys): a
+partition is fetched only while its buffered, undelivered bytes are below
+``partition_buffer_bytes``, and one fetch adds at most
+``max_partition_fetch_bytes`` to it (or one record batch, if a single batch is
+larger). So buffered data is at most::
+
+    assigned partitions x (partition_buffer_bytes + max_partition_fetch_bytes)
+
+plus, per broker fetch loop, one response in flight of at most
+``fetch_max_bytes`` (again: or one oversized batch) and its copy while it is
+split into the partition buffers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from .assignors import DEFAULT_ASSIGNORS, Assignor, get_assignor
+
+OffsetResetPolicy = Literal["earliest", "latest", "none"]
+IsolationLevel = Literal["read_uncommitted", "read_committed"]
+
+
+@dataclass(slots=True)
+class ConsumerConfig:
+    bootstrap_servers: str | list[str] = "127.0.0.1:9092"
+    client_id: str = "slipstream"
+    group_id: str | None = None
+
+    # ---- group membership (classic protocol)
+    group_instance_id: str | None = None
+    """Static membership (KIP-345): a restart within the session timeout keeps the assignment."""
+    session_timeout_ms: int = 45000
+    heartbeat_interval_ms: int = 3000
+    max_poll_interval_ms: int = 300000
+    rebalance_timeout_ms: int | None = None
+    """How long the coordinator waits for members to rejoin; defaults to ``max_poll_interval_ms``."""
+    partition_assignment_strategy: Sequence[str | Assignor] = field(
+        default_factory=lambda: list(DEFAULT_ASSIGNORS)
+    )
+    """Assignors in preference order (protocol names or instances). Default: range, cooperative-sticky."""
+    client_rack: str | None = None
+    metadata_max_age_ms: int = 300000
+    """How often the group leader re-reads the subscribed topics' partition counts (a change rejoins)."""
+
+    # ---- requests and retries
+    request_timeout_ms: int = 30000
+    retry_backoff_ms: int = 100
+    retry_backoff_max_ms: int = 1000
+
+    # ---- offsets
+    auto_offset_reset: OffsetResetPolicy = "latest"
+    enable_auto_commit: bool = True
+    auto_commit_interval_ms: int = 5000
+
+    # ---- fetching
+    fetch_min_bytes: int = 1
+    fetch_max_wait_ms: int = 500
+    fetch_max_bytes: int = 52428800
+    max_partition_fetch_bytes: int = 1048576
+    partition_buffer_bytes: int | None = None
+    """Stop fetching a partition once this much of it is buffered; default ``max_partition_fetch_bytes``."""
+    max_processing_time_ms: int = 100
+    """A partition whose buffered data has not been drained for this long is not fetched until it is."""
+    isolation_level: IsolationLevel = "read_uncommitted"
+    check_crcs: bool = True
+    max_poll_records: int = 500
+
+    def validate(self) -> ConsumerConfig:
+        """Check the settings; raises ValueError naming the first bad one. Returns self."""
+
+        def positive(name: str) -> None:
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+
+        for name in (
+            "session_timeout_ms",
+            "heartbeat_interval_ms",
+            "max_poll_interval_ms",
+            "request_timeout_ms",
+            "metadata_max_age_ms",
+            "fetch_max_bytes",
+            "max_partition_fetch_bytes",
+            "max_poll_records",
+            "auto_commit_interval_ms",
+        ):
+            positive(name)
+        for name in (
+            "retry_backoff_ms",
+            "retry_backoff_max_ms",
+            "fetch_min_bytes",
+            "fetch_max_wait_ms",
+            "max_processing_time_ms",
+        ):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ValueError(
+                f"heartbeat_interval_ms ({self.heartbeat_interval_ms}) must be lower than "
+                f"session_timeout_ms ({self.session_timeout_ms})"
+            )
+        if self.rebalance_timeout_ms is not None and self.rebalance_timeout_ms <= 0:
+            raise ValueError(
+                f"rebalance_timeout_ms must be positive, got {self.rebalance_timeout_ms}"
+            )
+        if self.partition_buffer_bytes is not None and self.partition_buffer_bytes < 0:
+            raise ValueError(
+                f"partition_buffer_bytes must not be negative, got {self.partition_buffer_bytes}"
+            )
+        if self.auto_offset_reset not in ("earliest", "latest", "none"):
+            raise ValueError(
+                f"auto_offset_reset must be 'earliest', 'latest' or 'none', got {self.auto_offset_reset!r}"
+            )
+        if self.isolation_level not in ("read_uncommitted", "read_committed"):
+            raise ValueError(
+                "isolation_level must be 'read_uncommitted' or 'read_committed', "
+                f"got {self.isolation_level!r}"
+            )
+        if self.group_instance_id is not None and not self.group_instance_id:
+            raise ValueError("group_instance_id must be a non-empty string or None")
+        if self.group_id is not None and not self.group_id:
+            raise ValueError("group_id must be a non-empty string or None")
+        if not self.partition_assignment_strategy:
+            raise ValueError("partition_assignment_strategy needs at least one assignor")
+        self.assignors()  # unknown names fail here
+        return self
+
+    def assignors(self) -> list[Assignor]:
+        """The configured assignors as instances, in preference order."""
+        out: list[Assignor] = []
+        for a in self.partition_assignment_strategy:
+            out.append(get_assignor(a) if isinstance(a, str) else a)
+        names = [a.name for a in out]
+        if len(set(names)) != len(names):
+            raise ValueError(f"partition_assignment_strategy names an assignor twice: {names}")
+        return out
+
+    @property
+    def effective_rebalance_timeout_ms(self) -> int:
+        return (
+            self.max_poll_interval_ms
+            if self.rebalance_timeout_ms is None
+            else self.rebalance_timeout_ms
+        )
+
+    @property
+    def effective_partition_buffer_bytes(self) -> int:
+        if self.partition_buffer_bytes is None:
+            return self.max_partition_fetch_bytes
+        return self.partition_buffer_bytes
+
+    @property
+    def isolation_level_code(self) -> int:
+        return 1 if self.isolation_level == "read_committed" else 0
