@@ -1,0 +1,51 @@
+"""Broker settings: defaults < config file < SLIPSTREAM_* env < flags, with Kafka's names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from slipstream.broker.config import BrokerConfig, build
+
+
+def test_precedence_file_env_flags(tmp_path: Path) -> None:
+    props = tmp_path / "broker.properties"
+    props.write_text("# comment\nnum.partitions=4\nauto.create.topics.enable=false\nport=9100\n")
+    config = build(str(props), {"SLIPSTREAM_PORT": "9200", "SLIPSTREAM_CONFIG": "ignored"}, {"port": 9300})
+    assert config.default_partitions == 4
+    assert config.auto_create_topics is False
+    assert config.port == 9300
+    assert build(str(props), {"SLIPSTREAM_PORT": "9200"}, None).port == 9200
+    assert build(str(props), {}, None).port == 9100
+    assert build(None, {}, None) == BrokerConfig()
+
+
+def test_toml_file(tmp_path: Path) -> None:
+    toml = tmp_path / "broker.toml"
+    toml.write_text('data_dir = "/var/lib/slipstream"\n"group.initial.rebalance.delay.ms" = 0\n')
+    config = build(str(toml), {}, None)
+    assert config.data_dir == "/var/lib/slipstream"
+    assert config.group_initial_rebalance_delay_ms == 0
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"no.such.key": "1"}, "unknown config key 'no.such.key'"),
+        ({"num.partitions": "many"}, "expected an integer"),
+        ({"auto.create.topics.enable": "perhaps"}, "expected true or false"),
+        ({"num.partitions": "0"}, "default partitions must be at least 1"),
+        ({"port": "70000"}, "port 70000 is out of range"),
+    ],
+)
+def test_bad_settings_name_the_problem(settings: dict[str, str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        build(None, {}, settings)
+
+
+def test_bad_properties_line(tmp_path: Path) -> None:
+    props = tmp_path / "bad.properties"
+    props.write_text("num.partitions 3\n")
+    with pytest.raises(ValueError, match=r"bad.properties:1: expected key=value"):
+        build(str(props), {}, None)
