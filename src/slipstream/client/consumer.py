@@ -1,0 +1,728 @@
+"""The poll consumer: a blocking facade over a background network thread (seed 002).
+
+Modelled on Kafka's ``AsyncKafkaConsumer``: a background thread runs an asyncio
+loop that owns every socket and the group membership. The state and logic on
+that loop live in :class:`ConsumerCore` (:class:`GroupMembership`,
+:class:`Fetcher`, :class:`GroupOffsets`, the ``max_poll_interval_ms`` watchdog);
+the asyncio-native :class:`~.aio_consumer.AIOConsumer` runs the same core on the
+caller's loop. The application thread talks to the network thread by submitting
+coroutines to its loop (application events) and by draining a queue of
+*background events* the network thread sends back:
+
+- rebalance listener callbacks (``on_partitions_revoked`` / ``_assigned`` /
+  ``_lost``): the membership awaits its hook on the network loop; the hook
+  queues the user's callback for the application thread and waits for it to
+  finish, so user callbacks run on the application thread, inside
+  :meth:`Consumer.poll` (or whichever blocking consumer call is waiting), as
+  in Java. Heartbeats keep going meanwhile; the rebalance must finish within
+  the rebalance timeout (``max_poll_interval_ms``), so keep polling;
+- ``commit_async`` completions: callbacks are queued in completion order
+  (commits go out one at a time, in call order) and run during ``poll`` /
+  ``commit_sync`` / ``close``.
+
+``poll(timeout_s)``: run due callbacks, auto-commit the positions of what
+earlier polls returned (every ``auto_commit_interval_ms``), make sure the group
+membership is active (joining or rejoining, bounded by the timeout), then wait
+for buffered data and drain at most ``max_poll_records``. Positions advance as
+records are handed to the application, so ``commit_sync()`` with no argument
+commits "everything poll returned".
+
+Auto-commit before a rebalance (``on_join_prepare``) first waits until the
+application is back inside the consumer (a barrier event), so it never commits
+records the application is still processing.
+
+``max_poll_interval_ms``: a watchdog task on the network loop leaves the group
+when the application has not called ``poll`` for that long, without waiting
+for the application: the owned partitions are reported *lost* at the next
+poll, which also rejoins.
+
+Not thread-safe, by design: every public method checks that no other thread is
+inside the consumer at the time and raises :class:`ConcurrentModificationError`
+if one is (Java's ``acquire()``; re-entry from a listener callback on the same
+thread is fine).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import contextlib
+import logging
+import queue
+import threading
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, TypeVar
+
+from .assignors import TopicPartition
+from .cluster import Cluster
+from .consumer_config import ConsumerConfig
+from .fetcher import Fetcher
+from .membership import (
+    CoordinatorLocator,
+    Generation,
+    GroupMembership,
+    RebalanceListener,
+)
+from .offsets import GroupOffsets, OffsetAndMetadata
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+__all__ = [
+    "ConcurrentModificationError",
+    "Consumer",
+    "ConsumerCore",
+    "ConsumerRebalanceListener",
+    "Message",
+]
+
+
+class ConcurrentModificationError(RuntimeError):
+    """The consumer was used from two threads at once (it is not thread-safe)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One consumed record."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp: int
+    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+    timestamp_type: int = 0
+    leader_epoch: int = -1
+
+
+class ConsumerRebalanceListener:
+    """Base for ``subscribe(listener=...)``; any object with some of these methods works.
+
+    The methods run on the application thread during ``poll`` (and ``close`` /
+    ``unsubscribe``; with :class:`~.aio_consumer.AIOConsumer`, on the loop and
+    they may be coroutines). ``on_partitions_lost`` defaults to revoked when
+    the listener does not define it.
+    """
+
+    def on_partitions_revoked(self, partitions: list[TopicPartition]) -> None:
+        return None
+
+    def on_partitions_assigned(self, partitions: list[TopicPartition]) -> None:
+        return None
+
+
+CommitCallback = Callable[[Mapping[TopicPartition, int], BaseException | None], None]
+
+
+UserCall = Callable[[Callable[[], Any], bool], Awaitable[None]]
+"""How the core runs a user callback: ``await invoke(fn, wait)``; ``wait=False``: don't block on it."""
+
+
+def config_from(
+    bootstrap_servers: str | list[str], group_id: str | None, settings: Mapping[str, Any]
+) -> ConsumerConfig:
+    known = {f.name for f in fields(ConsumerConfig)}
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise TypeError(f"unknown consumer settings: {unknown}")
+    return ConsumerConfig(
+        bootstrap_servers=bootstrap_servers, group_id=group_id, **settings
+    ).validate()
+
+
+def _nothing() -> None:
+    return None
+
+
+class _Hooks(RebalanceListener):
+    """The membership's hooks, awaited on the core's loop."""
+
+    def __init__(self, core: ConsumerCore) -> None:
+        self.core = core
+
+    async def on_join_prepare(self, generation: Generation | None) -> None:
+        if self.core.config.enable_auto_commit and generation is not None:
+            # Barrier: wait until the application is back in the consumer (it has
+            # handled what the last poll returned), then commit those positions.
+            await self.core.invoke(_nothing, True)
+            await self.core.commit_quietly(generation, "before rejoining")
+
+    async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
+        await self.core.user_hook("on_partitions_revoked", revoked)
+        self.core.remove(revoked)
+
+    async def on_partitions_lost(self, lost: list[TopicPartition]) -> None:
+        await self.core.user_hook("on_partitions_lost", lost)
+        self.core.remove(lost)
+
+    async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+        core = self.core
+        if assigned:
+            try:
+                committed = await core.offsets_client().fetch_committed(assigned)
+            except Exception as exc:
+                # Without positions the partitions can't be fetched: rejoin rather than stall.
+                log.warning("could not read the committed offsets of %s: %s", assigned, exc)
+                if core.membership is not None:
+                    core.membership.request_rejoin("committed offsets could not be read")
+                raise
+            core.fetcher.add({tp: (om.offset if om else None) for tp, om in committed.items()})
+        await core.user_hook("on_partitions_assigned", assigned)
+
+
+class ConsumerCore:
+    """The consumer's state and logic on one event loop, shared by :class:`Consumer`
+    (a background thread's loop) and :class:`~.aio_consumer.AIOConsumer` (the caller's loop).
+
+    Every method must run on that loop. ``invoke`` runs the user's rebalance
+    listener callbacks (the thread facade ships them to the application thread).
+    """
+
+    def __init__(self, config: ConsumerConfig, invoke: UserCall) -> None:
+        self.config = config
+        self.invoke = invoke
+        self.listener: Any = None
+        self.subscribed: tuple[str, ...] = ()
+        self.last_poll = time.monotonic()
+        self.in_poll = False
+        self.left_for_poll_timeout = False
+        self.leaving_for_poll_timeout = False
+        self.next_auto_commit = time.monotonic() + config.auto_commit_interval_ms / 1000.0
+        self.cluster = Cluster(
+            config.bootstrap_servers,
+            client_id=config.client_id,
+            request_timeout_s=config.request_timeout_ms / 1000.0,
+        )
+        self.fetcher = Fetcher(self.cluster, config)
+        self.locator: CoordinatorLocator | None = None
+        self.membership: GroupMembership | None = None
+        self.offsets: GroupOffsets | None = None
+        if config.group_id is not None:
+            self.locator = CoordinatorLocator(self.cluster, config)
+            self.membership = GroupMembership(
+                self.cluster, config, listener=_Hooks(self), locator=self.locator
+            )
+            self.offsets = GroupOffsets(
+                self.locator, config, on_membership_error=self.membership.on_commit_error
+            )
+        self.consumed_positions: Callable[[], dict[TopicPartition, int]] = self.fetcher.positions
+        """What a default commit commits: the positions after what the application got."""
+        self.on_removed: Callable[[list[TopicPartition]], None] | None = None
+        """Called after partitions are revoked or lost (a facade drops what it holds of them)."""
+        self.commit_tasks: set[asyncio.Task[None]] = set()
+        self.watchdog = asyncio.get_running_loop().create_task(self._poll_watchdog())
+        self.closed = False
+
+    # ------------------------------------------------------------ helpers
+
+    def offsets_client(self) -> GroupOffsets:
+        if self.offsets is None:
+            raise RuntimeError("this needs a group_id (committed offsets belong to a group)")
+        return self.offsets
+
+    def generation(self) -> Generation | None:
+        m = self.membership
+        return m.generation if (m is not None and self.subscribed) else None
+
+    def remove(self, partitions: list[TopicPartition]) -> None:
+        self.fetcher.remove(partitions)
+        if self.on_removed is not None:
+            self.on_removed(partitions)
+
+    def track(self, task: asyncio.Task[None]) -> None:
+        self.commit_tasks.add(task)
+        task.add_done_callback(self.commit_tasks.discard)
+
+    async def user_hook(self, hook: str, partitions: list[TopicPartition]) -> None:
+        no_wait = self.leaving_for_poll_timeout
+        if no_wait and hook == "on_partitions_revoked":
+            # Left because poll() was not called: by the time the application
+            # sees this the partitions may belong to another member (Java: lost).
+            hook = "on_partitions_lost"
+        listener = self.listener
+        fn = getattr(listener, hook, None) if listener is not None else None
+        if fn is None and hook == "on_partitions_lost" and listener is not None:
+            fn = getattr(listener, "on_partitions_revoked", None)
+        if fn is None:
+            return
+        parts = sorted(partitions)
+        await self.invoke(lambda: fn(parts), not no_wait)
+
+    async def commit_quietly(self, generation: Generation | None, why: str) -> None:
+        positions = self.consumed_positions()
+        if not positions or self.offsets is None:
+            return
+        try:
+            await self.offsets.commit(positions, generation)
+        except Exception as exc:
+            log.warning("auto-commit %s failed: %s", why, exc)
+
+    async def _poll_watchdog(self) -> None:
+        limit = self.config.max_poll_interval_ms / 1000.0
+        while True:
+            await asyncio.sleep(min(0.1, limit / 4))
+            m = self.membership
+            if (
+                m is None
+                or not self.subscribed
+                or self.in_poll
+                or self.left_for_poll_timeout
+                or m.generation is None
+                or time.monotonic() - self.last_poll <= limit
+            ):
+                continue
+            log.warning(
+                "consumer poll() was not called for %.0f ms (max_poll_interval_ms %d): "
+                "leaving group %s; the next poll() rejoins",
+                (time.monotonic() - self.last_poll) * 1000,
+                self.config.max_poll_interval_ms,
+                m.group_id,
+            )
+            self.left_for_poll_timeout = True
+            self.leaving_for_poll_timeout = True
+            try:
+                await m.leave_group("max_poll_interval_ms passed without a poll()")
+            finally:
+                self.leaving_for_poll_timeout = False
+
+    # ------------------------------------------------------------ operations
+
+    def subscribe(self, topics: list[str], listener: Any) -> None:
+        if self.membership is None:
+            raise RuntimeError("subscribe() needs a group_id; use assign() without one")
+        if not self.subscribed and self.fetcher.assigned():
+            self.fetcher.remove(self.fetcher.assigned())
+        self.membership.subscribe(topics)
+        self.listener = listener
+        self.subscribed = tuple(topics)
+
+    async def unsubscribe(self) -> None:
+        m = self.membership
+        if self.subscribed and m is not None:
+            if self.config.enable_auto_commit:
+                await self.commit_quietly(m.generation, "on unsubscribe")
+            await m.leave_group("the consumer unsubscribed")
+        self.remove(sorted(self.fetcher.assigned()))
+        self.subscribed = ()
+
+    async def assign(self, wanted: set[TopicPartition]) -> None:
+        if self.subscribed:
+            raise RuntimeError("cannot assign() while subscribed; unsubscribe() first")
+        current = self.fetcher.assigned()
+        self.fetcher.remove(current - wanted)
+        new = sorted(wanted - current)
+        committed: dict[TopicPartition, OffsetAndMetadata | None] = {}
+        if new and self.offsets is not None:
+            committed = await self.offsets.fetch_committed(new)
+        positions: dict[TopicPartition, int | None] = {}
+        for tp in new:
+            om = committed.get(tp)
+            positions[tp] = om.offset if om is not None else None
+        self.fetcher.add(positions)
+
+    async def position(self, tp: TopicPartition, timeout_s: float) -> int:
+        async with asyncio.timeout(timeout_s):
+            while True:
+                pos = self.fetcher.position(tp)
+                if pos is not None:
+                    return pos
+                await asyncio.sleep(0.01)
+
+    async def committed(
+        self, parts: list[TopicPartition], timeout_s: float
+    ) -> dict[TopicPartition, int | None]:
+        got = await self.offsets_client().fetch_committed(parts, timeout_s=timeout_s)
+        return {tp: (om.offset if om is not None else None) for tp, om in got.items()}
+
+    async def poll(self, timeout_s: float, max_records: int) -> list[Message]:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0.0, timeout_s)
+        m = self.membership
+        if self.subscribed and m is not None:
+            if self.config.enable_auto_commit and time.monotonic() >= self.next_auto_commit:
+                self.next_auto_commit = (
+                    time.monotonic() + self.config.auto_commit_interval_ms / 1000.0
+                )
+                if m.generation is not None and not m.rejoin_needed:
+                    # the positions after what earlier polls returned (processed by now)
+                    self.commit_in_background(None, None)
+            self.left_for_poll_timeout = False
+            if m.error is not None:
+                raise m.error
+            if m.generation is None or m.rejoin_needed:
+                with contextlib.suppress(TimeoutError):
+                    await m.ensure_active(max(0.0, deadline - loop.time()))
+            else:
+                m.start()
+        while True:
+            remaining = max(0.0, deadline - loop.time())
+            if not await self.fetcher.wait_for_data(remaining):
+                return []
+            drained = self.fetcher.drain(max_records)
+            if drained or loop.time() >= deadline:
+                break
+            await asyncio.sleep(0.001)
+        out: list[Message] = []
+        for (topic, partition), records in drained.items():
+            for r in records:
+                out.append(
+                    Message(
+                        topic,
+                        partition,
+                        r.offset,
+                        r.key,
+                        r.value,
+                        r.timestamp,
+                        r.headers,
+                        r.timestamp_type,
+                        r.leader_epoch,
+                    )
+                )
+        return out
+
+    async def commit(
+        self, offsets: Mapping[TopicPartition, int] | None, timeout_s: float
+    ) -> dict[TopicPartition, int]:
+        to_commit = dict(offsets) if offsets is not None else self.consumed_positions()
+        await self.offsets_client().commit(to_commit, self.generation(), timeout_s=timeout_s)
+        return to_commit
+
+    def commit_in_background(
+        self,
+        offsets: Mapping[TopicPartition, int] | None,
+        on_done: Callable[[dict[TopicPartition, int], BaseException | None], None] | None,
+    ) -> None:
+        """Start a commit (in order after earlier ones); ``on_done`` is called on the loop."""
+        client = self.offsets_client()
+        to_commit = dict(offsets) if offsets is not None else self.consumed_positions()
+        task = asyncio.get_running_loop().create_task(client.commit(to_commit, self.generation()))
+
+        def done(t: asyncio.Task[None]) -> None:
+            exc = None if t.cancelled() else t.exception()
+            if exc is not None:
+                log.info("asynchronous commit failed: %s", exc)
+            if on_done is not None:
+                on_done(to_commit, exc)
+
+        task.add_done_callback(done)
+        self.track(task)
+
+    async def close(self, timeout_s: float) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.watchdog.cancel()
+        m = self.membership
+        try:
+            async with asyncio.timeout(timeout_s):
+                if m is not None and self.subscribed:
+                    if self.config.enable_auto_commit:
+                        await self.commit_quietly(m.generation, "on close")
+                    await m.close(leave=True)
+                elif self.config.enable_auto_commit and self.offsets is not None:
+                    await self.commit_quietly(None, "on close")
+                if self.commit_tasks:  # pending asynchronous commits finish first
+                    await asyncio.wait(list(self.commit_tasks))
+        finally:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.watchdog
+            await self.fetcher.close()
+            if self.locator is not None:
+                await self.locator.close()
+            await self.cluster.close()
+
+
+# ---------------------------------------------------------------------------- thread facade
+
+
+class _Wake:
+    pass
+
+
+_WAKE = _Wake()
+
+
+def _finish(done: asyncio.Future[None]) -> None:
+    if not done.done():
+        done.set_result(None)
+
+
+class Consumer:
+    """A Kafka consumer for blocking code; see the module docstring.
+
+    ``Consumer(bootstrap_servers, group_id="g", **config)`` takes any
+    :class:`ConsumerConfig` field as a keyword. Use it from one thread.
+    """
+
+    def __init__(
+        self, bootstrap_servers: str | list[str], *, group_id: str | None = None, **config: Any
+    ) -> None:
+        self.config = config_from(bootstrap_servers, group_id, config)
+        self._owner: int | None = None
+        self._depth = 0
+        self._guard = threading.Lock()
+        self._closed = False
+        self._events: queue.SimpleQueue[Callable[[], Any] | _Wake] = queue.SimpleQueue()
+        self._commit_callbacks: collections.deque[Callable[[], None]] = collections.deque()
+        self._listener_error: BaseException | None = None
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever,
+            name=f"slipstream-consumer-{self.config.client_id}",
+            daemon=True,
+        )
+        self._thread.start()
+        try:
+            self._core = self._submit(self._setup()).result(timeout=10)
+        except BaseException:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            raise
+
+    async def _setup(self) -> ConsumerCore:
+        return ConsumerCore(self.config, self._invoke)
+
+    async def _invoke(self, fn: Callable[[], Any], wait: bool) -> None:
+        """On the network loop: run ``fn`` on the application thread (and wait for it)."""
+        if not wait:
+            self._events.put(fn)
+            return
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+
+        def run() -> None:
+            try:
+                fn()
+            finally:
+                loop.call_soon_threadsafe(_finish, done)
+
+        self._events.put(run)
+        await done
+
+    # ------------------------------------------------------------ thread plumbing
+
+    def _acquire(self) -> None:
+        me = threading.get_ident()
+        with self._guard:
+            if self._owner is not None and self._owner != me:
+                raise ConcurrentModificationError(
+                    "the consumer is not safe for multi-threaded access: another thread is "
+                    "using it right now (use one consumer per thread)"
+                )
+            self._owner = me
+            self._depth += 1
+
+    def _release(self) -> None:
+        with self._guard:
+            self._depth -= 1
+            if self._depth == 0:
+                self._owner = None
+
+    @contextlib.contextmanager
+    def _use(self) -> Iterator[ConsumerCore]:
+        self._acquire()
+        try:
+            if self._closed:
+                raise RuntimeError("the consumer is closed")
+            yield self._core
+        finally:
+            self._release()
+
+    def _submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+
+    def _call(self, coro: Coroutine[Any, Any, T], timeout_s: float | None = None) -> T:
+        """Run ``coro`` on the network loop; run listener callbacks while waiting."""
+        fut = self._submit(coro)
+        fut.add_done_callback(lambda _f: self._events.put(_WAKE))
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s + 5.0
+        while not fut.done():
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                fut.cancel()
+                raise TimeoutError("the consumer's network thread did not answer in time")
+            try:
+                item = self._events.get(timeout=remaining)
+            except queue.Empty:
+                continue
+            self._run_event(item)
+        return fut.result()
+
+    def _do(self, fn: Callable[[], T]) -> T:
+        async def go() -> T:
+            return fn()
+
+        return self._call(go())
+
+    def _run_event(self, item: Callable[[], Any] | _Wake) -> None:
+        if isinstance(item, _Wake):
+            return
+        try:
+            item()
+        except Exception as exc:  # surfaced from poll()
+            log.exception("consumer rebalance listener failed")
+            if self._listener_error is None:
+                self._listener_error = exc
+
+    def _run_pending(self, *, commit_callbacks: bool) -> None:
+        while True:
+            try:
+                item = self._events.get_nowait()
+            except queue.Empty:
+                break
+            self._run_event(item)
+        while commit_callbacks and self._commit_callbacks:
+            cb = self._commit_callbacks.popleft()
+            try:
+                cb()
+            except Exception:
+                log.exception("commit_async callback failed")
+        err, self._listener_error = self._listener_error, None
+        if err is not None:
+            raise err
+
+    # ------------------------------------------------------------ subscription
+
+    def subscribe(self, topics: Iterable[str], listener: Any = None) -> None:
+        """Join the group (at the next poll) for ``topics``; ``listener`` gets rebalance callbacks."""
+        topics = list(topics)
+        if not topics:
+            self.unsubscribe()
+            return
+        with self._use() as core:
+            self._do(lambda: core.subscribe(topics, listener))
+
+    def unsubscribe(self) -> None:
+        """Leave the group (committing first with auto-commit) or drop a manual assignment."""
+        with self._use() as core:
+            self._call(core.unsubscribe())
+            self._run_pending(commit_callbacks=False)
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Consume ``partitions`` without a group (from committed offsets if a group_id is set)."""
+        wanted = {(t, int(p)) for t, p in partitions}
+        with self._use() as core:
+            self._call(core.assign(wanted))
+
+    def assignment(self) -> set[TopicPartition]:
+        with self._use() as core:
+            return self._do(core.fetcher.assigned)
+
+    def subscription(self) -> tuple[str, ...]:
+        return self._core.subscribed
+
+    # ------------------------------------------------------------ positions
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        with self._use() as core:
+            self._do(lambda: core.fetcher.seek(tp, offset))
+
+    def seek_to_beginning(self, partitions: Iterable[TopicPartition]) -> None:
+        parts = list(partitions)
+        with self._use() as core:
+            self._do(lambda: core.fetcher.seek_to_beginning(parts))
+
+    def seek_to_end(self, partitions: Iterable[TopicPartition]) -> None:
+        parts = list(partitions)
+        with self._use() as core:
+            self._do(lambda: core.fetcher.seek_to_end(parts))
+
+    def position(self, tp: TopicPartition, timeout_s: float = 30.0) -> int:
+        """The offset of the next record ``poll`` returns for ``tp`` (waits for an offset reset)."""
+        with self._use() as core:
+            return self._call(core.position(tp, timeout_s), timeout_s)
+
+    def committed(
+        self, partitions: Iterable[TopicPartition], timeout_s: float = 30.0
+    ) -> dict[TopicPartition, int | None]:
+        parts = list(partitions)
+        with self._use() as core:
+            return self._call(core.committed(parts, timeout_s), timeout_s)
+
+    def pause(self, partitions: Iterable[TopicPartition]) -> None:
+        """Stop returning (and fetching) ``partitions``; what is buffered is kept."""
+        parts = list(partitions)
+        with self._use() as core:
+            self._do(lambda: core.fetcher.pause(parts))
+
+    def resume(self, partitions: Iterable[TopicPartition]) -> None:
+        parts = list(partitions)
+        with self._use() as core:
+            self._do(lambda: core.fetcher.resume(parts))
+
+    def paused(self) -> set[TopicPartition]:
+        with self._use() as core:
+            return self._do(core.fetcher.paused)
+
+    # ------------------------------------------------------------ poll and commits
+
+    def poll(self, timeout_s: float = 1.0) -> list[Message]:
+        """At most ``max_poll_records`` messages; [] if none arrived within ``timeout_s``."""
+        with self._use() as core:
+            core.last_poll = time.monotonic()
+            core.in_poll = True
+            try:
+                self._run_pending(commit_callbacks=True)
+                msgs = self._call(core.poll(timeout_s, self.config.max_poll_records), timeout_s)
+                self._run_pending(commit_callbacks=True)
+                return msgs
+            finally:
+                core.last_poll = time.monotonic()
+                core.in_poll = False
+
+    def commit_sync(
+        self, offsets: Mapping[TopicPartition, int] | None = None, timeout_s: float = 30.0
+    ) -> dict[TopicPartition, int]:
+        """Commit ``offsets`` (default: the positions after what poll returned); returns them."""
+        with self._use() as core:
+            core.offsets_client()
+            self._run_pending(commit_callbacks=True)
+            result = self._call(core.commit(offsets, timeout_s), timeout_s)
+            self._run_pending(commit_callbacks=True)
+            return result
+
+    def commit_async(
+        self,
+        offsets: Mapping[TopicPartition, int] | None = None,
+        callback: CommitCallback | None = None,
+    ) -> None:
+        """Commit without waiting. Commits complete in call order; ``callback(offsets, error)``
+        runs on this thread during a later ``poll`` / ``commit_sync`` / ``close``."""
+        with self._use() as core:
+            core.offsets_client()
+            fixed = dict(offsets) if offsets is not None else None
+            on_done = None
+            if callback is not None:
+                cb = callback
+
+                def on_done(o: dict[TopicPartition, int], e: BaseException | None) -> None:
+                    self._commit_callbacks.append(lambda: cb(o, e))
+
+            self._loop.call_soon_threadsafe(core.commit_in_background, fixed, on_done)
+
+    # ------------------------------------------------------------ close
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Commit (with auto-commit), run the revoke callback, leave the group, stop the thread."""
+        if self._closed:
+            return
+        with self._use() as core:
+            try:
+                self._call(core.close(timeout_s), timeout_s)
+                self._run_pending(commit_callbacks=True)
+            finally:
+                self._closed = True
+                self._loop.call_soon_threadsafe(self._loop.stop)
+                self._thread.join(timeout=5)
+                if not self._thread.is_alive():
+                    self._loop.close()
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
