@@ -9,14 +9,12 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .client.admin import EARLIEST, LATEST, Admin
+from .client.admin import Admin
+from .client.aio_consumer import AIOConsumer
 from .client.cluster import Cluster
 from .client.producer import AIOProducer
-from .protocol.apis.fetch import SPEC as FETCH
-from .protocol.apis.fetch import FetchRequest, FetchRequestPartition, FetchRequestTopic
 from .protocol.compression import codec_by_name
 from .protocol.errors import KafkaError
-from .protocol.records import iter_records
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 _BATCH_RECORDS = 1000
@@ -63,10 +61,11 @@ def add_commands(sub: Sub) -> None:
     _bootstrap_arg(p)
     p.set_defaults(func=_run(_produce))
 
-    p = sub.add_parser("consume", help="print a topic's records (no consumer group)")
+    p = sub.add_parser("consume", help="print a topic's records (from assigned partitions, or as a group member)")
     p.add_argument("topic")
     p.add_argument("--from-beginning", action="store_true", help="start at the earliest offset (default: latest)")
     p.add_argument("--partition", type=int, help="read only this partition")
+    p.add_argument("--group", "-g", help="consume as a member of this consumer group, committing what is printed")
     p.add_argument("--max-messages", type=int, help="exit after this many records")
     p.add_argument("--idle-timeout", type=float, help="exit after this many seconds without a record")
     p.add_argument("--print-key", action="store_true", help="print key SEP value")
@@ -177,71 +176,41 @@ async def _wait_all(futures: list[asyncio.Future[Any]]) -> int:
 
 
 async def _consume(args: argparse.Namespace, cluster: Cluster, out: TextIO | None = None) -> int:
+    """Print records through the client's AIOConsumer: assigned partitions, or a group with --group."""
     sink = out or sys.stdout
-    admin = Admin(cluster)
-    info = await admin.describe_topic(args.topic)
-    parts = [args.partition] if args.partition is not None else sorted(info.leaders)
+    info = await Admin(cluster).describe_topic(args.topic)
     if args.partition is not None and args.partition not in info.leaders:
         raise ValueError(f"topic {args.topic} has no partition {args.partition}")
-    start = await admin.list_offsets(args.topic, parts, EARLIEST if args.from_beginning else LATEST)
-    positions = {p: start[p][0] for p in parts}
+    if args.partition is not None and args.group is not None:
+        raise ValueError("--partition and --group exclude each other: a group member gets its partitions assigned")
+    reset = "earliest" if args.from_beginning else "latest"
     printed = 0
     last_record = time.monotonic()
-    while True:
-        remaining = None if args.max_messages is None else args.max_messages - printed
-        got = await _fetch_once(cluster, args.topic, info.leaders, positions, sink, args, remaining)
-        printed += got
-        if got:
-            last_record = time.monotonic()
-            sink.flush()
-        if args.max_messages is not None and printed >= args.max_messages:
-            return 0
-        if args.idle_timeout is not None and time.monotonic() - last_record >= args.idle_timeout:
-            return 0
-
-
-async def _fetch_once(
-    cluster: Cluster,
-    topic: str,
-    leaders: dict[int, int],
-    positions: dict[int, int],
-    sink: TextIO,
-    args: Any,
-    remaining: int | None,
-) -> int:
-    printed = 0
-    by_leader: dict[int, list[int]] = {}
-    for p in positions:
-        by_leader.setdefault(leaders[p], []).append(p)
-    for leader, parts in by_leader.items():
-        conn = await cluster.connection(leader)
-        request = FetchRequest(
-            replica_id=-1, max_wait_ms=500, min_bytes=1, max_bytes=16 * 1024 * 1024, session_epoch=-1,
-            topics=[FetchRequestTopic(
-                topic=topic, topic_id=cluster.topics[topic].topic_id,
-                partitions=[FetchRequestPartition(partition=p, fetch_offset=positions[p], partition_max_bytes=1024 * 1024) for p in parts],
-            )],
-        )
-        response = await conn.request(FETCH, request)
-        if response.error_code:
-            raise KafkaError(response.error_code, "fetch failed")
-        for t in response.responses:
-            for part in t.partitions:
-                if part.error_code:
-                    raise KafkaError(part.error_code, f"fetch {topic}-{part.partition_index} failed")
-                if not part.records:
-                    continue
-                for record in iter_records(part.records):
-                    if record.offset < positions[part.partition_index]:
-                        continue
-                    value = (record.value or b"").decode(errors="replace")
-                    if args.print_key:
-                        key = (record.key or b"").decode(errors="replace")
-                        sink.write(f"{key}{args.key_separator}{value}\n")
-                    else:
-                        sink.write(value + "\n")
-                    positions[part.partition_index] = record.offset + 1
-                    printed += 1
-                    if remaining is not None and printed >= remaining:
-                        return printed
-    return printed
+    async with AIOConsumer(
+        args.bootstrap_server, group_id=args.group, client_id="slipstream-cli", auto_offset_reset=reset
+    ) as consumer:
+        if args.group is not None:
+            consumer.subscribe([args.topic])
+        else:
+            parts = [args.partition] if args.partition is not None else sorted(info.leaders)
+            await consumer.assign([(args.topic, p) for p in parts])
+        while True:
+            remaining = None if args.max_messages is None else args.max_messages - printed
+            batch = await consumer.getmany(timeout_s=0.5, max_records=remaining)
+            for msg in batch:
+                value = (msg.value or b"").decode(errors="replace")
+                if args.print_key:
+                    key = (msg.key or b"").decode(errors="replace")
+                    sink.write(f"{key}{args.key_separator}{value}\n")
+                else:
+                    sink.write(value + "\n")
+            if batch:
+                printed += len(batch)
+                last_record = time.monotonic()
+                sink.flush()
+                if args.group is not None:
+                    await consumer.commit()
+            if args.max_messages is not None and printed >= args.max_messages:
+                return 0
+            if args.idle_timeout is not None and time.monotonic() - last_record >= args.idle_timeout:
+                return 0

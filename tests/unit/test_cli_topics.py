@@ -83,6 +83,24 @@ def test_produce_then_consume(
     assert 0 < len(out.splitlines()) < 20
 
 
+def test_consume_as_group_commits_what_it_printed(
+    broker: Broker, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    b = ("-b", broker.bootstrap_servers)
+    assert run(capsys, "topics", "create", "cli-g", "-p", "2", *b)[0] == 0
+    monkeypatch.setattr("sys.stdin", io.StringIO("".join(f"r{i}\n" for i in range(10))))
+    assert run(capsys, "produce", "cli-g", *b)[0] == 0
+    code, out, _ = run(capsys, "consume", "cli-g", "--group", "cli-readers", "--from-beginning", "--max-messages", "10", *b)
+    assert code == 0 and sorted(out.splitlines()) == sorted(f"r{i}" for i in range(10))
+    code, out, _ = run(capsys, "groups", "describe", "cli-readers", *b)
+    assert code == 0
+    rows = [line.split() for line in out.splitlines() if line.startswith("cli-g ")]
+    assert sum(int(r[2]) for r in rows) == 10  # committed offsets cover every printed record
+    assert all(r[4] == "0" for r in rows)  # lag 0
+    code, _out, err = run(capsys, "consume", "cli-g", "--group", "x", "--partition", "0", *b)
+    assert code == 1 and "exclude each other" in err
+
+
 def test_produce_to_missing_partition_fails_clearly(
     broker: Broker, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
