@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
 import struct
 import time
 import uuid
@@ -192,17 +191,18 @@ async def test_lost_response_of_the_first_batch() -> None:
 async def test_chaos_lost_responses_and_broker_errors_keep_exactly_once(monkeypatch: Any) -> None:
     """Lost answers, leader errors and a broker forgetting the producer, all at once:
     every record is written once, in send order, and the epoch bumps renumber safely."""
-    rng = random.Random(7)
-    lost = {n for n in range(2, 5000) if rng.random() < 0.05}
+    # Every tenth answer is lost: how many requests carry the 6000 records depends on timing,
+    # and a fixed stride guarantees several losses even when batching packs them tightly.
+    lost = set(range(3, 5000, 10))
     seen: set[tuple[int, int, int]] = set()
     first_attempt = [True]
 
     def plan(n: int) -> int | None:
-        r = rng.random()
-        if r < 0.05:
+        # Strides, not chances: the request count varies with timing, the faults must not.
+        if n % 12 == 5:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         # a broker that lost our producer state can only say so about batches it never saw
-        if r < 0.07 and first_attempt[0]:
+        if n % 17 == 8 and first_attempt[0]:
             return ErrorCode.UNKNOWN_PRODUCER_ID
         return None
 
