@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import collections
 import inspect
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .assignors import TopicPartition
 from .consumer import ConsumerCore, Message, config_from
+from .subscription import TopicPattern
 
 __all__ = ["AIOConsumer"]
 
@@ -76,12 +78,21 @@ class AIOConsumer:
 
     # ------------------------------------------------------------ subscription
 
-    def subscribe(self, topics: Iterable[str], listener: Any = None) -> None:
-        """Join the group for ``topics`` at the next ``getmany``; listener methods may be async."""
-        topics = list(topics)
-        if not topics:
+    def subscribe(
+        self, topics: Iterable[str] | re.Pattern[str], listener: Any = None
+    ) -> None:
+        """Join the group for ``topics`` at the next ``getmany``; listener methods may be async.
+
+        A compiled regular expression subscribes to the non-internal topics whose
+        whole name matches, re-checked on each metadata refresh (see ``Consumer``).
+        """
+        if isinstance(topics, re.Pattern):
+            self.core.subscribe(TopicPattern(topics), listener)
+            return
+        names = list(topics)
+        if not names:
             raise ValueError("subscribe to at least one topic (to stop: unsubscribe())")
-        self.core.subscribe(topics, listener)
+        self.core.subscribe(names, listener)
 
     async def unsubscribe(self) -> None:
         self._batch.clear()

@@ -50,14 +50,17 @@ import concurrent.futures
 import contextlib
 import logging
 import queue
+import re
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
+from ..protocol.errors import KafkaError
 from .assignors import TopicPartition
 from .cluster import Cluster
+from .connection import ConnectionClosed
 from .consumer_config import ConsumerConfig
 from .fetcher import Fetcher
 from .membership import (
@@ -65,8 +68,10 @@ from .membership import (
     Generation,
     GroupMembership,
     RebalanceListener,
+    backoff_s,
 )
 from .offsets import GroupOffsets, OffsetAndMetadata
+from .subscription import TopicPattern
 
 log = logging.getLogger(__name__)
 
@@ -188,6 +193,9 @@ class ConsumerCore:
         self.invoke = invoke
         self.listener: Any = None
         self.subscribed: tuple[str, ...] = ()
+        """The topics the member subscribes to (with a pattern: what it currently selects)."""
+        self.pattern: TopicPattern | None = None
+        self.pattern_task: asyncio.Task[None] | None = None
         self.last_poll = time.monotonic()
         self.in_poll = False
         self.left_for_poll_timeout = False
@@ -292,26 +300,77 @@ class ConsumerCore:
 
     # ------------------------------------------------------------ operations
 
-    def subscribe(self, topics: list[str], listener: Any) -> None:
+    def subscribe(self, topics: list[str] | TopicPattern, listener: Any) -> None:
         if self.membership is None:
             raise RuntimeError("subscribe() needs a group_id; use assign() without one")
-        if not self.subscribed and self.fetcher.assigned():
+        if not self.subscribed and self.pattern is None and self.fetcher.assigned():
             self.fetcher.remove(self.fetcher.assigned())
-        self.membership.subscribe(topics)
         self.listener = listener
+        if isinstance(topics, TopicPattern):
+            # The refresh loop subscribes the member once the pattern selects topics.
+            self.stop_pattern()
+            self.pattern = topics
+            self.pattern_task = asyncio.get_running_loop().create_task(
+                self._pattern_loop(topics), name=f"pattern-{topics.regex.pattern}"
+            )
+            return
+        self.stop_pattern()
+        self.membership.subscribe(topics)
         self.subscribed = tuple(topics)
 
-    async def unsubscribe(self) -> None:
+    def stop_pattern(self) -> None:
+        self.pattern = None
+        if self.pattern_task is not None:
+            self.pattern_task.cancel()
+            self.pattern_task = None
+
+    async def _pattern_loop(self, pattern: TopicPattern) -> None:
+        """Re-match the pattern on every metadata refresh (``metadata_max_age_ms``)."""
+        attempt = 0
+        while True:
+            try:
+                topics = await self.cluster.refresh_metadata(None)
+            except (ConnectionClosed, OSError, KafkaError) as exc:
+                log.debug("pattern %s: metadata refresh failed: %s", pattern, exc)
+                await asyncio.sleep(
+                    backoff_s(attempt, self.config.retry_backoff_ms, self.config.retry_backoff_max_ms)
+                )
+                attempt += 1
+                continue
+            attempt = 0
+            matched = pattern.select_from(topics)
+            if matched != self.subscribed:
+                await self._apply_pattern(matched)
+            await asyncio.sleep(self.config.metadata_max_age_ms / 1000.0)
+
+    async def _apply_pattern(self, matched: tuple[str, ...]) -> None:
+        m = self.membership
+        assert m is not None
+        log.info("pattern subscription now selects %s", list(matched))
+        if not matched:
+            # Nothing left to consume: leave until a matching topic appears.
+            await self._leave_subscription("no topic matches the subscribed pattern")
+            return
+        m.subscribe(matched)
+        self.subscribed = matched
+        if not self.closed and m.error is None:
+            m.start()
+
+    async def _leave_subscription(self, reason: str) -> None:
         m = self.membership
         if self.subscribed and m is not None:
             if self.config.enable_auto_commit:
                 await self.commit_quietly(m.generation, "on unsubscribe")
-            await m.leave_group("the consumer unsubscribed")
+            await m.leave_group(reason)
         self.remove(sorted(self.fetcher.assigned()))
         self.subscribed = ()
 
+    async def unsubscribe(self) -> None:
+        self.stop_pattern()
+        await self._leave_subscription("the consumer unsubscribed")
+
     async def assign(self, wanted: set[TopicPartition]) -> None:
-        if self.subscribed:
+        if self.subscribed or self.pattern is not None:
             raise RuntimeError("cannot assign() while subscribed; unsubscribe() first")
         current = self.fetcher.assigned()
         self.fetcher.remove(current - wanted)
@@ -417,6 +476,7 @@ class ConsumerCore:
             return
         self.closed = True
         self.watchdog.cancel()
+        self.stop_pattern()
         m = self.membership
         try:
             async with asyncio.timeout(timeout_s):
@@ -587,14 +647,27 @@ class Consumer:
 
     # ------------------------------------------------------------ subscription
 
-    def subscribe(self, topics: Iterable[str], listener: Any = None) -> None:
-        """Join the group (at the next poll) for ``topics``; ``listener`` gets rebalance callbacks."""
-        topics = list(topics)
-        if not topics:
+    def subscribe(
+        self, topics: Iterable[str] | re.Pattern[str], listener: Any = None
+    ) -> None:
+        """Join the group (at the next poll) for ``topics``; ``listener`` gets rebalance callbacks.
+
+        ``topics`` may be a compiled regular expression: the consumer then subscribes
+        to every non-internal topic whose whole name matches, re-checked on each
+        metadata refresh (``metadata_max_age_ms``), so matching topics created later
+        are picked up with a rebalance.
+        """
+        if isinstance(topics, re.Pattern):
+            pattern = TopicPattern(topics)
+            with self._use() as core:
+                self._do(lambda: core.subscribe(pattern, listener))
+            return
+        names = list(topics)
+        if not names:
             self.unsubscribe()
             return
         with self._use() as core:
-            self._do(lambda: core.subscribe(topics, listener))
+            self._do(lambda: core.subscribe(names, listener))
 
     def unsubscribe(self) -> None:
         """Leave the group (committing first with auto-commit) or drop a manual assignment."""
