@@ -2,13 +2,16 @@
 
 Kafka keeps, per producer id and partition, the epoch and the last five batches
 (first/last sequence and offsets) so a retried batch is recognised and answered
-with its original offset instead of being written twice.
+with its original offset instead of being written twice. After a restart the
+state is rebuilt from the batch headers in the log (see :meth:`rebuild`), so a
+retry that straddles the restart is still recognised.
 """
 
 from __future__ import annotations
 
 import os
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,6 +68,17 @@ class PartitionProducerState:
 
     def __init__(self) -> None:
         self._producers: dict[int, _ProducerEntry] = {}
+
+    def rebuild(self, stored: Iterable[BatchHeader]) -> int:
+        """Replay the headers of the batches already in the log; returns the producers seen.
+
+        Kafka rebuilds from snapshots plus the log tail; we have no snapshots and read
+        every header once, when the partition first sees an idempotent batch.
+        """
+        for header in stored:
+            if header.producer_id >= 0 and not header.is_control:
+                self.record(header, header.base_offset)
+        return len(self._producers)
 
     def check(self, header: BatchHeader) -> _BatchMeta | None:
         """Validate a batch before append; returns the cached original if it is a duplicate.

@@ -11,8 +11,10 @@ from typing import Any
 
 from ..log.api import AppendInfo
 from ..protocol.api import RequestHeader
+from ..protocol.compression import UnsupportedCompression
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.record_batch import InvalidBatch, split_batches, validate_batch
+from ..protocol.records import decode_batch
 from . import topic_config
 from .config import BrokerConfig
 from .durability import GroupCommitter
@@ -45,6 +47,9 @@ class BrokerState:
         state = self.producer_states.get(key)
         if state is None:
             state = self.producer_states[key] = PartitionProducerState()
+            plog = self.topics.partition(topic, partition)
+            if plog is not None and plog.log_end_offset > plog.log_start_offset:
+                state.rebuild(plog.batch_headers())
         return state
 
     async def append(self, topic: str, partition: int, records: memoryview, *, acks: int) -> AppendInfo:
@@ -60,6 +65,7 @@ class BrokerState:
             )
         configs = self.topics.effective_configs(self.topics.topics[topic])
         max_batch = int(configs["max.message.bytes"])
+        compacted = "compact" in configs["cleanup.policy"]
         batches = []
         headers = []
         try:
@@ -75,6 +81,8 @@ class BrokerState:
                         ErrorCode.INVALID_TXN_STATE,
                         "transactions are not supported by this broker",
                     )
+                if compacted:
+                    _require_keys(batch, topic)
                 batches.append(batch)
                 headers.append(header)
         except InvalidBatch as exc:
@@ -111,6 +119,21 @@ class BrokerState:
     def topic_log_config(self, topic: str) -> Any:
         t = self.topics.topics[topic]
         return topic_config.log_config(self.topics.effective_configs(t))
+
+
+def _require_keys(batch: memoryview, topic: str) -> None:
+    """Compaction keeps the latest value per key, so a keyless record has no place in it."""
+    try:
+        _, records = decode_batch(batch, verify_crc=False)  # the CRC was checked already
+    except UnsupportedCompression as exc:
+        raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(exc)) from None
+    for index, record in enumerate(records):
+        if record.key is None:
+            raise KafkaError(
+                ErrorCode.INVALID_RECORD,
+                f"compacted topic {topic!r} cannot accept a record without a key "
+                f"(record {index} of the produced batch)",
+            )
 
 
 @dataclass

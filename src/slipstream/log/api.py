@@ -11,9 +11,11 @@ on a single broker is also the high watermark.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
+
+from slipstream.protocol.record_batch import BatchHeader
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +95,10 @@ class PartitionLog(Protocol):
         larger than ``max_bytes`` is returned alone. ``offset == log_end_offset`` gives
         an empty result; outside [log_start_offset, log_end_offset] raises OffsetOutOfRange.
         """
+        ...
+
+    def batch_headers(self) -> Iterator[BatchHeader]:
+        """Every stored batch's header in offset order (headers only; for rebuilding state)."""
         ...
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:

@@ -35,6 +35,9 @@ from slipstream.protocol.record_batch import (
 
 Buffer = bytes | bytearray | memoryview
 
+# Below every real timestamp: timestamp_candidates() then yields every batch.
+_ANY_TIMESTAMP = -(1 << 63)
+
 
 class Segment(SegmentStats, Protocol):
     def append(self, batch: Buffer, header: BatchHeader, now_ms: int | None) -> None:
@@ -191,6 +194,12 @@ class SegmentedLog(ABC):
                 if not reached_end or budget <= 0:
                     break
         return ReadResult(chunks, size, self._log_start, end)
+
+    def batch_headers(self) -> Iterator[BatchHeader]:
+        """Every stored batch's header in offset order, reading headers only."""
+        for segment in list(self._segments):
+            for _, header in segment.timestamp_candidates(_ANY_TIMESTAMP):
+                yield header
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         first = self._segment_index(self._log_start)

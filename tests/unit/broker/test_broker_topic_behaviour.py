@@ -112,7 +112,9 @@ async def _fill(bootstrap: str, topic: str, count: int, size: int) -> None:
     await producer.start()
     try:
         for i in range(count):
-            await producer.send_and_wait(topic, bytes([65 + i % 26]) * size, partition=0)
+            # keyed: compacted topics refuse keyless records
+            value = bytes([65 + i % 26]) * size
+            await producer.send_and_wait(topic, value, key=b"k%d" % i, partition=0)
     finally:
         await producer.stop()
 
@@ -185,7 +187,7 @@ def test_topic_survives_restart(tmp_path: Path) -> None:
             [ConfigResource(ResourceType.TOPIC, "durable", incremental_configs=[entry])]
         ).values())))
         for i in range(5):
-            produce_one(b, "durable", f"d{i}".encode(), partition=2)
+            produce_one(b, "durable", f"d{i}".encode(), partition=2, key=f"k{i}".encode())
         deleted = admin.delete_records([TopicPartition("durable", 2, 2)])
         assert result(next(iter(deleted.values()))).low_watermark == 2
         assert b.state is not None
@@ -218,4 +220,4 @@ def test_topic_survives_restart(tmp_path: Path) -> None:
             (2, b"d2"), (3, b"d3"), (4, b"d4")
         ]
         # Offsets continue where they left off.
-        assert produce_one(b, "durable", b"d5", partition=2).offset() == 5
+        assert produce_one(b, "durable", b"d5", partition=2, key=b"k5").offset() == 5

@@ -1,0 +1,95 @@
+"""Produce-path state that must survive restarts, and what compacted topics refuse.
+
+Drives ``BrokerState.append`` (the one write path) on the async embedded broker,
+with disk storage so a second broker on the same directory sees the first one's log.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer as CkProducer
+
+from slipstream.broker.broker import Broker
+from slipstream.protocol.errors import ErrorCode, KafkaError
+from slipstream.protocol.records import ProducerRecord, build_batch
+
+PID = 7
+
+
+def batch(seq: int, n: int = 2, *, epoch: int = 0, keyed: bool = True) -> memoryview:
+    records = [
+        ProducerRecord(f"k{seq + i}".encode() if keyed else None, f"v{seq + i}".encode())
+        for i in range(n)
+    ]
+    raw = build_batch(records, producer_id=PID, producer_epoch=epoch, base_sequence=seq)
+    return memoryview(bytearray(raw))  # the broker stamps offsets in place
+
+
+def disk_broker(data_dir: Path) -> Broker:
+    return Broker(storage="disk", data_dir=str(data_dir), port=0, durability="fsync")
+
+
+async def test_retry_after_restart_is_deduplicated(tmp_path: Path) -> None:
+    async with disk_broker(tmp_path) as b:
+        b.state.topics.create("t", 1, {})
+        first = await b.state.append("t", 0, batch(0), acks=-1)
+        second = await b.state.append("t", 0, batch(2), acks=-1)
+        assert (first.base_offset, second.base_offset) == (0, 2)
+    async with disk_broker(tmp_path) as b:
+        # the retry of the last batch written before the restart gets its original offsets
+        again = await b.state.append("t", 0, batch(2), acks=-1)
+        assert (again.base_offset, again.last_offset) == (2, 3)
+        plog = b.state.topics.partition("t", 0)
+        assert plog is not None and plog.log_end_offset == 4
+        # a gap in the sequence is still an error, as before the restart
+        with pytest.raises(KafkaError) as gap:
+            await b.state.append("t", 0, batch(9), acks=-1)
+        assert gap.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+        # the next sequence goes on
+        nxt = await b.state.append("t", 0, batch(4), acks=-1)
+        assert nxt.base_offset == 4
+
+
+async def test_bumped_epoch_in_the_log_fences_the_old_one_after_restart(tmp_path: Path) -> None:
+    async with disk_broker(tmp_path) as b:
+        b.state.topics.create("t", 1, {})
+        await b.state.append("t", 0, batch(0, epoch=0), acks=-1)
+        await b.state.append("t", 0, batch(0, epoch=1), acks=-1)
+    async with disk_broker(tmp_path) as b:
+        with pytest.raises(KafkaError) as fenced:
+            await b.state.append("t", 0, batch(2, epoch=0), acks=-1)
+        assert fenced.value.code == ErrorCode.INVALID_PRODUCER_EPOCH
+        ok = await b.state.append("t", 0, batch(2, epoch=1), acks=-1)
+        assert ok.base_offset == 4
+
+
+async def test_compacted_topic_refuses_keyless_records() -> None:
+    async with Broker(storage="memory", port=0) as b:
+        b.state.topics.create("c", 1, {"cleanup.policy": "compact"})
+        b.state.topics.create("d", 1, {"cleanup.policy": "compact,delete"})
+        b.state.topics.create("plain", 1, {})
+        for topic in ("c", "d"):
+            with pytest.raises(KafkaError) as refused:
+                await b.state.append(topic, 0, batch(0, keyed=False), acks=1)
+            assert refused.value.code == ErrorCode.INVALID_RECORD
+            assert "without a key" in str(refused.value)
+            plog = b.state.topics.partition(topic, 0)
+            assert plog is not None and plog.log_end_offset == 0  # nothing of the batch written
+            assert (await b.state.append(topic, 0, batch(0), acks=1)).base_offset == 0
+        assert (await b.state.append("plain", 0, batch(0, keyed=False), acks=1)).last_offset == 1
+
+
+def test_compacted_topic_keyless_produce_fails_for_a_real_client() -> None:
+    with Broker(storage="memory", port=0) as b:
+        b.state.topics.create("compacted", 1, {"cleanup.policy": "compact"})
+        errors: list[object] = []
+        p = CkProducer({"bootstrap.servers": b.bootstrap_servers, "log_level": 0, "retries": 0})
+        # flushed one at a time: one batch each, so the keyed one is not refused with it
+        p.produce("compacted", value=b"no key", on_delivery=lambda err, msg: errors.append(err))
+        assert p.flush(10) == 0
+        p.produce("compacted", value=b"keyed", key=b"k", on_delivery=lambda e, m: errors.append(e))
+        assert p.flush(10) == 0
+        assert errors[0] is not None and errors[0].name() == "INVALID_RECORD"  # type: ignore[attr-defined]
+        assert errors[1] is None
