@@ -17,8 +17,8 @@ v1 only differs in throttling; v2 is flexible.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
-from typing import Protocol
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol, TypeVar
 
 from ...protocol.apis.alter_configs import (
     SPEC,
@@ -47,23 +47,11 @@ STATIC_BROKER_MESSAGE = (
 
 
 async def handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
-    counts = resource_counts(request.resources)
-    responses = []
-    for resource in request.resources:
-        out = AlterConfigsResponseResource(
-            error_code=0,
-            error_message=None,
-            resource_type=resource.resource_type,
-            resource_name=resource.resource_name,
-        )
-        try:
-            if counts[(resource.resource_type, resource.resource_name)] > 1:
-                raise KafkaError(ErrorCode.INVALID_REQUEST, duplicate_resource_message(resource))
-            _alter(ctx.state, resource, request.validate_only)
-        except KafkaError as exc:
-            out.error_code = exc.code
-            out.error_message = exc.message
-        responses.append(out)
+    responses = alter_each(
+        request.resources,
+        AlterConfigsResponseResource,
+        lambda resource: _alter(ctx.state, resource, request.validate_only),
+    )
     return AlterConfigsResponse(throttle_time_ms=0, responses=responses)
 
 
@@ -90,11 +78,36 @@ class _Resource(Protocol):
     resource_name: str
 
 
-def resource_counts(resources: Iterable[_Resource]) -> Counter[tuple[int, str]]:
-    return Counter((r.resource_type, r.resource_name) for r in resources)
+R = TypeVar("R", bound=_Resource)
+Out = TypeVar("Out")
 
 
-def duplicate_resource_message(resource: _Resource) -> str:
+def alter_each(
+    resources: Sequence[R], result: Callable[..., Out], alter: Callable[[R], None]
+) -> list[Out]:
+    """Apply ``alter`` to each resource; a KafkaError becomes that resource's error only."""
+    counts = Counter((r.resource_type, r.resource_name) for r in resources)
+    results = []
+    for resource in resources:
+        code, message = ErrorCode.NONE, None
+        try:
+            if counts[(resource.resource_type, resource.resource_name)] > 1:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, _duplicate_resource_message(resource))
+            alter(resource)
+        except KafkaError as exc:
+            code, message = exc.code, exc.message
+        results.append(
+            result(
+                error_code=code,
+                error_message=message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+            )
+        )
+    return results
+
+
+def _duplicate_resource_message(resource: _Resource) -> str:
     return (
         f"resource {resource.resource_name!r} (type {resource.resource_type}) appears more than "
         "once in the request; each resource may appear at most once"

@@ -35,11 +35,10 @@ from ..state import BrokerState, RequestContext
 from ..topic_config import TOPIC_CONFIG_KEYS
 from ..topics import Topic
 from .alter_configs import (
+    alter_each,
     check_duplicate_keys,
-    duplicate_resource_message,
     lookup_topic,
     refuse_broker_change,
-    resource_counts,
 )
 from .describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC, unsupported_resource
 
@@ -56,23 +55,11 @@ OPERATION_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SU
 async def handle(
     ctx: RequestContext, request: IncrementalAlterConfigsRequest
 ) -> IncrementalAlterConfigsResponse:
-    counts = resource_counts(request.resources)
-    responses = []
-    for resource in request.resources:
-        out = IncrementalAlterConfigsResponseResource(
-            error_code=0,
-            error_message=None,
-            resource_type=resource.resource_type,
-            resource_name=resource.resource_name,
-        )
-        try:
-            if counts[(resource.resource_type, resource.resource_name)] > 1:
-                raise KafkaError(ErrorCode.INVALID_REQUEST, duplicate_resource_message(resource))
-            _alter(ctx.state, resource, request.validate_only)
-        except KafkaError as exc:
-            out.error_code = exc.code
-            out.error_message = exc.message
-        responses.append(out)
+    responses = alter_each(
+        request.resources,
+        IncrementalAlterConfigsResponseResource,
+        lambda resource: _alter(ctx.state, resource, request.validate_only),
+    )
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)
 
 

@@ -14,28 +14,19 @@ non-rack-aware layout.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from .types import (
-    EAGER,
     Assignment,
-    RebalanceProtocol,
+    EagerAssignor,
     Subscription,
-    TopicPartition,
     member_sort_key,
     subscribed_partition_counts,
 )
 
 
-class RangeAssignor:
+class RangeAssignor(EagerAssignor):
     name = "range"
-    rebalance_protocol: RebalanceProtocol = EAGER
-    supported_protocols: tuple[RebalanceProtocol, ...] = (EAGER,)
-
-    def subscription_user_data(
-        self, topics: Iterable[str], owned: Iterable[TopicPartition], generation: int
-    ) -> bytes | None:
-        return None
 
     def assign(
         self,

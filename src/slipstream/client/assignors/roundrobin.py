@@ -11,28 +11,19 @@ the result can be unbalanced, exactly as in the Java client.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from .types import (
-    EAGER,
     Assignment,
-    RebalanceProtocol,
+    EagerAssignor,
     Subscription,
-    TopicPartition,
     sorted_members,
     subscribed_partition_counts,
 )
 
 
-class RoundRobinAssignor:
+class RoundRobinAssignor(EagerAssignor):
     name = "roundrobin"
-    rebalance_protocol: RebalanceProtocol = EAGER
-    supported_protocols: tuple[RebalanceProtocol, ...] = (EAGER,)
-
-    def subscription_user_data(
-        self, topics: Iterable[str], owned: Iterable[TopicPartition], generation: int
-    ) -> bytes | None:
-        return None
 
     def assign(
         self,

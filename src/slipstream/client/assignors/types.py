@@ -97,6 +97,18 @@ class Assignor(Protocol):
         ...
 
 
+class EagerAssignor:
+    """Base of the eager assignors that carry no ``user_data`` (range, roundrobin)."""
+
+    rebalance_protocol: RebalanceProtocol = EAGER
+    supported_protocols: tuple[RebalanceProtocol, ...] = (EAGER,)
+
+    def subscription_user_data(
+        self, topics: Iterable[str], owned: Iterable[TopicPartition], generation: int
+    ) -> bytes | None:
+        return None
+
+
 # ---- ordering ---------------------------------------------------------------------
 
 
