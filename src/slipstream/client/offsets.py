@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from ..protocol.apis.list_offsets import SPEC as LIST_OFFSETS
 from ..protocol.apis.list_offsets import (
@@ -50,6 +51,7 @@ from .connection import BrokerConnection, ConnectionClosed
 from .consumer_config import ConsumerConfig
 from .membership import CoordinatorLocator, FatalGroupError, Generation, backoff_s
 
+T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 EARLIEST_TIMESTAMP = -2
@@ -150,28 +152,8 @@ class GroupOffsets:
         if not wanted:
             return {}
         timeout = self.config.request_timeout_ms / 1000.0 * 2 if timeout_s is None else timeout_s
-        attempt = 0
         async with asyncio.timeout(timeout):
-            while True:
-                try:
-                    conn = await self.locator.connection()
-                    return await self._fetch_once(conn, wanted)
-                except _RetryCommit as exc:
-                    reason = str(exc)
-                except (ConnectionClosed, OSError) as exc:
-                    self.locator.mark_unknown(str(exc))
-                    reason = str(exc)
-                except KafkaError as exc:
-                    if not exc.retriable or isinstance(exc, FatalGroupError):
-                        raise
-                    self.locator.mark_unknown(str(exc))
-                    reason = str(exc)
-                delay = backoff_s(
-                    attempt, self.config.retry_backoff_ms, self.config.retry_backoff_max_ms
-                )
-                attempt += 1
-                log.debug("group %s: OffsetFetch retry in %.3fs: %s", self.group_id, delay, reason)
-                await asyncio.sleep(delay)
+            return await self._retrying("OffsetFetch", lambda conn: self._fetch_once(conn, wanted))
 
     async def _fetch_once(
         self, conn: BrokerConnection, wanted: list[TopicPartition]
@@ -287,30 +269,36 @@ class GroupOffsets:
                 )
         timeout = self.config.request_timeout_ms / 1000.0 * 2 if timeout_s is None else timeout_s
         async with asyncio.timeout(timeout), self._commit_lock:
-            attempt = 0
-            while True:
-                try:
-                    conn = await self.locator.connection()
-                    await self._commit_once(conn, normalized, generation)
-                    return
-                except _RetryCommit as exc:
-                    reason = str(exc)
-                except (ConnectionClosed, OSError) as exc:
-                    self.locator.mark_unknown(str(exc))
-                    reason = str(exc)
-                except CommitFailedError:
+            await self._retrying(
+                "OffsetCommit", lambda conn: self._commit_once(conn, normalized, generation)
+            )
+
+    async def _retrying(self, what: str, once: Callable[[BrokerConnection], Awaitable[T]]) -> T:
+        """Run ``once`` on the coordinator's connection until it succeeds or fails for good.
+
+        Connection failures and retriable errors rediscover the coordinator and back
+        off; CommitFailedError, fatal group errors and other errors are raised.
+        """
+        attempt = 0
+        while True:
+            try:
+                return await once(await self.locator.connection())
+            except _RetryCommit as exc:
+                reason = str(exc)
+            except (ConnectionClosed, OSError) as exc:
+                self.locator.mark_unknown(str(exc))
+                reason = str(exc)
+            except CommitFailedError:
+                raise
+            except KafkaError as exc:
+                if not exc.retriable or isinstance(exc, FatalGroupError):
                     raise
-                except KafkaError as exc:
-                    if not exc.retriable or isinstance(exc, FatalGroupError):
-                        raise
-                    self.locator.mark_unknown(str(exc))
-                    reason = str(exc)
-                delay = backoff_s(
-                    attempt, self.config.retry_backoff_ms, self.config.retry_backoff_max_ms
-                )
-                attempt += 1
-                log.debug("group %s: OffsetCommit retry in %.3fs: %s", self.group_id, delay, reason)
-                await asyncio.sleep(delay)
+                self.locator.mark_unknown(str(exc))
+                reason = str(exc)
+            delay = backoff_s(attempt, self.config.retry_backoff_ms, self.config.retry_backoff_max_ms)
+            attempt += 1
+            log.debug("group %s: %s retry in %.3fs: %s", self.group_id, what, delay, reason)
+            await asyncio.sleep(delay)
 
     async def _commit_once(
         self,
