@@ -17,6 +17,7 @@ from typing import Any
 from .cleaner import LogCleaner
 from .config import BrokerConfig
 from .dispatch import Dispatcher
+from .fetch_sessions import FetchSessionCache
 from .groups import GroupCoordinatorAdapter
 from .producer_state import ProducerIdAllocator
 from .server import KafkaConnection
@@ -61,6 +62,7 @@ class Broker:
             topics=topics,
             cluster_id=load_cluster_id(data_dir),
             producer_ids=ProducerIdAllocator(data_dir / "producer-ids" if data_dir else None),
+            fetch_sessions=FetchSessionCache(config.max_incremental_fetch_session_cache_slots),
         )
         self.state = state
         groups = GroupCoordinatorAdapter(state)

@@ -48,6 +48,8 @@ class BrokerConfig:
     group_max_size: int = 2147483647
     offsets_retention_minutes: int = 7 * 24 * 60
     offset_metadata_max_bytes: int = 4096
+    # KIP-227 fetch sessions the broker keeps at once (0: every fetch is sessionless).
+    max_incremental_fetch_session_cache_slots: int = 1000
     extra: dict[str, str] = field(default_factory=dict)
 
     def validate(self) -> BrokerConfig:

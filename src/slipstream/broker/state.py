@@ -18,6 +18,7 @@ from ..protocol.records import decode_batch
 from . import topic_config
 from .config import BrokerConfig
 from .durability import GroupCommitter
+from .fetch_sessions import FetchSessionCache
 from .notifier import AppendNotifier
 from .producer_state import PartitionProducerState, ProducerIdAllocator
 from .topics import TopicManager
@@ -39,6 +40,7 @@ class BrokerState:
     notifier: AppendNotifier = field(default_factory=AppendNotifier)
     committer: GroupCommitter = field(default_factory=GroupCommitter)
     producer_states: dict[tuple[str, int], PartitionProducerState] = field(default_factory=dict)
+    fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)
     # The group coordinator adapter (broker/groups.py), set when the broker starts.
     groups: Any = None
 

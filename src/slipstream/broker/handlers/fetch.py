@@ -4,22 +4,28 @@ Long-polls up to max_wait_ms until min_bytes are available, woken by appends.
 Limits: the response holds at most max_bytes (v3+) and each partition at most
 partition_max_bytes, except that the first batch of the first non-empty partition
 is always returned whole so a consumer can progress past a large batch.
-Fetch sessions (v7+, KIP-227) are refused: session_id 0 tells the client to keep
-sending full fetches. v13+ names topics by topic_id. Batches go out exactly as
-stored, as buffers straight from the log.
+Fetch sessions (v7+, KIP-227, see broker/fetch_sessions.py): epoch 0 opens one,
+later epochs send and answer only what changed; a full cache answers sessionless.
+v13+ names topics by topic_id. Batches go out exactly as stored, as buffers
+straight from the log.
 """
 
 from __future__ import annotations
+
+import uuid
 
 from ...log.api import OffsetOutOfRange
 from ...protocol.apis.fetch import (
     SPEC,
     FetchRequest,
+    FetchRequestPartition,
+    FetchRequestTopic,
     FetchResponse,
     FetchResponsePartition,
     FetchResponseTopic,
 )
 from ...protocol.errors import ErrorCode
+from ..fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, FetchSession, PartitionKey
 from ..state import BrokerState, RequestContext
 from ..topics import Topic
 
@@ -27,34 +33,125 @@ MIN_VERSION = 4
 MAX_VERSION = 16
 
 _NO_LIMIT = 0x7FFFFFFF
+_ZERO_ID = uuid.UUID(int=0)
 
 
 async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     state = ctx.state
     version = ctx.api_version
-    if version >= 7 and request.session_id != 0:
-        return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0)
-    if version >= 7 and request.session_id == 0 and request.session_epoch > 0:
-        return FetchResponse(error_code=ErrorCode.INVALID_FETCH_SESSION_EPOCH, session_id=0)
+    session: FetchSession | None = None
+    incremental = False
+    topics = request.topics
+    if version >= 7:
+        sessions = state.fetch_sessions
+        now = state.clock()
+        if request.session_epoch in (INITIAL_EPOCH, FINAL_EPOCH):
+            if request.session_id != 0:
+                sessions.remove(request.session_id)
+            if request.session_epoch == INITIAL_EPOCH:
+                session = sessions.create(now, uses_topic_ids=version >= 13)
+                if session is not None:
+                    _update_session(session, request, version)
+        else:
+            session = sessions.get(request.session_id, now)
+            if session is None:
+                return _error(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+            if request.session_epoch != session.next_epoch:
+                return _error(ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+            if session.uses_topic_ids != (version >= 13):
+                return _error(ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
+            _update_session(session, request, version)
+            topics = _session_topics(session, version)
+            incremental = True
     max_wait_s = max(0, request.max_wait_ms) / 1000
     deadline = state.clock() / 1000 + max_wait_s
     while True:
-        response, size, keys, failed = _read_all(state, request, version)
+        responses, size, keys, failed = _read_all(state, topics, request.max_bytes, version)
         remaining = deadline - state.clock() / 1000
         if size >= request.min_bytes or failed or remaining <= 0 or not keys:
-            return response
+            break
         await state.notifier.wait(keys, remaining)
+    if session is None:
+        return FetchResponse(error_code=0, session_id=0, responses=responses)
+    if incremental:  # answered in the session: the client's next request uses the next epoch
+        session.advance_epoch()
+    reported = _report(session, responses, version, incremental)
+    return FetchResponse(error_code=0, session_id=session.id, responses=reported)
+
+
+def _error(code: int) -> FetchResponse:
+    return FetchResponse(error_code=code, session_id=0, responses=[])
+
+
+def _key(topic: FetchRequestTopic, version: int) -> str | uuid.UUID:
+    return topic.topic_id if version >= 13 else topic.topic
+
+
+def _update_session(session: FetchSession, request: FetchRequest, version: int) -> None:
+    for topic in request.topics:
+        key = _key(topic, version)
+        for part in topic.partitions:
+            session.upsert((key, part.partition), part.fetch_offset, part.partition_max_bytes)
+    for gone in request.forgotten_topics_data:
+        key = gone.topic_id if version >= 13 else gone.topic
+        session.forget((key, p) for p in gone.partitions)
+
+
+def _session_topics(session: FetchSession, version: int) -> list[FetchRequestTopic]:
+    """The session's partitions as a full request would list them, in the session's order."""
+    topics: list[FetchRequestTopic] = []
+    for (key, partition), cached in session.partitions.items():
+        if not topics or _key(topics[-1], version) != key:
+            if isinstance(key, uuid.UUID):
+                topics.append(FetchRequestTopic(topic="", topic_id=key))
+            else:
+                topics.append(FetchRequestTopic(topic=key, topic_id=_ZERO_ID))
+        topics[-1].partitions.append(
+            FetchRequestPartition(
+                partition=partition,
+                fetch_offset=cached.fetch_offset,
+                partition_max_bytes=cached.max_bytes,
+            )
+        )
+    return topics
+
+
+def _report(
+    session: FetchSession, responses: list[FetchResponseTopic], version: int, incremental: bool
+) -> list[FetchResponseTopic]:
+    """Record what the client is told; an incremental response keeps only what changed."""
+    out: list[FetchResponseTopic] = []
+    for topic in responses:
+        key: str | uuid.UUID = topic.topic_id if version >= 13 else topic.topic
+        kept = []
+        for part in topic.partitions:
+            pkey: PartitionKey = (key, part.partition_index)
+            if pkey not in session.partitions:
+                continue
+            changed = session.must_report(
+                pkey,
+                has_records=bool(part.records),
+                error=part.error_code,
+                high_watermark=part.high_watermark,
+                log_start_offset=part.log_start_offset,
+            )
+            if changed or not incremental:
+                kept.append(part)
+        if kept:
+            topic.partitions = kept
+            out.append(topic)
+    return out
 
 
 def _read_all(
-    state: BrokerState, request: FetchRequest, version: int
-) -> tuple[FetchResponse, int, list[tuple[str, int]], bool]:
-    budget = request.max_bytes if request.max_bytes > 0 else _NO_LIMIT
+    state: BrokerState, wanted_topics: list[FetchRequestTopic], max_bytes: int, version: int
+) -> tuple[list[FetchResponseTopic], int, list[tuple[str, int]], bool]:
+    budget = max_bytes if max_bytes > 0 else _NO_LIMIT
     total = 0
     keys: list[tuple[str, int]] = []
     failed = False
     topics: list[FetchResponseTopic] = []
-    for wanted in request.topics:
+    for wanted in wanted_topics:
         topic: Topic | None
         if version >= 13:
             topic = state.topics.by_id.get(wanted.topic_id)
@@ -99,7 +196,7 @@ def _read_all(
             resp.high_watermark = resp.last_stable_offset = result.log_end_offset
             resp.log_start_offset = result.log_start_offset
         topics.append(out)
-    return FetchResponse(error_code=0, session_id=0, responses=topics), total, keys, failed
+    return topics, total, keys, failed
 
 
 
