@@ -1,11 +1,19 @@
 """The asyncio adapter around the pure group coordinator (Kafka's purgatory + runtime).
 
-All coordinator work - requests and timer callbacks - goes through one lock, so
-the state machine sees one ordered stream (one writer). A parked JoinGroup or
-SyncGroup is a future, completed when a later result carries its completion.
-Records the coordinator emits are appended to ``__consumer_offsets`` and replayed
-into it before the next operation runs; responses that depend on them are
-delivered only after the append (and, with the fsync policy, the fsync).
+All coordinator work - requests and timer callbacks - runs on the event loop
+without awaiting in between, so the state machine sees one ordered stream (one
+writer); a lock keeps requests out while the offsets topic loads, and around
+results that must wait for an fsync before the next operation. A parked
+JoinGroup or SyncGroup is a future, completed when a later result carries its
+completion. Records the coordinator emits are appended to ``__consumer_offsets``
+and replayed into it before the next operation runs; responses that depend on
+them are delivered only after the append (and, with the fsync policy, the fsync).
+
+OffsetCommit is group-committed: its result is queued, and the records of every
+commit queued in the same event-loop turn go to the log as one batch per offsets
+partition, replayed, and (fsync policy) synced, before those commits are
+answered, in order. Any other operation first writes out the queue, so it
+always sees every earlier commit replayed.
 At start the offsets topic is replayed in the background; until it is done the
 coordinator answers COORDINATOR_LOAD_IN_PROGRESS.
 """
@@ -15,8 +23,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ..coordinator import (
@@ -38,6 +48,16 @@ from .state import BrokerState
 log = logging.getLogger(__name__)
 
 _LOAD_READ_BYTES = 1 << 20
+_OFFSET_COMMIT_KEY = 8
+
+
+@dataclass(slots=True)
+class _Queued:
+    """A commit already handled by the coordinator whose records wait for the next write."""
+
+    result: CoordinatorResult
+    future: asyncio.Future[Struct]
+    error: int = ErrorCode.NONE
 
 
 class GroupCoordinatorAdapter:
@@ -60,7 +80,16 @@ class GroupCoordinatorAdapter:
         self._lock = asyncio.Lock()
         self._parked: dict[Pending, asyncio.Future[Struct]] = {}
         self._timer_changed = asyncio.Event()
+        # The deadline the timer loop sleeps until: only an earlier one needs to wake it.
+        self._timer_wake_at: float = -math.inf
         self._tasks: list[asyncio.Task[None]] = []
+        # Group commit: commits handled but not yet written, and batches awaiting their fsync.
+        self._queue: list[_Queued] = []
+        self._flush_handle: asyncio.Handle | None = None
+        self._syncing: set[asyncio.Task[None]] = set()
+        self._last_sync: asyncio.Task[None] | None = None
+        # Appends to __consumer_offsets so far (one per partition per write): tests and metrics.
+        self.appends = 0
 
     def _partition_exists(self, topic: str, partition: int) -> bool:
         return self.state.topics.partition(topic, partition) is not None
@@ -87,6 +116,14 @@ class GroupCoordinatorAdapter:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush_handle = None
+        for task in list(self._syncing):
+            task.cancel()
+        for item in self._queue:
+            item.future.cancel()
+        self._queue.clear()
         for fut in self._parked.values():
             if not fut.done():
                 fut.cancel()
@@ -122,16 +159,155 @@ class GroupCoordinatorAdapter:
     # ---------------------------------------------------------------- requests
 
     async def handle(self, api_key: int, ctx: CoordinatorContext, request: Struct) -> Struct:
+        if api_key == _OFFSET_COMMIT_KEY and not self._lock.locked():
+            return await self._commit(ctx, request)
         return await self.call(lambda now: self.coordinator.handle(api_key, ctx, request, now))
 
     async def call(self, operation: Callable[[int], CoordinatorResult]) -> Struct:
         async with self._lock:
+            self._flush()
             result = operation(self.state.clock())
             waiter = await self._carry_out(result)
-        self._timer_changed.set()
+        self._poke_timer()
         if isinstance(waiter, asyncio.Future):
             return await waiter
         return waiter
+
+    async def _commit(self, ctx: CoordinatorContext, request: Struct) -> Struct:
+        """OffsetCommit, group-committed: queue the records, answer after their batch is durable."""
+        result = self.coordinator.handle(_OFFSET_COMMIT_KEY, ctx, request, self.state.clock())
+        self._poke_timer()
+        if result.response is not None and result.pending is None and not result.records and (
+            not result.completions and result.after_append is None
+        ):
+            return result.response  # answered without a write (e.g. a validation error)
+        if not result.records or result.pending is None or result.response is not None:
+            # A shape we do not batch: carried out the ordinary way.
+            async with self._lock:
+                self._flush()
+                waiter = await self._carry_out(result)
+            self._poke_timer()
+            return await waiter if isinstance(waiter, asyncio.Future) else waiter
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Struct] = loop.create_future()
+        self._queue.append(_Queued(result, fut))
+        if self._flush_handle is None:
+            # Commits handled later in this event-loop turn join the same write.
+            self._flush_handle = loop.call_soon(self._flush)
+        return await fut
+
+    def _flush(self) -> None:
+        """Write out the queued commits: one append per offsets partition, then replay.
+
+        Synchronous, so whoever calls it next sees every queued commit replayed.
+        Answers go out now, or (fsync policy) once the batch is synced.
+        """
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush_handle = None
+        queued, self._queue = self._queue, []
+        if not queued:
+            return
+        by_partition: defaultdict[int, list[_Queued]] = defaultdict(list)
+        for item in queued:
+            # OffsetCommit writes to its group's partition only; a result spanning
+            # several counts as failed if any of them failed.
+            records = item.result.records
+            if len(records) == 1:
+                by_partition[records[0].partition].append(item)
+            else:
+                for partition in {r.partition for r in records}:
+                    by_partition[partition].append(item)
+        now = self.state.clock()
+        plogs = []
+        for partition, items in by_partition.items():
+            records = [r for item in items for r in item.result.records if r.partition == partition]
+            error, plog = self._write(partition, records, now)
+            if error:
+                for item in items:
+                    item.error = item.error or error
+            elif plog is not None:
+                plogs.append((plog, items))
+        if self.state.config.durability == "fsync" and plogs:
+            task = asyncio.get_running_loop().create_task(self._sync_then_answer(queued, plogs, self._last_sync))
+            self._last_sync = task
+            self._syncing.add(task)
+            task.add_done_callback(self._syncing.discard)
+        else:
+            self._answer(queued)
+
+    async def _sync_then_answer(
+        self, queued: list[_Queued], plogs: list[tuple[Any, list[_Queued]]], previous: asyncio.Task[None] | None
+    ) -> None:
+        try:
+            for plog, items in plogs:
+                try:
+                    await self.state.committer.sync(plog)
+                except Exception as exc:
+                    log.error("syncing %s failed: %s", OFFSETS_TOPIC, exc)
+                    for item in items:
+                        item.error = item.error or ErrorCode.KAFKA_STORAGE_ERROR
+            if previous is not None and not previous.done():
+                # Answer batches in the order they were written.
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.shield(previous)
+        except asyncio.CancelledError:
+            for item in queued:
+                item.future.cancel()  # stopping: nobody will be answered
+            raise
+        self._answer(queued)
+
+    def _answer(self, queued: list[_Queued]) -> None:
+        now = self.state.clock()
+        for item in queued:
+            try:
+                response = self._answer_one(item, now)
+            except Exception as exc:  # a coordinator bug must not leave the other commits hanging
+                log.exception("answering a queued OffsetCommit failed")
+                if not item.future.done():
+                    item.future.set_exception(exc)
+                continue
+            if not item.future.done():
+                if response is None:
+                    item.future.set_exception(RuntimeError("the coordinator did not answer a queued commit"))
+                else:
+                    item.future.set_result(response)
+
+    def _answer_one(self, item: _Queued, now: int) -> Struct | None:
+        result = item.result
+        own = result.pending
+        self._deliver(result)
+        after = result.after_append
+        nxt = after(item.error, now) if after is not None else CoordinatorResult()
+        response: Struct | None = None
+        rest = []
+        for completion in nxt.completions:
+            if completion.pending is own:
+                response = completion.response
+            else:
+                rest.append(completion)
+        nxt.completions = rest
+        self._deliver(nxt)
+        if nxt.records or nxt.after_append is not None or nxt.pending is not None:
+            # Not what a commit's callback returns; carried out the ordinary way.
+            self._spawn(self._carry_out_locked(nxt))
+        return response
+
+    async def _carry_out_locked(self, result: CoordinatorResult) -> None:
+        async with self._lock:
+            self._flush()
+            await self._carry_out(result)
+        self._poke_timer()
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._syncing.add(task)
+        task.add_done_callback(self._syncing.discard)
+
+    def _poke_timer(self) -> None:
+        deadline = self.timer.next_deadline()
+        if deadline is not None and deadline < self._timer_wake_at:
+            self._timer_changed.set()
 
     async def _carry_out(self, result: CoordinatorResult) -> Any:
         """Carry out one result (see coordinator/result.py); returns the response or its future."""
@@ -162,24 +338,38 @@ class GroupCoordinatorAdapter:
         for record in records:
             by_partition[record.partition].append(record)
         now = self.state.clock()
-        try:
-            for partition, group in by_partition.items():
-                plog = self.state.topics.partition(OFFSETS_TOPIC, partition)
-                if plog is None:
-                    return ErrorCode.NOT_COORDINATOR
-                batch = build_batch(
-                    [ProducerRecord(r.key, r.value, timestamp_ms=now) for r in group]
-                )
-                plog.append([bytearray(batch)], now_ms=now, log_append_time=False)
-                for record in group:
-                    self.coordinator.replay(record.key, record.value, now)
-                if self.state.config.durability == "fsync":
+        for partition, group in by_partition.items():
+            error, plog = self._write(partition, group, now)
+            if error:
+                return error
+            if plog is not None and self.state.config.durability == "fsync":
+                try:
                     await self.state.committer.sync(plog)
-                self.state.notifier.notify((OFFSETS_TOPIC, partition))
+                except OSError as exc:
+                    log.error("syncing %s failed: %s", OFFSETS_TOPIC, exc)
+                    return ErrorCode.KAFKA_STORAGE_ERROR
+        return ErrorCode.NONE
+
+    def _write(self, partition: int, records: list[Record], now: int) -> tuple[int, Any]:
+        """Append ``records`` to one offsets partition as one batch and replay them.
+
+        Returns (error code, the partition's log); nothing is replayed on error.
+        """
+        plog = self.state.topics.partition(OFFSETS_TOPIC, partition)
+        if plog is None:
+            return ErrorCode.NOT_COORDINATOR, None
+        try:
+            batch = build_batch([ProducerRecord(r.key, r.value, timestamp_ms=now) for r in records])
+            plog.append([bytearray(batch)], now_ms=now, log_append_time=False)
         except OSError as exc:
             log.error("writing %s failed: %s", OFFSETS_TOPIC, exc)
-            return ErrorCode.KAFKA_STORAGE_ERROR
-        return ErrorCode.NONE
+            return ErrorCode.KAFKA_STORAGE_ERROR, None
+        self.appends += 1
+        apply = self.coordinator.apply
+        for record in records:
+            apply(record, now)
+        self.state.notifier.notify((OFFSETS_TOPIC, partition))
+        return ErrorCode.NONE, plog
 
     # ---------------------------------------------------------------- timers
 
@@ -188,14 +378,24 @@ class GroupCoordinatorAdapter:
             deadline = self.timer.next_deadline()
             self._timer_changed.clear()
             if deadline is None:
+                self._timer_wake_at = math.inf
                 await self._timer_changed.wait()
+                self._timer_wake_at = -math.inf
                 continue
             delay = (deadline - self.state.clock()) / 1000
             if delay > 0:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._timer_changed.wait(), delay)
+                self._timer_wake_at = deadline
+                # A plain loop timer setting the event: cheaper than wait_for's task and
+                # timeout exception, and session timers can come due a thousand times a second.
+                wake = asyncio.get_running_loop().call_later(delay, self._timer_changed.set)
+                try:
+                    await self._timer_changed.wait()
+                finally:
+                    wake.cancel()
+                self._timer_wake_at = -math.inf
                 continue
             async with self._lock:
+                self._flush()
                 now = self.state.clock()
                 while (expired := self.timer.pop_expired(now)) is not None:
                     try:

@@ -133,7 +133,7 @@ class GroupCoordinator:
         return bool(self._loading)
 
     def is_group_loading(self, group_id: str) -> bool:
-        return self.partition_for(group_id) in self._loading
+        return bool(self._loading) and self.partition_for(group_id) in self._loading
 
     def begin_loading(self, partitions: Iterable[int] | None = None) -> None:
         """Mark partitions (default: all) as loading; their groups answer COORDINATOR_LOAD_IN_PROGRESS."""
@@ -179,6 +179,18 @@ class GroupCoordinator:
                 log.debug("skipping __consumer_offsets record with key version %s", k.version)
         except gr.RecordFormatError as exc:
             log.warning("skipping malformed __consumer_offsets record: %s", exc)
+
+    def apply(self, record: Record, now_ms: int | None = None) -> None:
+        """``replay(record.key, record.value, now_ms)`` for a record this coordinator emitted.
+
+        Same effect; an offset commit it built skips decoding its own bytes.
+        """
+        commit = record.commit
+        if commit is None:
+            self.replay(record.key, record.value, now_ms)
+            return
+        group_id, topic, partition, om = commit
+        self.offset_manager.replay_commit(group_id, topic, partition, om, self._now_ms if now_ms is None else now_ms)
 
     def _replay_group(self, group_id: str, value: gr.GroupMetadataValue | None, now_ms: int) -> None:
         groups = self.group_manager

@@ -11,6 +11,15 @@ rebalance, and the group's disappearance) is written as records. Timers:
 ``heartbeat-<group>-<member>`` (session expiry, or a new member's join
 timeout), ``join-<group>`` (rebalance timeout / initial delay) and
 ``sync-<group>`` (members that never send SyncGroup).
+
+Initial delay: a group leaving Empty first waits a quarter of
+group.initial.rebalance.delay.ms; a wait during which a member joined (or was
+handed its member id), or at whose end a member handed an id has not rejoined
+yet, is followed by another full delay, never past the rebalance timeout.
+Kafka waits the full delay from the start.
+
+A heartbeat or commit that extends a session whose timer is already armed no
+later than the new end only notes the new end; the timer re-arms when it fires.
 """
 
 from __future__ import annotations
@@ -44,6 +53,16 @@ NOT_ENOUGH_REPLICAS = BY_NAME["NOT_ENOUGH_REPLICAS"].code
 NOT_ENOUGH_REPLICAS_AFTER_APPEND = BY_NAME["NOT_ENOUGH_REPLICAS_AFTER_APPEND"].code
 JOIN_GROUP_KEY = 11
 SYNC_GROUP_KEY = 14
+
+
+def initial_wait_ms(delay_ms: int) -> int:
+    """The first wait of a group leaving Empty: a quarter of group.initial.rebalance.delay.ms.
+
+    A lone consumer gets its assignment after this short wait; every member that
+    arrives during a wait (or is handed its member id, until it rejoins) extends
+    it by the full delay, so consumers started together still land in one generation.
+    """
+    return (delay_ms + 3) // 4
 
 
 def heartbeat_key(group_id: str, member_id: str) -> str:
@@ -167,6 +186,10 @@ class GroupManager:
         self._new_pending = new_pending
         self._new_member_id = new_member_id
         self.groups: dict[str, ClassicGroup] = {}
+        # Session timers by heartbeat key: when the armed timer fires, and the
+        # session's latest end if a heartbeat moved it since (see reschedule_heartbeat).
+        self._session_armed: dict[str, int] = {}
+        self._session_due: dict[str, int] = {}
 
     def partition_for(self, group_id: str) -> int:
         return rec.partition_for(group_id, self.config.offsets_topic_num_partitions)
@@ -188,7 +211,7 @@ class GroupManager:
         if group is None:
             return
         for member_id in list(group.members) + list(group.pending_join_members):
-            self.timer.cancel(heartbeat_key(group_id, member_id))
+            self._cancel_heartbeat(group_id, member_id)
         self.timer.cancel(join_key(group_id))
         self.timer.cancel(sync_key(group_id))
         if group.state is not GroupState.DEAD:
@@ -221,7 +244,7 @@ class GroupManager:
 
         if not self._accept_joining_member(group, member_id):
             group.remove(member_id)
-            self.timer.cancel(heartbeat_key(group_id, member_id))
+            self._cancel_heartbeat(group_id, member_id)
             response: Struct | None = join_response(version, error=ErrorCode.GROUP_MAX_SIZE_REACHED)
         elif is_unknown:
             response = self._join_new_member(ctx, req, group, protocols, rebalance_timeout, own, fx, now_ms)
@@ -279,6 +302,8 @@ class GroupManager:
         if version >= 4:
             # KIP-394: hand out the id and wait for the member to come back with it.
             group.add_pending_member(new_id)
+            if group.state is GroupState.PREPARING_REBALANCE and group.previous_state is GroupState.EMPTY:
+                group.new_member_added = True  # it rejoins within a round trip: keep waiting for it
             self._schedule_heartbeat_expiry(group.group_id, new_id, req.session_timeout_ms)
             log.info("group %s: new member gets id %s and must rejoin with it", group.group_id, new_id)
             return join_response(version, error=ErrorCode.MEMBER_ID_REQUIRED, member_id=new_id)
@@ -465,7 +490,7 @@ class GroupManager:
         old, new = group.replace_static_member(instance_id, old_member_id, new_member_id)
         # Fence whoever still waits under the old member id.
         self._fence_replaced_member(old, fx)
-        self.timer.cancel(heartbeat_key(group.group_id, old_member_id))
+        self._cancel_heartbeat(group.group_id, old_member_id)
         self._schedule_heartbeat_expiry(group.group_id, new_member_id, new.session_timeout_ms)
 
         old_protocols = list(new.protocols)
@@ -496,7 +521,7 @@ class GroupManager:
                         group.update_member(new, old_protocols, old_rebalance_timeout, old_session_timeout)
                         new.join_pending = None
                         _, back = group.replace_static_member(instance_id, new_member_id, old_member_id)
-                        self.timer.cancel(heartbeat_key(group.group_id, new_member_id))
+                        self._cancel_heartbeat(group.group_id, new_member_id)
                         self._schedule_heartbeat_expiry(group.group_id, old_member_id, back.session_timeout_ms)
                         out.complete(
                             own,
@@ -588,9 +613,10 @@ class GroupManager:
         self._remove_sync_expiration(group)
         initial = group.state is GroupState.EMPTY
         if initial:
-            delay = self.config.group_initial_rebalance_delay_ms
-            remaining = max(group.rebalance_timeout_ms() - delay, 0)
-            self._schedule_initial_rebalance(group.group_id, delay, remaining)
+            first = initial_wait_ms(self.config.group_initial_rebalance_delay_ms)
+            group.new_member_added = False
+            bound = now_ms + max(group.rebalance_timeout_ms(), first)
+            self._schedule_initial_rebalance(group.group_id, first, bound)
         group.transition_to(GroupState.PREPARING_REBALANCE, now_ms)
         log.info(
             "group %s: preparing to rebalance (old generation %s; reason: %s)",
@@ -608,11 +634,11 @@ class GroupManager:
     def _schedule_join_completion(self, group_id: str, delay_ms: int) -> None:
         self.timer.schedule(join_key(group_id), delay_ms, lambda now: self._on_join_timeout(group_id, now))
 
-    def _schedule_initial_rebalance(self, group_id: str, delay_ms: int, remaining_ms: int) -> None:
+    def _schedule_initial_rebalance(self, group_id: str, delay_ms: int, bound_ms: int) -> None:
         self.timer.schedule(
             join_key(group_id),
             delay_ms,
-            lambda now: self._on_initial_delay(group_id, delay_ms, remaining_ms, now),
+            lambda now: self._on_initial_delay(group_id, bound_ms, now),
         )
 
     def _on_join_timeout(self, group_id: str, now_ms: int) -> CoordinatorResult:
@@ -622,17 +648,18 @@ class GroupManager:
             self._complete_join(group, fx, now_ms)
         return fx.result()
 
-    def _on_initial_delay(self, group_id: str, delay_ms: int, remaining_ms: int, now_ms: int) -> CoordinatorResult:
+    def _on_initial_delay(self, group_id: str, bound_ms: int, now_ms: int) -> CoordinatorResult:
         fx = Effects()
         group = self.groups.get(group_id)
         if group is None:
             return fx.result()
-        if group.new_member_added and remaining_ms != 0:
-            # Members are still arriving: wait another delay, within the rebalance timeout.
+        delay = self.config.group_initial_rebalance_delay_ms
+        arriving = group.new_member_added or bool(group.pending_join_members)
+        if arriving and delay > 0 and now_ms < bound_ms:
+            # Members are still arriving (joined during the wait, or were handed a member id
+            # and have not rejoined yet): wait another full delay, within the rebalance timeout.
             group.new_member_added = False
-            new_delay = min(self.config.group_initial_rebalance_delay_ms, remaining_ms)
-            new_remaining = max(remaining_ms - delay_ms, 0)
-            self._schedule_initial_rebalance(group_id, new_delay, new_remaining)
+            self._schedule_initial_rebalance(group_id, min(delay, bound_ms - now_ms), bound_ms)
         else:
             self._complete_join(group, fx, now_ms)
         return fx.result()
@@ -755,21 +782,52 @@ class GroupManager:
             member.sync_pending = None
             fx.complete(p, SyncGroupResponse(error_code=ErrorCode.UNKNOWN_MEMBER_ID))
         group.remove(member.member_id)
-        self.timer.cancel(heartbeat_key(group.group_id, member.member_id))
+        self._cancel_heartbeat(group.group_id, member.member_id)
 
     # ---------------------------------------------------------------- heartbeats / sessions
 
-    def _schedule_heartbeat_expiry(self, group_id: str, member_id: str, timeout_ms: int) -> None:
-        self.timer.schedule(
-            heartbeat_key(group_id, member_id),
-            timeout_ms,
-            lambda now: self._on_heartbeat_expired(group_id, member_id, now),
-        )
+    def _schedule_heartbeat_expiry(
+        self, group_id: str, member_id: str, timeout_ms: int, now_ms: int | None = None
+    ) -> None:
+        key = heartbeat_key(group_id, member_id)
+        self._session_due.pop(key, None)
+        if now_ms is None:
+            self._session_armed.pop(key, None)
+        else:
+            self._session_armed[key] = now_ms + timeout_ms
+        self.timer.schedule(key, timeout_ms, lambda now: self._on_heartbeat_expired(group_id, member_id, now))
 
-    def reschedule_heartbeat(self, group: ClassicGroup, member: Member) -> None:
-        self._schedule_heartbeat_expiry(group.group_id, member.member_id, member.session_timeout_ms)
+    def _cancel_heartbeat(self, group_id: str, member_id: str) -> None:
+        key = heartbeat_key(group_id, member_id)
+        self._session_armed.pop(key, None)
+        self._session_due.pop(key, None)
+        self.timer.cancel(key)
+
+    def reschedule_heartbeat(self, group: ClassicGroup, member: Member, now_ms: int | None = None) -> None:
+        """Push the member's session end to ``now_ms`` + its session timeout.
+
+        With ``now_ms``, a timer already armed no later than the new end is left
+        alone and only the new end is noted; when it fires it re-arms for the rest.
+        Heartbeats and commits arrive far more often than sessions end, so this
+        saves a timer reschedule on nearly every one of them.
+        """
+        if now_ms is not None:
+            key = heartbeat_key(group.group_id, member.member_id)
+            armed = self._session_armed.get(key)
+            due = now_ms + member.session_timeout_ms
+            if armed is not None and armed <= due and self.timer.is_scheduled(key):
+                self._session_due[key] = due
+                return
+        self._schedule_heartbeat_expiry(group.group_id, member.member_id, member.session_timeout_ms, now_ms)
 
     def _on_heartbeat_expired(self, group_id: str, member_id: str, now_ms: int) -> CoordinatorResult:
+        key = heartbeat_key(group_id, member_id)
+        self._session_armed.pop(key, None)
+        due = self._session_due.pop(key, None)
+        if due is not None and due > now_ms:
+            # The session was extended after this timer was armed: wait for its real end.
+            self._schedule_heartbeat_expiry(group_id, member_id, due - now_ms, now_ms)
+            return CoordinatorResult()
         fx = Effects()
         group = self.groups.get(group_id)
         if group is None or group.state is GroupState.DEAD:
@@ -936,7 +994,7 @@ class GroupManager:
             error = ErrorCode.UNKNOWN_MEMBER_ID
         else:
             # CompletingRebalance too: members heartbeat between JoinGroup and SyncGroup.
-            self.reschedule_heartbeat(group, member)
+            self.reschedule_heartbeat(group, member, now_ms)
             if group.state is GroupState.PREPARING_REBALANCE:
                 error = ErrorCode.REBALANCE_IN_PROGRESS
         return CoordinatorResult(response=HeartbeatResponse(error_code=error))
@@ -983,7 +1041,7 @@ class GroupManager:
                     removed.append(target)
             elif group.is_pending_member(ident.member_id):
                 group.remove(ident.member_id)
-                self.timer.cancel(heartbeat_key(group.group_id, ident.member_id))
+                self._cancel_heartbeat(group.group_id, ident.member_id)
                 log.info("group %s: pending member %s left (reason: %s)", group.group_id, ident.member_id, reason)
                 removed.append(ident.member_id)
             else:

@@ -11,7 +11,6 @@ retention never expires them.
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from collections.abc import Callable
 
 from ..protocol.apis.offset_commit import (
@@ -68,6 +67,8 @@ def append_error_for_commit(error: int) -> int:
 
 def _java_length(text: str) -> int:
     """String.length(): UTF-16 code units, what offset.metadata.max.bytes is checked against."""
+    if text.isascii():
+        return len(text)
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
@@ -85,8 +86,9 @@ class OffsetManager:
         self.partition_exists: PartitionExists = partition_exists or _all_exist
         # group -> topic -> partition -> committed offset (insertion ordered).
         self.offsets: dict[str, dict[str, dict[int, OffsetAndMetadata]]] = {}
-        # group -> (topic, partition) -> commits emitted but not yet replayed or failed.
-        self.pending: dict[str, Counter[TopicPartition]] = {}
+        # group -> (topic, partition) -> how many commits of it are emitted but not yet
+        # replayed or failed (plain dicts: this runs on every commit).
+        self.pending: dict[str, dict[TopicPartition, int]] = {}
 
     # ================================================================ replay
 
@@ -119,16 +121,18 @@ class OffsetManager:
 
     def _is_pending(self, group_id: str, topic: str, partition: int) -> bool:
         pending = self.pending.get(group_id)
-        return pending is not None and pending[(topic, partition)] > 0
+        return pending is not None and pending.get((topic, partition), 0) > 0
 
     def _release_pending(self, group_id: str, tps: list[TopicPartition]) -> None:
         pending = self.pending.get(group_id)
         if pending is None:
             return
-        pending.subtract(tps)
         for tp in tps:
-            if pending[tp] <= 0:
-                del pending[tp]
+            left = pending.get(tp, 0) - 1
+            if left > 0:
+                pending[tp] = left
+            else:
+                pending.pop(tp, None)
         if not pending:
             del self.pending[group_id]
 
@@ -146,46 +150,55 @@ class OffsetManager:
         assert group is not None
         if group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE) and member_id in group.members:
             # A classic member's commit keeps its session alive.
-            self.groups.reschedule_heartbeat(group, group.member(member_id))
+            self.groups.reschedule_heartbeat(group, group.member(member_id), now_ms)
 
         expire_ms = -1
         if 2 <= version <= 4 and req.retention_time_ms != -1:
             expire_ms = now_ms + req.retention_time_ms
         partition = self.groups.partition_for(group_id)
+        exists = self.partition_exists
+        max_metadata = self.config.offset_metadata_max_bytes
         response = OffsetCommitResponse()
         records = []
         written: list[TopicPartition] = []
         for topic in req.topics:
-            t = OffsetCommitResponseTopic(name=topic.name)
-            response.topics.append(t)
+            name = topic.name
+            answers = []
             for p in topic.partitions:
+                index = p.partition_index
                 code = ErrorCode.NONE
-                if not self.partition_exists(topic.name, p.partition_index):
+                metadata = p.committed_metadata
+                if not exists(name, index):
                     code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                elif p.committed_metadata is not None and _java_length(p.committed_metadata) > self.config.offset_metadata_max_bytes:
+                elif metadata and _java_length(metadata) > max_metadata:
                     code = ErrorCode.OFFSET_METADATA_TOO_LARGE
                 else:
                     om = OffsetAndMetadata(
-                        offset=p.committed_offset,
-                        leader_epoch=p.committed_leader_epoch if version >= 6 else -1,
-                        metadata=p.committed_metadata or "",
-                        commit_timestamp_ms=p.commit_timestamp if version == 1 and p.commit_timestamp != -1 else now_ms,
-                        expire_timestamp_ms=expire_ms,
+                        p.committed_offset,
+                        p.committed_leader_epoch if version >= 6 else -1,
+                        metadata or "",
+                        p.commit_timestamp if version == 1 and p.commit_timestamp != -1 else now_ms,
+                        expire_ms,
                     )
-                    records.append(rec.offset_commit_record(partition, group_id, topic.name, p.partition_index, om))
-                    written.append((topic.name, p.partition_index))
-                t.partitions.append(OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code))
+                    records.append(rec.offset_commit_record(partition, group_id, name, index, om))
+                    written.append((name, index))
+                answers.append(OffsetCommitResponsePartition(partition_index=index, error_code=code))
+            response.topics.append(OffsetCommitResponseTopic(name=name, partitions=answers))
         if not records:
             return CoordinatorResult(response=response)
 
-        self.pending.setdefault(group_id, Counter()).update(written)
+        pending = self.pending.get(group_id)
+        if pending is None:
+            pending = self.pending[group_id] = {}
+        for tp in written:
+            pending[tp] = pending.get(tp, 0) + 1
         own = self._new_pending(OFFSET_COMMIT_KEY, version)
-        written_set = set(written)
 
         def after_append(error: int, now: int) -> CoordinatorResult:
             self._release_pending(group_id, written)
             if error:
                 mapped = append_error_for_commit(error)
+                written_set = set(written)
                 for t in response.topics:
                     for rp in t.partitions:
                         if (t.name, rp.partition_index) in written_set:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ..protocol import group_records as gr
@@ -24,6 +25,8 @@ def java_string_hash(text: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
+# Called for every group request; the hash walks the id in Python, so remember it.
+@functools.lru_cache(maxsize=1 << 16)
 def partition_for(group_id: str, num_partitions: int) -> int:
     """Kafka's ``Utils.abs(groupId.hashCode()) % groupMetadataTopicPartitionCount``."""
     h = java_string_hash(group_id)
@@ -63,11 +66,12 @@ class OffsetAndMetadata:
 
 
 def offset_commit_record(partition: int, group_id: str, topic: str, index: int, om: OffsetAndMetadata) -> Record:
-    return Record(
-        partition,
-        gr.offset_commit_key(group_id, topic, index),
-        gr.encode_offset_commit_value(om.to_value()),
-    )
+    expire = om.expire_timestamp_ms
+    value = gr.offset_commit_value_bytes(om.offset, om.leader_epoch, om.metadata, om.commit_timestamp_ms, expire)
+    # The value version written with an explicit expiry (v1) has no leader epoch:
+    # replaying the record must give what decoding its bytes would.
+    replayed = om if expire == -1 or om.leader_epoch == -1 else replace(om, leader_epoch=-1)
+    return Record(partition, gr.offset_commit_key(group_id, topic, index), value, (group_id, topic, index, replayed))
 
 
 def offset_tombstone(partition: int, group_id: str, topic: str, index: int) -> Record:

@@ -39,8 +39,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..protocol.schema import Struct
+
+if TYPE_CHECKING:
+    from .records import OffsetAndMetadata
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +86,10 @@ class Record:
     partition: int
     key: bytes
     value: bytes | None
+    # For an offset commit the coordinator built: (group, topic, partition, what
+    # replaying the value yields), so ``GroupCoordinator.apply`` need not decode
+    # the bytes just encoded. Not part of the record's identity.
+    commit: tuple[str, str, int, OffsetAndMetadata] | None = field(default=None, compare=False, repr=False)
 
 
 AfterAppend = Callable[[int, int], "CoordinatorResult"]

@@ -66,6 +66,11 @@ class ManualTimer:
         seq = next(self._seq)
         self._entries[key] = (deadline, seq, callback)
         heapq.heappush(self._heap, (deadline, seq, key))
+        if len(self._heap) > 2 * len(self._entries) + 1024:
+            # Rescheduling (every heartbeat) leaves stale entries behind: rebuild now
+            # and then so the heap stays proportional to the live timers.
+            self._heap = [(d, s, k) for k, (d, s, _cb) in self._entries.items()]
+            heapq.heapify(self._heap)
 
     def cancel(self, key: str) -> None:
         self._entries.pop(key, None)

@@ -23,6 +23,7 @@ from slipstream.coordinator import (
     Record,
     RequestContext,
 )
+from slipstream.coordinator.group_manager import initial_wait_ms
 from slipstream.protocol import consumer_protocol as cp
 from slipstream.protocol.apis.delete_groups import DeleteGroupsRequest
 from slipstream.protocol.apis.describe_groups import DescribeGroupsRequest
@@ -147,8 +148,13 @@ class GroupContext:
         return [f.key for f in fired]
 
     def advance_until_done(self, *calls: Call, step: int | None = None, limit_ms: int = 600_000) -> int:
-        """Advance in steps (default: the initial rebalance delay) until every call is answered."""
-        step = step or max(1, self.config.group_initial_rebalance_delay_ms)
+        """Advance in steps until every call is answered.
+
+        The default step is the first wait of a group leaving Empty (a quarter of the
+        initial rebalance delay), so with the default delay the clock stops exactly
+        where the join phase completes.
+        """
+        step = step or max(1, initial_wait_ms(self.config.group_initial_rebalance_delay_ms))
         waited = 0
         while not all(c.done for c in calls):
             assert waited < limit_ms, "calls still parked"

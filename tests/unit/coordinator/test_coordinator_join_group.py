@@ -21,9 +21,11 @@ def test_v4_joiner_without_id_gets_member_id_required_then_joins(ctx: GroupConte
     assert group is not None and group.is_pending_member(member_id) and group.state is S.EMPTY
 
     second = ctx.join("g", member_id)
-    assert not second.done  # parked: the initial rebalance waits group.initial.rebalance.delay.ms
+    # Parked: the group left Empty, so the first wait (a quarter of
+    # group.initial.rebalance.delay.ms, 25 of 100 ms) runs before the first generation.
+    assert not second.done
     assert ctx.state("g") is S.PREPARING_REBALANCE
-    ctx.advance(99)
+    ctx.advance(24)
     assert not second.done
     ctx.advance(1)
     r = second.response
@@ -149,30 +151,86 @@ def test_no_member_rejoined_postpones_completion(ctx: GroupContext) -> None:
 
 def test_initial_delay_is_extended_while_members_keep_arriving() -> None:
     ctx = GroupContext(CoordinatorConfig(group_initial_rebalance_delay_ms=100, offsets_topic_num_partitions=4))
-    first = ctx.join_new("g", rebalance_ms=1_000)
-    ctx.advance(50)
-    second = ctx.join_new("g", rebalance_ms=1_000)
-    ctx.advance(50)  # t=100: a member arrived during the delay -> wait another 100
+    first = ctx.join_new("g", rebalance_ms=1_000)  # t=0: first wait 25 ms
+    ctx.advance(20)
+    second = ctx.join_new("g", rebalance_ms=1_000)  # t=20
+    ctx.advance(5)  # t=25: a member arrived during the wait -> wait another full 100
     assert not first.done
     ctx.advance(99)
     assert not first.done
-    ctx.advance(1)  # t=200: nobody new -> complete
+    ctx.advance(1)  # t=125: nobody new -> complete
     assert first.response.generation_id == second.response.generation_id == 1
     assert len(first.response.members) == 2
+
+
+def test_a_lone_member_waits_only_the_first_quarter_of_the_delay() -> None:
+    ctx = GroupContext(CoordinatorConfig(group_initial_rebalance_delay_ms=100, offsets_topic_num_partitions=4))
+    call = ctx.join_new("g", rebalance_ms=1_000)
+    ctx.advance(24)
+    assert not call.done
+    ctx.advance(1)
+    assert call.response.generation_id == 1 and len(call.response.members) == 1
+
+
+def test_a_member_id_handed_out_during_the_wait_extends_it() -> None:
+    ctx = GroupContext(CoordinatorConfig(group_initial_rebalance_delay_ms=100, offsets_topic_num_partitions=4))
+    first = ctx.join_new("g", rebalance_ms=1_000)  # t=0
+    ctx.advance(10)
+    probe = ctx.join("g", rebalance_ms=1_000)  # t=10: MEMBER_ID_REQUIRED, not a member yet
+    assert probe.error == ErrorCode.MEMBER_ID_REQUIRED
+    ctx.advance(15)  # t=25: the wait is extended for it
+    assert not first.done
+    ctx.advance(30)
+    second = ctx.join("g", probe.response.member_id, rebalance_ms=1_000)  # t=55: it comes back
+    ctx.advance(69)  # t=124: the extension still runs
+    assert not first.done and not second.done
+    ctx.advance(1)  # t=125: a member was added during the extension -> one more delay
+    assert not first.done
+    ctx.advance(100)  # t=225
+    assert first.response.generation_id == second.response.generation_id == 1
+    assert len(first.response.members) == 2
+
+
+def test_a_member_id_handed_out_keeps_the_wait_going_until_the_rebalance_timeout() -> None:
+    ctx = GroupContext(CoordinatorConfig(group_initial_rebalance_delay_ms=100, offsets_topic_num_partitions=4))
+    first = ctx.join_new("g", rebalance_ms=1_000)
+    ctx.advance(10)
+    probe = ctx.join("g", rebalance_ms=1_000)  # handed an id at t=10, never comes back
+    assert probe.error == ErrorCode.MEMBER_ID_REQUIRED
+    ctx.advance(989)  # t=999: still expected, so the waits go on
+    assert not first.done
+    ctx.advance(1)  # t=1000: the rebalance timeout bounds them
+    assert first.response.generation_id == 1 and len(first.response.members) == 1
+
+
+def test_members_handed_ids_before_the_group_left_empty_are_waited_for() -> None:
+    ctx = GroupContext(CoordinatorConfig(group_initial_rebalance_delay_ms=100, offsets_topic_num_partitions=4))
+    # Five members send their first JoinGroup together; all are handed ids while Empty.
+    ids = [ctx.join("g", rebalance_ms=1_000).response.member_id for _ in range(5)]
+    first = ctx.join("g", ids[0], rebalance_ms=1_000)  # t=0: leaves Empty, first wait 25 ms
+    ctx.advance(40)  # the others are slow to come back
+    assert not first.done
+    rest = [ctx.join("g", member_id, rebalance_ms=1_000) for member_id in ids[1:]]  # t=40
+    ctx.advance(85)  # t=125: the extension that started at t=25 ends; they all joined during it
+    assert not first.done
+    ctx.advance(100)  # t=225: a quiet full delay -> complete
+    assert {c.response.generation_id for c in [first, *rest]} == {1}
+    assert len(first.response.members) == 5
 
 
 def test_initial_delay_extension_is_bounded_by_the_rebalance_timeout() -> None:
     ctx = GroupContext(CoordinatorConfig(group_initial_rebalance_delay_ms=100, offsets_topic_num_partitions=4))
     calls = [ctx.join_new("g", rebalance_ms=300)]
-    for _ in range(20):  # a new member every 50 ms, forever
-        ctx.advance(50)
+    for _ in range(40):  # a new member every 20 ms, forever
+        ctx.advance(20)
         if calls[0].done:
             break
         calls.append(ctx.join_new("g", rebalance_ms=300))
     assert calls[0].done
-    # delay 100 + two extensions of 100 (remaining 200, 100, 0) -> done at t=300
+    # waits of 25, 100, 100, then the last 75 up to the rebalance timeout -> done at t=300
+    assert ctx.now == 1_000_300
     assert ctx.coordinator.group("g").generation_id == 1  # type: ignore[union-attr]
-    assert len(calls) == 6
+    assert len(calls) == 15
 
 
 def test_zero_initial_delay_completes_on_the_next_timer_tick() -> None:
@@ -181,6 +239,21 @@ def test_zero_initial_delay_completes_on_the_next_timer_tick() -> None:
     assert not call.done
     assert ctx.advance(0) == ["join-g"]
     assert call.response.generation_id == 1
+
+
+def test_zero_initial_delay_is_not_extended_by_arrivals() -> None:
+    ctx = GroupContext(CoordinatorConfig(group_initial_rebalance_delay_ms=0, offsets_topic_num_partitions=4))
+    call = ctx.join_new("g")
+    assert ctx.join("g").error == ErrorCode.MEMBER_ID_REQUIRED  # would extend a nonzero delay
+    assert ctx.advance(0) == ["join-g"]
+    assert call.response.generation_id == 1
+
+
+@pytest.mark.parametrize(("delay", "first"), [(0, 0), (1, 1), (3, 1), (4, 1), (5, 2), (100, 25), (3000, 750)])
+def test_initial_wait_is_a_quarter_of_the_delay_rounded_up(delay: int, first: int) -> None:
+    from slipstream.coordinator.group_manager import initial_wait_ms
+
+    assert initial_wait_ms(delay) == first
 
 
 PROTOCOL_VOTES = [
