@@ -27,6 +27,16 @@ for buffered data and drain at most ``max_poll_records``. Positions advance as
 records are handed to the application, so ``commit_sync()`` with no argument
 commits "everything poll returned".
 
+Read-ahead: after a poll returns, the network thread drains the next poll's
+records (decoded, at most ``max_poll_records``) while the application works,
+and the next poll takes them without a round trip through the network loop --
+only while no group is involved or the membership is stable (no rebalance in
+progress, no error, no auto-commit due); otherwise poll goes through the loop
+as described above. Whatever was read ahead is given back to the fetcher
+(positions move back to it) before any other operation runs on the loop -- a
+commit, seek, pause, position, a revocation -- so read-ahead records are never
+counted as consumed, paused partitions keep theirs, and a seek drops them.
+
 Auto-commit before a rebalance (``on_join_prepare``) first waits until the
 application is back inside the consumer (a barrier event), so it never commits
 records the application is still processing.
@@ -54,10 +64,11 @@ import re
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, fields
-from typing import Any, TypeVar
+from dataclasses import fields
+from typing import Any, TypeVar, cast
 
 from ..protocol.errors import KafkaError
+from ..protocol.records import MessageFields
 from .assignors import TopicPartition
 from .cluster import Cluster
 from .connection import ConnectionClosed
@@ -90,19 +101,45 @@ class ConcurrentModificationError(RuntimeError):
     """The consumer was used from two threads at once (it is not thread-safe)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Message:
-    """One consumed record."""
+class Message(MessageFields):
+    """One consumed record: ``topic``, ``partition``, ``offset``, ``key``, ``value``,
+    ``timestamp``, ``headers``, ``timestamp_type``, ``leader_epoch``.
 
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    timestamp: int
-    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
-    timestamp_type: int = 0
-    leader_epoch: int = -1
+    An immutable named tuple (fields in that order; ``_replace`` makes a changed
+    copy). The fetcher decodes records straight into this type, one object per
+    record: a frozen dataclass cost more per record than decoding it. ``headers``
+    is a list of (key, value); for records without headers it is one shared,
+    read-only empty list (equal to ``[]``; copy it with ``list()`` to add to it).
+    """
+
+    __slots__ = ()
+
+    def __new__(
+        cls,
+        topic: str,
+        partition: int,
+        offset: int,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp: int,
+        headers: list[tuple[str, bytes | None]] | None = None,
+        timestamp_type: int = 0,
+        leader_epoch: int = -1,
+    ) -> Message:
+        return tuple.__new__(
+            cls,
+            (
+                topic,
+                partition,
+                offset,
+                key,
+                value,
+                timestamp,
+                [] if headers is None else headers,
+                timestamp_type,
+                leader_epoch,
+            ),
+        )
 
 
 class ConsumerRebalanceListener:
@@ -151,6 +188,9 @@ class _Hooks(RebalanceListener):
         self.core = core
 
     async def on_join_prepare(self, generation: Generation | None) -> None:
+        # Until the new assignment is in place the thread facade returns nothing
+        # from its read-ahead without asking this loop (see Consumer.poll).
+        self.core.rebalancing = True
         if self.core.config.enable_auto_commit and generation is not None:
             # Barrier: wait until the application is back in the consumer (it has
             # handled what the last poll returned), then commit those positions.
@@ -158,10 +198,12 @@ class _Hooks(RebalanceListener):
             await self.core.commit_quietly(generation, "before rejoining")
 
     async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
+        self.core.rebalancing = True
         await self.core.user_hook("on_partitions_revoked", revoked)
         self.core.remove(revoked)
 
     async def on_partitions_lost(self, lost: list[TopicPartition]) -> None:
+        self.core.rebalancing = True
         await self.core.user_hook("on_partitions_lost", lost)
         self.core.remove(lost)
 
@@ -178,6 +220,7 @@ class _Hooks(RebalanceListener):
                 raise
             core.fetcher.add({tp: (om.offset if om else None) for tp, om in committed.items()})
         await core.user_hook("on_partitions_assigned", assigned)
+        core.rebalancing = False
 
 
 class ConsumerCore:
@@ -206,7 +249,7 @@ class ConsumerCore:
             client_id=config.client_id,
             request_timeout_s=config.request_timeout_ms / 1000.0,
         )
-        self.fetcher = Fetcher(self.cluster, config)
+        self.fetcher = Fetcher(self.cluster, config, message_type=Message)
         self.locator: CoordinatorLocator | None = None
         self.membership: GroupMembership | None = None
         self.offsets: GroupOffsets | None = None
@@ -223,6 +266,8 @@ class ConsumerCore:
         self.on_removed: Callable[[list[TopicPartition]], None] | None = None
         """Called after partitions are revoked or lost (a facade drops what it holds of them)."""
         self.commit_tasks: set[asyncio.Task[None]] = set()
+        self.rebalancing = False
+        """Between ``on_join_prepare`` (or a revocation) and the end of ``on_partitions_assigned``."""
         self.watchdog = asyncio.get_running_loop().create_task(self._poll_watchdog())
         self.closed = False
 
@@ -418,31 +463,22 @@ class ConsumerCore:
                     await m.ensure_active(max(0.0, deadline - loop.time()))
             else:
                 m.start()
+        fetcher = self.fetcher
+        waited = False
         while True:
-            remaining = max(0.0, deadline - loop.time())
-            if not await self.fetcher.wait_for_data(remaining):
+            # The fetcher decodes straight into Message (its message_type): no re-wrapping.
+            drained = fetcher.drain_records(max_records)
+            if drained:
+                return cast(list[Message], drained)
+            remaining = deadline - loop.time()
+            if remaining <= 0:
                 return []
-            drained = self.fetcher.drain(max_records)
-            if drained or loop.time() >= deadline:
-                break
-            await asyncio.sleep(0.001)
-        out: list[Message] = []
-        for (topic, partition), records in drained.items():
-            for r in records:
-                out.append(
-                    Message(
-                        topic,
-                        partition,
-                        r.offset,
-                        r.key,
-                        r.value,
-                        r.timestamp,
-                        r.headers,
-                        r.timestamp_type,
-                        r.leader_epoch,
-                    )
-                )
-        return out
+            if waited:
+                # Data was announced but none was deliverable (only control batches, say).
+                await asyncio.sleep(0.001)
+            if not await fetcher.wait_for_data(max(0.0, deadline - loop.time())):
+                return []
+            waited = True
 
     async def commit(
         self, offsets: Mapping[TopicPartition, int] | None, timeout_s: float
@@ -504,6 +540,10 @@ class _Wake:
     pass
 
 
+# How long poll waits for a read-ahead in progress before asking the network loop.
+_READ_AHEAD_WAIT_S = 0.05
+
+
 _WAKE = _Wake()
 
 
@@ -530,6 +570,14 @@ class Consumer:
         self._events: queue.SimpleQueue[Callable[[], Any] | _Wake] = queue.SimpleQueue()
         self._commit_callbacks: collections.deque[Callable[[], None]] = collections.deque()
         self._listener_error: BaseException | None = None
+        # Read-ahead: the next poll's records, drained on the network thread after each
+        # poll so the next poll can take them without a round trip (see poll()).
+        self._ready: list[Message] = []
+        self._ready_lock = threading.Lock()
+        self._refill_pending = False
+        self._refilled = threading.Event()
+        """Set when no read-ahead is being made (the last refill finished)."""
+        self._refilled.set()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever,
@@ -544,7 +592,96 @@ class Consumer:
             raise
 
     async def _setup(self) -> ConsumerCore:
-        return ConsumerCore(self.config, self._invoke)
+        core = ConsumerCore(self.config, self._invoke)
+        core.consumed_positions = self._consumed_positions
+        core.on_removed = self._on_removed
+        return core
+
+    # ------------------------------------------------------------ read-ahead
+
+    def _read_ahead_ok(self, core: ConsumerCore) -> bool:
+        """Whether records may be read ahead / handed out without the network loop's
+        poll logic: always without a group; with one only while the membership is
+        stable (no rebalance, error or left group: those go through ``core.poll``)."""
+        if not core.subscribed and core.pattern is None:
+            return True
+        m = core.membership
+        return not (
+            m is None
+            or core.rebalancing
+            or core.left_for_poll_timeout
+            or m.error is not None
+            or m.generation is None
+            or m.rejoin_needed
+        )
+
+    def _take_ready(self, core: ConsumerCore) -> list[Message] | None:
+        """On the application thread: the read-ahead, if it may be handed out now."""
+        if not self._ready or not self._read_ahead_ok(core):
+            return None
+        if (
+            self.config.enable_auto_commit
+            and core.subscribed
+            and time.monotonic() >= core.next_auto_commit
+        ):
+            return None  # the auto-commit is due: core.poll does it
+        with self._ready_lock:
+            msgs, self._ready = self._ready, []
+        return msgs or None
+
+    def _schedule_refill(self) -> None:
+        if not self._refill_pending:
+            self._refill_pending = True
+            self._refilled.clear()
+            self._loop.call_soon_threadsafe(self._refill)
+
+    def _refill(self) -> None:
+        """On the network loop: drain the next poll's records while the application works."""
+        try:
+            core = self._core
+            if core.closed or self._ready or not self._read_ahead_ok(core):
+                return
+            fetcher = core.fetcher
+            if fetcher.has_error():
+                return  # errors are raised by the next poll's own drain
+            drained = fetcher.drain_records(self.config.max_poll_records)
+            # Not pending any more before publishing: a poll that takes these schedules
+            # the next read-ahead.
+            self._refill_pending = False
+            if drained:
+                with self._ready_lock:
+                    self._ready = cast(list[Message], drained)
+        finally:
+            self._refill_pending = False
+            self._refilled.set()
+
+    def _unread(self) -> None:
+        """On the network loop: give the read-ahead back to the fetcher (positions move
+        back to it), so nothing else ever sees a read-ahead record as consumed."""
+        with self._ready_lock:
+            ready, self._ready = self._ready, []
+        if ready:
+            self._core.fetcher.unread(ready)
+
+    def _consumed_positions(self) -> dict[TopicPartition, int]:
+        self._unread()
+        return self._core.fetcher.positions()
+
+    def _on_removed(self, _partitions: list[TopicPartition]) -> None:
+        self._unread()  # records of removed partitions are dropped
+
+    async def _unread_then(self, coro: Coroutine[Any, Any, T]) -> T:
+        self._unread()
+        return await coro
+
+    async def _poll_on_loop(self, core: ConsumerCore, timeout_s: float) -> list[Message]:
+        msgs = await core.poll(timeout_s, self.config.max_poll_records)
+        if msgs and not self._refill_pending:
+            # After the result is handed over: read the next poll's records ahead.
+            self._refill_pending = True
+            self._refilled.clear()
+            asyncio.get_running_loop().call_soon(self._refill)
+        return msgs
 
     async def _invoke(self, fn: Callable[[], Any], wait: bool) -> None:
         """On the network loop: run ``fn`` on the application thread (and wait for it)."""
@@ -596,8 +733,12 @@ class Consumer:
         return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
     def _call(self, coro: Coroutine[Any, Any, T], timeout_s: float | None = None) -> T:
-        """Run ``coro`` on the network loop; run listener callbacks while waiting."""
-        fut = self._submit(coro)
+        """Run ``coro`` on the network loop; run listener callbacks while waiting.
+
+        The read-ahead is given back to the fetcher first: every operation then sees
+        exactly the positions of what poll returned.
+        """
+        fut = self._submit(self._unread_then(coro))
         fut.add_done_callback(lambda _f: self._events.put(_WAKE))
         deadline = None if timeout_s is None else time.monotonic() + timeout_s + 5.0
         while not fut.done():
@@ -740,7 +881,17 @@ class Consumer:
             core.in_poll = True
             try:
                 self._run_pending(commit_callbacks=True)
-                msgs = self._call(core.poll(timeout_s, self.config.max_poll_records), timeout_s)
+                msgs = self._take_ready(core)
+                if msgs is None and self._refill_pending and timeout_s > 0:
+                    # A read-ahead is being made (about one poll's decoding): waiting
+                    # for it is cheaper than a round trip through the network loop.
+                    self._refilled.wait(min(timeout_s, _READ_AHEAD_WAIT_S))
+                    msgs = self._take_ready(core)
+                if msgs is not None:
+                    # Read ahead on the network thread: no round trip for this poll.
+                    self._schedule_refill()
+                else:
+                    msgs = self._call(self._poll_on_loop(core, timeout_s), timeout_s)
                 self._run_pending(commit_callbacks=True)
                 return msgs
             finally:

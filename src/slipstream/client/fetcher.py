@@ -5,13 +5,22 @@ that leads an assigned partition gets one asyncio task and one dedicated
 connection. The task builds a Fetch request for the partitions it leads that
 are fetchable (see below), sends it (long poll: ``fetch_max_wait_ms`` /
 ``fetch_min_bytes``, at most ``fetch_max_bytes`` in all and
-``max_partition_fetch_bytes`` per partition; no fetch sessions: id 0, epoch -1;
-the partition order rotates so every partition gets to be first, where the
-broker returns a batch whole even if it exceeds the limits), and files each
-partition's record bytes in that partition's buffer. Records are decoded
-lazily, one batch at a time, as the consumer drains them; records below the
-position are skipped (a fetch may return a batch that starts before it), as
-are control batches and, under ``read_committed``, aborted transactions.
+``max_partition_fetch_bytes`` per partition -- into a partition that still has
+data buffered only what tops it up to ``partition_buffer_bytes``; no fetch
+sessions: id 0, epoch -1; the partition order rotates so every partition gets
+to be first, where the broker returns a batch whole even if it exceeds the
+limits; the wait is cut to 10 ms while another partition of that broker is left
+out only because its buffer is full, since a long poll would keep it from being
+fetched once the consumer drains it), and files each
+partition's record batches in that partition's buffer, each batch its own
+``bytes`` copy (so the response is freed at once and each batch's bytes are freed
+as soon as it is decoded). Batches are decoded lazily, one at a time, as the
+consumer drains them, straight into the consumer's message type (one object
+per record, see :func:`~slipstream.protocol.records.decode_messages`); records
+below the position are skipped (a fetch may return a batch that starts before
+it), as are control batches and, under ``read_committed``, aborted
+transactions. A decoded batch counts as buffered until all its records are
+handed out.
 
 A partition is *fetchable* when it has a position, is not paused, has no
 undelivered error, is not in a request already, and its buffer holds less
@@ -38,6 +47,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import struct
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
@@ -55,8 +65,14 @@ from ..protocol.apis.fetch import (
 from ..protocol.errors import ErrorCode, KafkaError, is_retriable
 from ..protocol.errors import name as error_name
 from ..protocol.primitives import ZERO_UUID, DecodeError
-from ..protocol.record_batch import HEADER_SIZE, InvalidBatch, parse_header
-from ..protocol.records import CONTROL_ABORT, Record, decode_batch
+from ..protocol.record_batch import (
+    CONTROL_MASK,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    InvalidBatch,
+    parse_header,
+)
+from ..protocol.records import CONTROL_ABORT, MessageFields, decode_batch, decode_messages
 from .assignors import TopicPartition
 from .cluster import Cluster
 from .connection import BrokerConnection, ConnectionClosed
@@ -83,6 +99,8 @@ _LEADERSHIP_ERRORS = frozenset(
     }
 )
 _FIRST_FETCH_VERSION = 4  # magic 2 record batches
+_HELD_BACK_MAX_WAIT_MS = 10
+_MIN_TOP_UP_BYTES = 64 * 1024
 _TOPIC_ID_VERSION = 13
 _epochs = itertools.count(1)
 
@@ -108,14 +126,27 @@ class OffsetOutOfRangeError(KafkaError):
         )
 
 
+class FetchedRecord(MessageFields):
+    """A record as the fetcher hands it out when no message type is given (an
+    immutable named tuple: topic, partition, offset, key, value, timestamp,
+    headers, timestamp_type, leader_epoch)."""
+
+    __slots__ = ()
+
+
+# The struct of the first 27 header bytes: base_offset, batch_length,
+# partition_leader_epoch, magic, crc, attributes, last_offset_delta.
+_HEAD = struct.Struct(">qiibIhi")
+_MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+
+
 @dataclass(slots=True)
 class _Chunk:
-    """The complete batches one response returned for one partition (a private copy)."""
+    """The complete batches one response returned for one partition (private copies)."""
 
-    data: bytes
+    batches: deque[bytes]
     aborted: list[tuple[int, int]] = field(default_factory=list)
     """read_committed: (first_offset, producer_id) of aborted transactions, sorted."""
-    pos: int = 0
     aborted_producers: set[int] = field(default_factory=set)
 
 
@@ -123,6 +154,7 @@ class PartitionState:
     """Everything the fetcher knows about one assigned partition."""
 
     __slots__ = (
+        "batch_bytes",
         "batch_next",
         "blocked",
         "buffered_bytes",
@@ -134,6 +166,7 @@ class PartitionState:
         "high_watermark",
         "in_flight",
         "index",
+        "largest_batch",
         "last_stable_offset",
         "leader",
         "log_start_offset",
@@ -158,9 +191,14 @@ class PartitionState:
         self.leader: int | None = None
         self.in_flight = False
         self.chunks: deque[_Chunk] = deque()
-        self.records: list[Record] = []
+        self.records: list[MessageFields] = []
+        """The decoded batch being handed out (from ``index`` on)."""
         self.index = 0
         self.batch_next: int | None = None
+        self.batch_bytes = 0
+        """Wire size of the decoded batch: counted as buffered until it is all handed out."""
+        self.largest_batch = 0
+        """The largest batch fetched so far (top-up fetches never ask for less)."""
         self.buffered_bytes = 0
         self.error: Exception | None = None
         self.blocked = False
@@ -184,6 +222,7 @@ class PartitionState:
         self.records = []
         self.index = 0
         self.batch_next = None
+        self.batch_bytes = 0
         self.buffered_bytes = 0
         self.waiting_since = None
         self.error = None
@@ -206,6 +245,29 @@ def is_fetchable(
         and st.waiting_since is not None
         and now - st.waiting_since > max_processing_s
     )
+
+
+def _copy_batches(view: memoryview) -> tuple[deque[bytes], int, int | None, int]:
+    """The complete batches at the start of ``view``, each copied into its own bytes
+    (nothing keeps the response alive): (batches, their total size, the offset after
+    them, the largest one's size)."""
+    pos = 0
+    end = len(view)
+    out: deque[bytes] = deque()
+    next_offset: int | None = None
+    largest = 0
+    unpack = _HEAD.unpack_from
+    while end - pos >= HEADER_SIZE:
+        base_offset, length, _epoch, _magic, _crc, _attrs, last_delta = unpack(view, pos)
+        size = LOG_OVERHEAD + length
+        if length < _MIN_BATCH_LENGTH or pos + size > end:
+            break
+        out.append(view[pos : pos + size].tobytes())
+        next_offset = base_offset + last_delta + 1
+        if size > largest:
+            largest = size
+        pos += size
+    return out, pos, next_offset, largest
 
 
 def complete_batches(view: memoryview) -> tuple[int, int | None]:
@@ -232,12 +294,19 @@ class Fetcher:
     """
 
     def __init__(
-        self, cluster: Cluster, config: ConsumerConfig, *, clock: Clock = time.monotonic
+        self,
+        cluster: Cluster,
+        config: ConsumerConfig,
+        *,
+        clock: Clock = time.monotonic,
+        message_type: type[MessageFields] = FetchedRecord,
     ) -> None:
         config.validate()
         self.cluster = cluster
         self.config = config
         self.clock = clock
+        self.message_type = message_type
+        """What records are decoded into (a :class:`MessageFields` subclass)."""
         self.buffer_limit = config.effective_partition_buffer_bytes
         self.max_processing_s = config.max_processing_time_ms / 1000.0
         self._parts: dict[TopicPartition, PartitionState] = {}
@@ -389,13 +458,31 @@ class Fetcher:
 
     def drain(
         self, max_records: int, partitions: Iterable[TopicPartition] | None = None
-    ) -> dict[TopicPartition, list[Record]]:
+    ) -> dict[TopicPartition, list[MessageFields]]:
         """Take up to ``max_records`` buffered records, without waiting.
 
         Rotates over the non-paused partitions (all, or ``partitions``) so none
         starves. If a partition has an error and nothing was taken yet, raises
         it (once; the partition then waits for a seek).
         """
+        out: dict[TopicPartition, list[MessageFields]] = {}
+        for st, records in self._drain(max_records, partitions):
+            out[st.tp] = records
+        return out
+
+    def drain_records(self, max_records: int) -> list[MessageFields]:
+        """:meth:`drain` as one list (partition after partition): what a poll returns."""
+        out: list[MessageFields] = []
+        for _st, records in self._drain(max_records, None):
+            if out:
+                out += records
+            else:
+                out = records
+        return out
+
+    def _drain(
+        self, max_records: int, partitions: Iterable[TopicPartition] | None
+    ) -> list[tuple[PartitionState, list[MessageFields]]]:
         if max_records <= 0:
             raise ValueError("max_records must be positive")
         if partitions is None:
@@ -404,11 +491,12 @@ class Fetcher:
             states = [self._parts[tp] for tp in partitions if tp in self._parts]
         n = len(states)
         if n == 0:
-            return {}
+            return []
         start = self._drain_start % n
         self._drain_start += 1
-        out: dict[TopicPartition, list[Record]] = {}
+        out: list[tuple[PartitionState, list[MessageFields]]] = []
         taken = 0
+        cls = self.message_type
         for st in itertools.chain(states[start:], states[:start]):
             if taken >= max_records:
                 break
@@ -418,13 +506,50 @@ class Fetcher:
                 if out:
                     break
                 self._raise(st)
-            records = self._take(st, max_records - taken)
+            if st.index >= len(st.records) and not st.chunks:
+                continue
+            records = self._take(st, max_records - taken, cls)
             if records:
-                out[st.tp] = records
+                out.append((st, records))
                 taken += len(records)
             elif st.error is not None and not out:
                 self._raise(st)
         return out
+
+    def has_error(self) -> bool:
+        """Whether some non-paused partition has an error waiting to be raised by a drain."""
+        return any(st.error is not None and not st.paused for st in self._parts.values())
+
+    def unread(self, records: Iterable[MessageFields]) -> None:
+        """Put records taken by a drain back in front of their partitions' buffers.
+
+        The records must be the latest ones taken from each partition, in order, with
+        nothing done to those partitions since (a read-ahead the consumer did not hand
+        out). Positions move back to the first of them; records of partitions no
+        longer assigned are dropped.
+        """
+        by_tp: dict[TopicPartition, list[MessageFields]] = {}
+        for r in records:
+            tp = (r.topic, r.partition)
+            got = by_tp.get(tp)
+            if got is None:
+                by_tp[tp] = [r]
+            else:
+                got.append(r)
+        for tp, recs in by_tp.items():
+            st = self._parts.get(tp)
+            if st is None:
+                continue
+            rest = st.records[st.index :]
+            if not rest:
+                # Once these are taken again the position is back where it is now.
+                st.batch_next = st.position
+            st.records = recs + rest
+            st.index = 0
+            st.position = recs[0].offset
+            if not st.paused:
+                st.ready.set()
+                self._data_event.set()
 
     def _raise(self, st: PartitionState) -> None:
         error, st.error = st.error, None
@@ -432,14 +557,25 @@ class Fetcher:
         assert error is not None
         raise error
 
-    def drain_partition(self, tp: TopicPartition, max_records: int) -> list[Record]:
-        """Take up to ``max_records`` buffered records of one partition (raises its error)."""
+    def drain_partition(
+        self,
+        tp: TopicPartition,
+        max_records: int,
+        *,
+        message_type: type[MessageFields] | None = None,
+        one_batch: bool = False,
+    ) -> list[MessageFields]:
+        """Take up to ``max_records`` buffered records of one partition (raises its error).
+
+        ``one_batch``: stop at the end of the decoded batch (decode at most one more),
+        so a caller holding what it took holds at most one batch beyond the buffer.
+        """
         st = self._parts.get(tp)
         if st is None or st.paused:
             return []
         if st.error is not None:
             self._raise(st)
-        records = self._take(st, max_records)
+        records = self._take(st, max_records, message_type or self.message_type, one_batch)
         if not records and st.error is not None:
             self._raise(st)
         return records
@@ -465,16 +601,27 @@ class Fetcher:
                 return False
 
     async def fetch_partition(
-        self, tp: TopicPartition, max_records: int, timeout_s: float | None = None
-    ) -> list[Record]:
-        """Records of one partition, waiting up to ``timeout_s`` for some; [] on timeout or removal."""
+        self,
+        tp: TopicPartition,
+        max_records: int,
+        timeout_s: float | None = None,
+        *,
+        message_type: type[MessageFields] | None = None,
+        one_batch: bool = False,
+    ) -> list[MessageFields]:
+        """Records of one partition, waiting up to ``timeout_s`` for some; [] on timeout or removal.
+
+        ``message_type`` and ``one_batch``: as for :meth:`drain_partition`.
+        """
         loop = asyncio.get_running_loop()
         deadline = None if timeout_s is None else loop.time() + timeout_s
         while True:
             st = self._parts.get(tp)
             if st is None:
                 return []
-            records = self.drain_partition(tp, max_records)
+            records = self.drain_partition(
+                tp, max_records, message_type=message_type, one_batch=one_batch
+            )
             if records:
                 return records
             st.ready.clear()
@@ -490,89 +637,126 @@ class Fetcher:
             if self._parts.get(tp) is not st:
                 return []
 
-    def _take(self, st: PartitionState, limit: int) -> list[Record]:
-        taken: list[Record] = []
+    def _take(
+        self,
+        st: PartitionState,
+        limit: int,
+        cls: type[MessageFields],
+        one_batch: bool = False,
+    ) -> list[MessageFields]:
+        taken: list[MessageFields] = []
+        got = 0
         before = st.buffered_bytes
-        while len(taken) < limit:
-            if st.index < len(st.records):
-                k = min(limit - len(taken), len(st.records) - st.index)
-                part = st.records[st.index : st.index + k]
-                st.index += k
-                taken.extend(part)
-                st.position = part[-1].offset + 1
-                if st.index >= len(st.records) and st.batch_next is not None:
-                    st.position = max(st.position, st.batch_next)
+        while got < limit:
+            records = st.records
+            index = st.index
+            avail = len(records) - index
+            if avail <= 0:
+                if got and one_batch:
+                    break
+                if not self._load_batch(st, cls):
+                    break
                 continue
-            if not self._load_batch(st):
+            want = limit - got
+            if want >= avail:
+                # The rest of the batch: hand the list itself over and release the batch.
+                part = records[index:] if index else records
+                st.records = []
+                st.index = 0
+                st.buffered_bytes -= st.batch_bytes
+                st.batch_bytes = 0
+                position = part[-1].offset + 1
+                batch_next = st.batch_next
+                st.position = (
+                    batch_next if batch_next is not None and batch_next > position else position
+                )
+            else:
+                part = records[index : index + want]
+                st.index = index + want
+                st.position = part[-1].offset + 1
+            if got:
+                taken += part
+            else:
+                taken = part
+            got += len(part)
+            if one_batch:
                 break
-        if st.index >= len(st.records):
-            # Everything decoded was delivered: release chunks that have nothing left.
-            while st.chunks and len(st.chunks[0].data) - st.chunks[0].pos < HEADER_SIZE:
-                st.buffered_bytes -= len(st.chunks.popleft().data)
-        if taken or st.buffered_bytes != before:
+        if got or st.buffered_bytes != before:
             st.waiting_since = self.clock() if st.has_buffered else None
             self._wake(st)
         return taken
 
-    def _load_batch(self, st: PartitionState) -> bool:
-        """Decode the next deliverable batch of ``st`` into ``st.records``; False when none is left."""
-        st.records = []
-        st.index = 0
+    def _load_batch(self, st: PartitionState, cls: type[MessageFields]) -> bool:
+        """Decode the next deliverable batch of ``st`` into ``st.records``; False when none is left.
+
+        Each batch's bytes are dropped once decoded (the records hold their own
+        copies of keys and values); skipped batches leave the buffer at once.
+        """
         read_committed = self.config.isolation_level_code == 1
-        while st.chunks:
-            chunk = st.chunks[0]
-            data = chunk.data
-            if len(data) - chunk.pos < HEADER_SIZE:
-                st.chunks.popleft()
-                st.buffered_bytes -= len(data)
-                continue
-            header = parse_header(data, chunk.pos)
-            size = header.size
-            view = memoryview(data)[chunk.pos : chunk.pos + size]
-            chunk.pos += size
+        chunks = st.chunks
+        while chunks:
+            chunk = chunks[0]
+            data = chunk.batches.popleft()
+            if not chunk.batches:
+                chunks.popleft()
+            size = len(data)
+            base_offset, _len, _epoch, _magic, _crc, attributes, last_delta = _HEAD.unpack_from(
+                data
+            )
+            next_offset = base_offset + last_delta + 1
             position = st.position if st.position is not None else 0
-            if header.next_offset <= position:
+            if next_offset <= position:
+                st.buffered_bytes -= size
                 continue  # entirely before the position
-            if read_committed and header.producer_id >= 0:
-                while chunk.aborted and chunk.aborted[0][0] <= header.last_offset:
-                    chunk.aborted_producers.add(chunk.aborted.pop(0)[1])
+            if read_committed or attributes & CONTROL_MASK:
+                header = parse_header(data)
+                if read_committed and header.producer_id >= 0:
+                    while chunk.aborted and chunk.aborted[0][0] <= header.last_offset:
+                        chunk.aborted_producers.add(chunk.aborted.pop(0)[1])
+                    if header.is_control:
+                        if self._is_abort_marker(data):
+                            chunk.aborted_producers.discard(header.producer_id)
+                    elif header.is_transactional and header.producer_id in chunk.aborted_producers:
+                        st.buffered_bytes -= size
+                        st.position = max(position, next_offset)
+                        continue
                 if header.is_control:
-                    if self._is_abort_marker(view):
-                        chunk.aborted_producers.discard(header.producer_id)
-                elif header.is_transactional and header.producer_id in chunk.aborted_producers:
-                    st.position = max(position, header.next_offset)
+                    st.buffered_bytes -= size
+                    st.position = max(position, next_offset)
                     continue
-            if header.is_control:
-                st.position = max(position, header.next_offset)
-                continue
             try:
-                _h, records = decode_batch(view, verify_crc=self.config.check_crcs)
+                _h, records = decode_messages(
+                    data, cls, st.tp[0], st.tp[1], verify_crc=self.config.check_crcs
+                )
             except (InvalidBatch, DecodeError, ValueError) as exc:
                 code = ErrorCode.CORRUPT_MESSAGE
                 st.error = FetchError(
                     code,
                     st.tp,
                     f"{st.tp[0]}-{st.tp[1]}: record batch at offset "
-                    f"{header.base_offset} cannot be read: {exc}",
+                    f"{base_offset} cannot be read: {exc}",
                 )
-                st.chunks.clear()
+                chunks.clear()
                 st.buffered_bytes = 0
                 st.ready.set()
                 return False
             if records and records[0].offset < position:
                 records = [r for r in records if r.offset >= position]
             if not records:
-                st.position = max(position, header.next_offset)
+                st.buffered_bytes -= size
+                st.position = max(position, next_offset)
                 continue
             st.records = records
-            st.batch_next = header.next_offset
+            st.index = 0
+            st.batch_next = next_offset
+            st.batch_bytes = size
             return True
         return False
 
     @staticmethod
-    def _is_abort_marker(view: memoryview) -> bool:
+    def _is_abort_marker(batch: bytes) -> bool:
         try:
-            _h, records = decode_batch(view, verify_crc=False)
+            _h, records = decode_batch(batch, verify_crc=False)
         except (InvalidBatch, DecodeError, ValueError):
             return False
         return bool(records) and records[0].control_type == CONTROL_ABORT
@@ -781,15 +965,17 @@ class Fetcher:
                 for st in parts:
                     st.in_flight = False
             failures = 0
-            if response.error_code:
-                log.warning(
-                    "Fetch from broker %d failed: %s", node_id, error_name(response.error_code)
-                )
+            error_code = response.error_code
+            if not error_code:
+                self._handle_response(node_id, response, sent, version)
+            # Release the response (up to fetch_max_bytes) now: the batches were copied
+            # out, and the loop may wait a long time for the next fetch.
+            del response
+            if error_code:
+                log.warning("Fetch from broker %d failed: %s", node_id, error_name(error_code))
                 await asyncio.sleep(
                     backoff_s(0, self.config.retry_backoff_ms, self.config.retry_backoff_max_ms)
                 )
-                continue
-            self._handle_response(node_id, response, sent, version)
 
     async def _connection_failed(
         self, node_id: int, parts: list[PartitionState], exc: BaseException, failures: int
@@ -824,6 +1010,41 @@ class Fetcher:
                 return _TOPIC_ID_VERSION - 1
         return None
 
+    def _fetch_size(self, st: PartitionState) -> int:
+        """How much to ask for: a full ``max_partition_fetch_bytes`` into an empty buffer,
+        otherwise what tops the buffer up to ``partition_buffer_bytes`` -- but at least
+        64 KiB and the largest batch seen (so the answer is never just a cut batch),
+        never more than ``max_partition_fetch_bytes``.
+
+        Topping up keeps a partition's buffer near ``partition_buffer_bytes`` instead of
+        letting each fetch add a full ``max_partition_fetch_bytes`` on top of it.
+        """
+        limit = self.config.max_partition_fetch_bytes
+        buffered = st.buffered_bytes
+        if buffered <= 0:
+            return limit
+        want = max(self.buffer_limit - buffered, _MIN_TOP_UP_BYTES, st.largest_batch)
+        return want if want < limit else limit
+
+    def _held_back(self, node_id: int, parts: list[PartitionState]) -> bool:
+        """Whether a partition led by ``node_id`` is out of the fetch of ``parts`` only
+        because its buffer is full (it becomes fetchable as the consumer drains it)."""
+        included = {id(st) for st in parts}
+        for st in self._parts.values():
+            if (
+                st.leader == node_id
+                and id(st) not in included
+                and st.buffered_bytes > 0
+                and not st.in_flight
+                and not st.paused
+                and st.error is None
+                and not st.blocked
+                and st.position is not None
+                and st.reset_policy is None
+            ):
+                return True
+        return False
+
     def _build_request(
         self, node_id: int, parts: list[PartitionState], version: int
     ) -> tuple[FetchRequest, dict[TopicPartition, tuple[int, int]]]:
@@ -845,13 +1066,19 @@ class Fetcher:
                     partition=partition,
                     fetch_offset=st.fetch_offset,
                     log_start_offset=-1,
-                    partition_max_bytes=self.config.max_partition_fetch_bytes,
+                    partition_max_bytes=self._fetch_size(st),
                 )
             )
             sent[st.tp] = (st.epoch, st.fetch_offset)
+        max_wait_ms = self.config.fetch_max_wait_ms
+        if max_wait_ms > _HELD_BACK_MAX_WAIT_MS and self._held_back(node_id, parts):
+            # Only one fetch is in flight per broker: a long poll for caught-up partitions
+            # would keep the ones held back by a full buffer from being fetched once
+            # drained (a stall of up to fetch_max_wait_ms). Ask for a short wait instead.
+            max_wait_ms = _HELD_BACK_MAX_WAIT_MS
         request = FetchRequest(
             replica_id=-1,
-            max_wait_ms=self.config.fetch_max_wait_ms,
+            max_wait_ms=max_wait_ms,
             min_bytes=self.config.fetch_min_bytes,
             max_bytes=self.config.fetch_max_bytes,
             isolation_level=self.config.isolation_level_code,
@@ -905,13 +1132,15 @@ class Fetcher:
                 if not isinstance(records, list)
                 else memoryview(b"".join(records))
             )
-            size, next_offset = complete_batches(view)
+            batches, size, next_offset, largest = _copy_batches(view)
             if next_offset is None or st.fetch_offset is None or next_offset <= st.fetch_offset:
                 return False  # only a partial batch (it comes whole once this partition is first)
             aborted: list[tuple[int, int]] = []
             if self.config.isolation_level_code == 1 and p.aborted_transactions:
                 aborted = sorted((a.first_offset, a.producer_id) for a in p.aborted_transactions)
-            st.chunks.append(_Chunk(bytes(view[:size]), aborted))
+            st.chunks.append(_Chunk(batches, aborted))
+            if largest > st.largest_batch:
+                st.largest_batch = largest
             if st.buffered_bytes == 0:
                 st.waiting_since = self.clock()
             st.buffered_bytes += size

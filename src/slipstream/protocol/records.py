@@ -22,7 +22,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol, TypeVar
 
 from slipstream.protocol import compression as _compression
 from slipstream.protocol.primitives import DecodeError, read_uvarint, read_varint, write_varint
@@ -257,6 +257,39 @@ def decode_batch(
     Raises InvalidBatch for a malformed or damaged batch, UnsupportedCompression for a
     codec id this module does not know.
     """
+    header, data, pos = _open_batch(batch, verify_crc)
+    fields = _decode_fields(data, pos, header, _Fields, "", -1)
+    is_control = header.is_control
+    # Field order of _Fields: topic, partition, offset, key, value, timestamp, headers,
+    # timestamp_type, leader_epoch.
+    # A Record is mutable: it gets its own empty headers list.
+    return header, [
+        Record(f[2], f[5], f[3], f[4], f[6] or [], f[7], f[8], is_control) for f in fields
+    ]
+
+
+def decode_messages(
+    batch: bytes | memoryview,
+    cls: type[M],
+    topic: str,
+    partition: int,
+    *,
+    verify_crc: bool = True,
+) -> tuple[BatchHeader, list[M]]:
+    """Decode one batch straight into ``cls`` instances (the consumer's message type).
+
+    One object per record, built with ``tuple.__new__`` in :class:`MessageFields`
+    order: the consumers hand these to the application as they are, so nothing is
+    re-wrapped per record. Same checks and errors as :func:`decode_batch`.
+    """
+    header, data, pos = _open_batch(batch, verify_crc)
+    return header, _decode_fields(data, pos, header, cls, topic, partition)
+
+
+def _open_batch(
+    batch: memoryview | bytes | bytearray, verify_crc: bool
+) -> tuple[BatchHeader, bytes, int]:
+    """Check one batch; return its header, the bytes holding its records and where they start."""
     view = memoryview(batch)
     if verify_crc:
         header = validate_batch(view)
@@ -270,22 +303,77 @@ def decode_batch(
             raise InvalidBatch(
                 f"record batch length field says {header.size} bytes but {len(view)} were given"
             )
-    section = view[HEADER_SIZE:]
     codec = header.compression
     if codec == _compression.NONE:
-        # One copy up front: slicing bytes is cheaper than slicing a view and copying.
-        data = bytes(section)
-    else:
-        try:
-            data = _compression.decompress(codec, section)
-        except _compression.CorruptCompressedData as exc:
-            raise InvalidBatch(
-                f"batch at offset {header.base_offset}: {exc}", corrupt=True
-            ) from exc
-    return header, _decode_records(data, header)
+        # Records are sliced out of bytes (cheaper than slicing a view and copying);
+        # a bytes batch is read in place, anything else is copied once.
+        return header, batch if isinstance(batch, bytes) else view.tobytes(), HEADER_SIZE
+    try:
+        data = _compression.decompress(codec, view[HEADER_SIZE:])
+    except _compression.CorruptCompressedData as exc:
+        raise InvalidBatch(f"batch at offset {header.base_offset}: {exc}", corrupt=True) from exc
+    return header, bytes(data), 0
 
 
-def _decode_records(data: bytes, header: BatchHeader) -> list[Record]:
+class MessageFields(NamedTuple):
+    """The fields of a consumed record, in the order :func:`decode_messages` builds them.
+
+    Consumer message types subclass this (adding only their own constructor), so the
+    decoder can build them with ``tuple.__new__`` whatever their constructor's order.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp: int
+    headers: list[tuple[str, bytes | None]]
+    timestamp_type: int
+    leader_epoch: int
+
+
+M = TypeVar("M", bound=MessageFields)
+
+
+class _Fields(MessageFields):
+    __slots__ = ()
+
+
+class _NoHeaders(list[tuple[str, bytes | None]]):
+    """The headers of every consumed record that has none: one shared, read-only empty
+    list (equal to ``[]``), so the decoder allocates nothing for them."""
+
+    __slots__ = ()
+
+    def _read_only(self, *_args: object, **_kwargs: object) -> None:
+        raise TypeError("a consumed record's empty headers are read-only; copy: list(headers)")
+
+    append = extend = insert = remove = clear = sort = reverse = _read_only
+    pop = __setitem__ = __delitem__ = __iadd__ = __imul__ = _read_only  # type: ignore[assignment]
+
+
+NO_HEADERS: list[tuple[str, bytes | None]] = _NoHeaders()
+
+
+# Zigzag-decoded values of every 1- and 2-byte varint payload (below 2**14): one list
+# lookup instead of shift/xor/negate per field in the record loop.
+_UNZIGZAG: list[int] = [(z >> 1) ^ -(z & 1) for z in range(_TABLE_LIMIT)]
+
+
+def _read_long_varint(data: bytes, pos: int) -> tuple[int, int]:
+    """A zigzag varint of 3 or more bytes (the record loop inlines the short ones)."""
+    z, pos = read_uvarint(data, pos)
+    return (z >> 1) ^ -(z & 1), pos
+
+
+def _decode_fields(
+    data: bytes, pos: int, header: BatchHeader, cls: type[M], topic: str, partition: int
+) -> list[M]:
+    # The per-record loop of every consumer: everything is a local, each varint is read
+    # inline with 1- and 2-byte fast paths and a table lookup for the zigzag, and one
+    # object is made per record. Keep it flat: a function call per field would double
+    # its cost.
     base_offset = header.base_offset
     base_ts = header.base_timestamp
     log_append = header.is_log_append_time
@@ -293,79 +381,93 @@ def _decode_records(data: bytes, header: BatchHeader) -> list[Record]:
     # With LogAppendTime every record carries the broker's time, stored as max timestamp.
     append_ts = header.max_timestamp
     epoch = header.partition_leader_epoch
-    is_control = header.is_control
     end = len(data)
-    records: list[Record] = []
-    append = records.append
-    pos = 0
-    # Varints are read inline with one- and two-byte fast paths (lengths and deltas
-    # below 8192 cover nearly every record); longer ones go through the primitive.
+    out: list[M] = []
+    append = out.append
+    new = tuple.__new__
+    unzz = _UNZIGZAG
+    long_varint = _read_long_varint
+    no_headers = NO_HEADERS
+    offset_delta = 0
     try:
         for _ in range(header.record_count):
             b = data[pos]
             if b < 0x80:
+                length = unzz[b]
                 pos += 1
-            elif data[pos + 1] < 0x80:
-                b = (b & 0x7F) | (data[pos + 1] << 7)
-                pos += 2
             else:
-                b, pos = read_uvarint(data, pos)
-            length = (b >> 1) ^ -(b & 1)
+                c = data[pos + 1]
+                if c < 0x80:
+                    length = unzz[(b & 0x7F) | (c << 7)]
+                    pos += 2
+                else:
+                    length, pos = long_varint(data, pos)
             stop = pos + length
             if length < 0 or stop > end:
                 raise InvalidBatch(
                     f"record of {length} bytes overruns the batch at offset {base_offset}"
                 )
-            pos += 1  # attributes
-            b = data[pos]
+            # pos + 1: the attributes byte is unused in v2
+            b = data[pos + 1]
             if b < 0x80:
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                b = (b & 0x7F) | (data[pos + 1] << 7)
+                ts_delta = unzz[b]
                 pos += 2
             else:
-                b, pos = read_uvarint(data, pos)
-            ts_delta = (b >> 1) ^ -(b & 1)
+                c = data[pos + 2]
+                if c < 0x80:
+                    ts_delta = unzz[(b & 0x7F) | (c << 7)]
+                    pos += 3
+                else:
+                    ts_delta, pos = long_varint(data, pos + 1)
             b = data[pos]
             if b < 0x80:
+                offset_delta = unzz[b]
                 pos += 1
-            elif data[pos + 1] < 0x80:
-                b = (b & 0x7F) | (data[pos + 1] << 7)
-                pos += 2
             else:
-                b, pos = read_uvarint(data, pos)
-            offset_delta = (b >> 1) ^ -(b & 1)
+                c = data[pos + 1]
+                if c < 0x80:
+                    offset_delta = unzz[(b & 0x7F) | (c << 7)]
+                    pos += 2
+                else:
+                    offset_delta, pos = long_varint(data, pos)
             b = data[pos]
-            if b < 0x80:
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                b = (b & 0x7F) | (data[pos + 1] << 7)
-                pos += 2
-            else:
-                b, pos = read_uvarint(data, pos)
-            n = (b >> 1) ^ -(b & 1)
-            if n < 0:
+            if b == 1:  # zigzag -1: null key, the usual case
                 key = None
+                pos += 1
             else:
-                key = data[pos : pos + n]
-                pos += n
+                if b < 0x80:
+                    n = unzz[b]
+                    pos += 1
+                else:
+                    c = data[pos + 1]
+                    if c < 0x80:
+                        n = unzz[(b & 0x7F) | (c << 7)]
+                        pos += 2
+                    else:
+                        n, pos = long_varint(data, pos)
+                if n < 0:
+                    key = None
+                else:
+                    key = data[pos : pos + n]
+                    pos += n
             b = data[pos]
             if b < 0x80:
+                n = unzz[b]
                 pos += 1
-            elif data[pos + 1] < 0x80:
-                b = (b & 0x7F) | (data[pos + 1] << 7)
-                pos += 2
             else:
-                b, pos = read_uvarint(data, pos)
-            n = (b >> 1) ^ -(b & 1)
+                c = data[pos + 1]
+                if c < 0x80:
+                    n = unzz[(b & 0x7F) | (c << 7)]
+                    pos += 2
+                else:
+                    n, pos = long_varint(data, pos)
             if n < 0:
                 value = None
             else:
                 value = data[pos : pos + n]
                 pos += n
-            b = data[pos]
-            if b == 0:
-                headers: list[tuple[str, bytes | None]] = []
+            if data[pos] == 0:
+                headers = no_headers
                 pos += 1
             else:
                 headers, pos = _decode_headers(data, pos)
@@ -375,15 +477,19 @@ def _decode_records(data: bytes, header: BatchHeader) -> list[Record]:
                     f"but its fields take {length + pos - stop}"
                 )
             append(
-                Record(
-                    base_offset + offset_delta,
-                    append_ts if log_append else base_ts + ts_delta,
-                    key,
-                    value,
-                    headers,
-                    ts_type,
-                    epoch,
-                    is_control,
+                new(
+                    cls,
+                    (
+                        topic,
+                        partition,
+                        base_offset + offset_delta,
+                        key,
+                        value,
+                        append_ts if log_append else base_ts + ts_delta,
+                        headers,
+                        ts_type,
+                        epoch,
+                    ),
                 )
             )
     except (IndexError, DecodeError) as exc:
@@ -395,7 +501,7 @@ def _decode_records(data: bytes, header: BatchHeader) -> list[Record]:
             f"batch at offset {base_offset} has {end - pos} bytes after its "
             f"{header.record_count} records"
         )
-    return records
+    return out
 
 
 def _decode_headers(data: bytes, pos: int) -> tuple[list[tuple[str, bytes | None]], int]:
