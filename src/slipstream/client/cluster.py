@@ -67,11 +67,23 @@ class Cluster:
         self.controller_id = -1
         self._connections: dict[int, BrokerConnection] = {}
         self._bootstrap_conn: BrokerConnection | None = None
+        # Every connection opened and not reaped yet, replaced ones included:
+        # close() awaits them all, so no read loop outlives the cluster.
+        self._opened: set[BrokerConnection] = set()
         self._lock = asyncio.Lock()
 
     async def _open(self, host: str, port: int) -> BrokerConnection:
         conn = BrokerConnection(host, port, client_id=self.client_id, request_timeout_s=self.request_timeout_s)
-        return await conn.connect()
+        await conn.connect()  # closes itself if it fails
+        self._opened.add(conn)
+        return conn
+
+    async def _reap(self, conn: BrokerConnection | None) -> None:
+        """Close a connection being replaced (it failed): awaits its read loop."""
+        if conn is not None:
+            self._opened.discard(conn)
+            with contextlib.suppress(Exception):
+                await conn.close()
 
     async def any_connection(self) -> BrokerConnection:
         for conn in self._connections.values():
@@ -79,13 +91,20 @@ class Cluster:
                 return conn
         if self._bootstrap_conn is not None and not self._bootstrap_conn.closed:
             return self._bootstrap_conn
+        await self._reap(self._bootstrap_conn)
         errors = []
         for host, port in self.bootstrap:
             try:
-                self._bootstrap_conn = await self._open(host, port)
-                return self._bootstrap_conn
+                conn = await self._open(host, port)
             except (ConnectionClosed, OSError, KafkaError) as exc:
                 errors.append(str(exc))
+                continue
+            current = self._bootstrap_conn
+            if current is not None and current is not conn and not current.closed:
+                await self._reap(conn)  # a concurrent caller won the race
+                return current
+            self._bootstrap_conn = conn
+            return conn
         raise ConnectionClosed("no bootstrap server reachable: " + "; ".join(errors))
 
     async def connection(self, node_id: int) -> BrokerConnection:
@@ -93,6 +112,9 @@ class Cluster:
             conn = self._connections.get(node_id)
             if conn is not None and not conn.closed:
                 return conn
+            if conn is not None:
+                del self._connections[node_id]
+                await self._reap(conn)
             node = self.brokers.get(node_id)
             if node is None:
                 raise KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"broker {node_id} is not in the metadata")
@@ -151,11 +173,13 @@ class Cluster:
         return await self.any_connection()
 
     async def close(self) -> None:
-        conns = list(self._connections.values())
+        """Close every connection this cluster opened and await their read loops."""
+        conns = set(self._opened) | set(self._connections.values())
         if self._bootstrap_conn is not None:
-            conns.append(self._bootstrap_conn)
+            conns.add(self._bootstrap_conn)
         self._connections.clear()
         self._bootstrap_conn = None
+        self._opened.clear()
         for conn in conns:
             with contextlib.suppress(Exception):
                 await conn.close()

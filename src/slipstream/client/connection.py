@@ -3,12 +3,17 @@
 Requests are pipelined up to ``max_in_flight``; each has a timeout. On connect
 the broker's API versions are fetched, and every request then goes out at the
 highest version both sides support.
+
+Lifecycle: the connection owns one task, its read loop. ``close`` always
+cancels and awaits it (also after a failure, when the broker closed the
+connection, or when ``connect`` itself failed or was cancelled: ``connect``
+closes before it raises), so nothing is left pending when the event loop ends.
+``abort`` (synchronous) cancels it; ``close`` afterwards reaps it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import Any
 
@@ -20,6 +25,9 @@ from ..protocol.errors import ErrorCode, KafkaError
 from .core import ConnectionCore, ProtocolError, Received
 
 log = logging.getLogger(__name__)
+
+CLOSE_TIMEOUT_S = 1.0
+"""How long ``close`` lets the socket flush before aborting it."""
 
 
 class ConnectionClosed(ConnectionError):
@@ -64,13 +72,22 @@ class BrokerConnection:
 
     async def connect(self) -> BrokerConnection:
         try:
-            self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port), self.connect_timeout_s
-            )
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation
+            # that arrives as the connection completes, and connect() would go on.
+            async with asyncio.timeout(self.connect_timeout_s):
+                self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
         except (OSError, TimeoutError) as exc:
             raise ConnectionClosed(f"cannot connect to {self.address}: {exc}") from exc
-        self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
-        await self._negotiate()
+        self._read_task = asyncio.get_running_loop().create_task(
+            self._read_loop(), name=f"read-{self.address}"
+        )
+        try:
+            await self._negotiate()
+        except BaseException:
+            # Nobody holds a connection that failed to connect: reap its read loop now
+            # (also when cancelled, e.g. a fetch loop stopped by close, mid-connect).
+            await self.close()
+            raise
         return self
 
     async def _negotiate(self) -> None:
@@ -130,7 +147,8 @@ class BrokerConnection:
                 return None
             timeout = self.request_timeout_s if timeout_s is None else timeout_s
             try:
-                return await asyncio.wait_for(fut, timeout)
+                async with asyncio.timeout(timeout):
+                    return await fut
             except TimeoutError:
                 # A late answer would desynchronise the stream: drop the connection.
                 self._fail(ConnectionClosed(f"{spec.name} to {self.address} timed out after {timeout}s"))
@@ -147,6 +165,7 @@ class BrokerConnection:
                     self._deliver(received)
         except asyncio.CancelledError:
             self._fail(ConnectionClosed(f"connection to {self.address} closed"))
+            raise
         except (ProtocolError, ConnectionClosed, OSError) as exc:
             err = exc if isinstance(exc, ConnectionClosed) else ConnectionClosed(str(exc))
             self._fail(err)
@@ -167,20 +186,38 @@ class BrokerConnection:
                 fut.set_exception(exc)
         if self._writer is not None:
             self._writer.close()
+        task = self._read_task
+        if task is not None and not task.done() and task is not asyncio.current_task():
+            # Don't leave it waiting for the socket's EOF: it ends on the next loop turn.
+            task.cancel()
 
     def abort(self, reason: str) -> None:
-        """Drop the connection now, failing every request in flight (no await needed)."""
+        """Drop the connection now, failing every request in flight (no await needed).
+
+        The read loop is cancelled and ends on the next event-loop turn; ``close``
+        awaits it.
+        """
         self._fail(ConnectionClosed(f"connection to {self.address} dropped: {reason}"))
 
     async def close(self) -> None:
+        """Fail what is in flight, cancel and await the read loop, close the socket. Idempotent."""
         self._fail(ConnectionClosed(f"connection to {self.address} closed"))
-        if self._read_task is not None:
-            self._read_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._read_task
-        if self._writer is not None:
-            with contextlib.suppress(Exception):
-                await self._writer.wait_closed()
+        task = self._read_task
+        if task is not None and task is not asyncio.current_task():
+            # asyncio.wait, not await task: a cancellation of close() itself still propagates.
+            await asyncio.wait([task])
+            if not task.cancelled():
+                task.exception()  # retrieved: no "exception was never retrieved"
+        writer = self._writer
+        if writer is not None:
+            try:
+                async with asyncio.timeout(CLOSE_TIMEOUT_S):
+                    await writer.wait_closed()
+            except TimeoutError:
+                # A peer that does not read keeps the write buffer from draining.
+                writer.transport.abort()
+            except (ConnectionError, OSError):
+                pass
 
 
 def spec_by_name(name: str) -> ApiSpec:

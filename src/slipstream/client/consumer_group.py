@@ -11,26 +11,46 @@ Usage::
     group = ConsumerGroup("127.0.0.1:9092", "my-group", auto_offset_reset="earliest")
     try:
         while not stopping:
-            await group.consume(["orders"], Handler())   # one session per generation
+            await group.consume(["orders"], Handler())   # one session per call
     finally:
         await group.close()
 
-One *session* per generation: :meth:`ConsumerGroup.consume` joins (or waits
-for the running membership to be stable), then awaits ``handler.setup(session)``,
-runs ``handler.consume_claim(session, claim)`` concurrently, one task per
-assigned partition, and when the session ends -- a rebalance starts (before
-this member rejoins), the first ``consume_claim`` returns or raises (sarama
-does the same), or :meth:`ConsumerGroup.close` -- it stops every claim's
-``messages()`` iterator, waits for the ``consume_claim`` tasks (at most the
-rebalance timeout, then cancels them), awaits ``handler.cleanup(session)`` and
-commits the marked offsets (``enable_auto_commit``; they are also committed
-every ``auto_commit_interval_ms``). Then ``consume`` returns; the documented
-pattern calls it in a loop.
+A *session*: :meth:`ConsumerGroup.consume` joins (or waits for the running
+membership to be stable), then awaits ``handler.setup(session)``, runs
+``handler.consume_claim(session, claim)`` concurrently, one task per claimed
+partition, and when the session ends -- an eager rebalance starts (before this
+member rejoins), partitions are lost, a ``consume_claim`` returns or raises on
+its own (sarama does the same), or :meth:`ConsumerGroup.close` -- it stops
+every claim's ``messages()`` iterator, waits for the ``consume_claim`` tasks (at
+most the rebalance timeout, then cancels them), awaits
+``handler.cleanup(session)`` and commits the marked offsets
+(``enable_auto_commit``; they are also committed every
+``auto_commit_interval_ms``). Then ``consume`` returns; the documented pattern
+calls it in a loop.
 
-The session ends *before* the member sends JoinGroup (the membership awaits
-it in ``on_join_prepare``), so a partition is never consumed by two members at
-once and offsets marked before the rebalance are committed before the new owner
-reads them. Partitions reported *lost* (session expiry, fenced) are not committed.
+EAGER assignors (range, roundrobin, sticky): one session per generation. The
+session ends *before* the member sends JoinGroup (the membership awaits it in
+``on_join_prepare``), so a partition is never consumed by two members at once
+and offsets marked before the rebalance are committed before the new owner
+reads them.
+
+COOPERATIVE assignors (cooperative-sticky, KIP-429): rebalances are
+incremental and the session spans them (sarama's cooperative support does the
+same). A rebalance that revokes some partitions stops just those claims --
+``claim.revoked`` becomes true, their ``messages()`` iterator ends, and
+``session.ended`` / ``wait_ended()`` read inside their ``consume_claim`` say
+the claim is over -- waits for their ``consume_claim`` to return (at most the
+rebalance timeout), commits the marked offsets (``enable_auto_commit``; without
+it, commit in ``consume_claim`` after the iterator ends) and only then lets the
+membership rejoin, so the new owner, which gets the partition in the second
+round, starts after this member stopped and from its commit. The other claims
+run on undisturbed (same claim, same iterator). Partitions assigned later get
+new claims (from their committed offsets) in the same session; ``setup`` and
+``cleanup`` are not called again. ``session.claims``, ``generation`` and
+``generation_id`` follow the membership, and commits use the current generation.
+
+Partitions reported *lost* (session expiry, fenced), under either protocol, end
+the whole session and are not committed.
 
 Wiring: one :class:`~.cluster.Cluster`, one
 :class:`~.membership.CoordinatorLocator` shared by
@@ -51,13 +71,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass, field, fields
-from typing import Any
+from dataclasses import fields
+from typing import Any, cast
 
-from ..protocol.records import Record
-from .assignors import TopicPartition
+from ..protocol.errors import ErrorCode, KafkaError
+from ..protocol.records import MessageFields, Record
+from .assignors import COOPERATIVE, TopicPartition
 from .cluster import Cluster
 from .connection import ConnectionClosed
 from .consumer_config import ConsumerConfig
@@ -67,6 +89,7 @@ from .membership import (
     FatalGroupError,
     Generation,
     GroupMembership,
+    MemberState,
     RebalanceListener,
 )
 from .offsets import CommitFailedError, GroupOffsets, OffsetAndMetadata, reset_offsets
@@ -82,21 +105,56 @@ __all__ = [
     "ConsumerMessage",
 ]
 
+# The claim whose consume_claim task (or a task it started) is running: lets
+# ``session.ended`` answer per claim, so a revoked claim's iterator ends alone.
+_CURRENT_CLAIM: contextvars.ContextVar[ConsumerGroupClaim | None] = contextvars.ContextVar(
+    "slipstream_consumer_group_claim", default=None
+)
+_REJOINING = (MemberState.PREPARING_REBALANCE, MemberState.COMPLETING_REBALANCE)
 
-@dataclass(frozen=True, slots=True)
-class ConsumerMessage:
-    """One record of a claimed partition (sarama's ``ConsumerMessage``)."""
 
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
-    timestamp: int = -1
-    """Milliseconds since the epoch (create or log-append time, see ``timestamp_type``)."""
-    timestamp_type: int = 0
-    leader_epoch: int = -1
+class ConsumerMessage(MessageFields):
+    """One record of a claimed partition (sarama's ``ConsumerMessage``): ``topic``,
+    ``partition``, ``offset``, ``key``, ``value``, ``headers``, ``timestamp``
+    (milliseconds since the epoch: create or log-append time, see
+    ``timestamp_type``), ``timestamp_type``, ``leader_epoch``.
+
+    An immutable named tuple. The constructor takes the fields in the order above;
+    the tuple itself (iteration, indexing, ``_replace``) has the consumer's common
+    :class:`~slipstream.protocol.records.MessageFields` order, in which the fetcher
+    decodes records straight into this type (one object per record, no re-wrapping).
+    ``headers`` of a record without headers is one shared, read-only empty list
+    (equal to ``[]``).
+    """
+
+    __slots__ = ()
+
+    def __new__(
+        cls,
+        topic: str,
+        partition: int,
+        offset: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, bytes | None]] | None = None,
+        timestamp: int = -1,
+        timestamp_type: int = 0,
+        leader_epoch: int = -1,
+    ) -> ConsumerMessage:
+        return tuple.__new__(
+            cls,
+            (
+                topic,
+                partition,
+                offset,
+                key,
+                value,
+                timestamp,
+                [] if headers is None else headers,
+                timestamp_type,
+                leader_epoch,
+            ),
+        )
 
     @classmethod
     def from_record(cls, topic: str, partition: int, r: Record) -> ConsumerMessage:
@@ -137,7 +195,7 @@ class ConsumerGroupHandler:
 
 
 class ConsumerGroupClaim:
-    """One partition claimed by this member for one session."""
+    """One partition claimed by this member, from its assignment until it is revoked or the session ends."""
 
     def __init__(
         self, session: ConsumerGroupSession, topic: str, partition: int, initial_offset: int
@@ -149,10 +207,22 @@ class ConsumerGroupClaim:
         """The offset consumption started from (committed offset, or the reset position)."""
         self._high_watermark: int | None = None
         self._iterating = False
+        self._stopped = asyncio.Event()
+        self.revoked = False
+        """A cooperative rebalance revoked this claim alone; the session goes on without it."""
 
     @property
     def tp(self) -> TopicPartition:
         return (self.topic, self.partition)
+
+    @property
+    def stopped(self) -> bool:
+        """The claim is over (revoked, or its session ended): ``messages()`` ends, return soon."""
+        return self._stopped.is_set() or self.session._ended.is_set()
+
+    async def wait_stopped(self) -> None:
+        """Wait until the claim is revoked or its session ends."""
+        await self._stopped.wait()
 
     @property
     def high_watermark_offset(self) -> int | None:
@@ -175,13 +245,20 @@ class ConsumerGroupClaim:
         session = self.session
         fetcher = session._fetcher
         limit = session._config.max_poll_records
+        tp = self.tp
         try:
             while not session.ended:
-                records = await fetcher.fetch_partition(self.tp, limit, 0.5)
-                for r in records:
+                # One decoded batch at a time (at most max_poll_records of it): what
+                # this iterator holds stays small, the rest stays counted in the
+                # fetcher's buffer (and its backpressure). Records come decoded as
+                # ConsumerMessage already.
+                records = await fetcher.fetch_partition(
+                    tp, limit, 0.5, message_type=ConsumerMessage, one_batch=True
+                )
+                for msg in cast(list[ConsumerMessage], records):
                     if session.ended:
                         return
-                    yield ConsumerMessage.from_record(self.topic, self.partition, r)
+                    yield msg
         finally:
             self._iterating = False
 
@@ -190,7 +267,13 @@ class ConsumerGroupClaim:
 
 
 class ConsumerGroupSession:
-    """One generation of this member: its claims and the offsets it marked."""
+    """This member's claims from ``setup`` to ``cleanup``, and the offsets it marked.
+
+    With an EAGER protocol a session is one generation. With a COOPERATIVE one
+    it spans generations: ``generation`` / ``generation_id`` follow the
+    membership (commits use the current one) and ``claims`` changes as
+    partitions are revoked and assigned incrementally.
+    """
 
     def __init__(
         self,
@@ -203,28 +286,47 @@ class ConsumerGroupSession:
         self.generation = generation
         self.generation_id = generation.generation_id
         self.member_id = generation.member_id
-        claims: dict[str, list[int]] = {}
-        for topic, partition in generation.assignment:
-            claims.setdefault(topic, []).append(partition)
-        self.claims: dict[str, list[int]] = {t: sorted(ps) for t, ps in sorted(claims.items())}
-        """topic -> the partitions claimed in this session."""
+        # Partitions the session holds: a revoked one leaves at once, an assigned one joins.
+        self._owned: set[TopicPartition] = set(generation.assignment)
+        # Live claims, including revoked ones still winding down (their marks still count).
+        self._claims: dict[TopicPartition, ConsumerGroupClaim] = {}
+        self._tasks: dict[TopicPartition, asyncio.Task[None]] = {}
+        self.claims: dict[str, list[int]] = {}
+        """topic -> the partitions this session holds now."""
+        self._update_claims()
         self._marked: dict[TopicPartition, OffsetAndMetadata] = {}
         self._committed: dict[TopicPartition, OffsetAndMetadata] = {}
+        # Serialises commits: offsets sent in mark order, never backwards.
+        self._commit_lock = asyncio.Lock()
         self._ended = asyncio.Event()
         self._finished = asyncio.Event()
+        self._setup_done = False
+        self._handler: Any = None
+        self._errors: list[BaseException] = []
+        self._reaped: set[asyncio.Task[None]] = set()
         self.end_reason: str | None = None
         self.lost = False
         """The partitions were lost (not revoked): the final commit is skipped."""
-        self._claim_tasks: list[asyncio.Task[None]] = []
 
     @property
     def ended(self) -> bool:
-        """The session is ending: claims' iterators stop, handlers should return."""
-        return self._ended.is_set()
+        """The session is ending: claims' iterators stop, handlers should return.
+
+        Read inside a claim's ``consume_claim`` (or a task it started), it is
+        also true once that claim alone is revoked by a cooperative rebalance.
+        """
+        if self._ended.is_set():
+            return True
+        claim = _CURRENT_CLAIM.get()
+        return claim is not None and claim.session is self and claim._stopped.is_set()
 
     async def wait_ended(self) -> None:
-        """Wait until the session ends (sarama's ``Context().Done()``)."""
-        await self._ended.wait()
+        """Wait until the session ends (sarama's ``Context().Done()``); per claim as ``ended``."""
+        claim = _CURRENT_CLAIM.get()
+        if claim is not None and claim.session is self:
+            await claim._stopped.wait()  # also set when the session ends
+        else:
+            await self._ended.wait()
 
     def _end(self, reason: str, *, lost: bool = False) -> None:
         if lost:
@@ -239,15 +341,29 @@ class ConsumerGroupSession:
             reason,
         )
         self._ended.set()
+        for claim in self._claims.values():
+            claim._stopped.set()
         # Wake claims waiting in fetch_partition: removal makes it return [] at once.
-        self._fetcher.remove(self.generation.assignment)
+        self._fetcher.remove(self._owned | set(self._claims))
+
+    def _update_claims(self) -> None:
+        claims: dict[str, list[int]] = {}
+        for topic, partition in self._owned:
+            claims.setdefault(topic, []).append(partition)
+        self.claims = {t: sorted(ps) for t, ps in sorted(claims.items())}
+
+    def _set_generation(self, generation: Generation | None) -> None:
+        if generation is not None:
+            self.generation = generation
+            self.generation_id = generation.generation_id
+            self.member_id = generation.member_id
 
     # ------------------------------------------------------------ offsets
 
     def mark_offset(self, topic: str, partition: int, offset: int, metadata: str = "") -> None:
         """Mark ``offset`` (the next offset to consume) for commit; lower offsets are ignored."""
         tp = (topic, partition)
-        if tp not in self.generation.assignment:
+        if tp not in self._claims:
             log.debug("group %s: ignoring mark of unclaimed %s-%d", self._group.group_id, *tp)
             return
         current = self._marked.get(tp)
@@ -258,7 +374,7 @@ class ConsumerGroupSession:
         """Mark ``msg`` as processed: its offset + 1 is committed (sarama's ``MarkMessage``)."""
         om = OffsetAndMetadata(msg.offset + 1, metadata or None, msg.leader_epoch)
         tp = (msg.topic, msg.partition)
-        if tp not in self.generation.assignment:
+        if tp not in self._claims:
             return
         current = self._marked.get(tp)
         if current is None or om.offset > current.offset:
@@ -267,20 +383,47 @@ class ConsumerGroupSession:
     def marked(self) -> dict[TopicPartition, OffsetAndMetadata]:
         return dict(self._marked)
 
-    def _pending(self) -> dict[TopicPartition, OffsetAndMetadata]:
+    def pending_commits(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The marked offsets not committed yet (a copy): what :meth:`commit` would send now.
+
+        Partitions leave it once committed, and when a revoked claim is handed
+        over (its marks are committed first, if ``enable_auto_commit``).
+        """
         return {tp: om for tp, om in self._marked.items() if self._committed.get(tp) != om}
 
     async def commit(self) -> None:
         """Commit the offsets marked since the last commit, now.
 
-        Raises CommitFailedError if the group rebalanced without this member's
-        partitions (the session then ends), KafkaError / TimeoutError otherwise.
+        Commits of one session go out one at a time, in mark order. Raises
+        CommitFailedError if the group rebalanced without this member's
+        partitions (the session then ends), KafkaError / TimeoutError otherwise;
+        KafkaError(REBALANCE_IN_PROGRESS) without sending anything while this
+        member is rejoining (JoinGroup or SyncGroup outstanding; cooperative
+        sessions go on meanwhile): the offsets stay pending for a later commit.
         """
-        pending = self._pending()
-        if not pending:
-            return
-        await self._group._offsets.commit(pending, self.generation)
-        self._committed.update(pending)
+        async with self._commit_lock:
+            pending = self.pending_commits()
+            if not pending:
+                return
+            if self._group._membership.state in _REJOINING:
+                # Doomed: behind the JoinGroup on the coordinator connection it meets a new
+                # generation (ILLEGAL_GENERATION), between JoinGroup and SyncGroup a refusal
+                # (REBALANCE_IN_PROGRESS) that the membership would take as a reason to
+                # rebalance once more.
+                raise KafkaError(
+                    ErrorCode.REBALANCE_IN_PROGRESS,
+                    f"group {self._group.group_id!r} is rebalancing; "
+                    "the marked offsets stay pending",
+                )
+            await self._group._offsets.commit(pending, self.generation)
+            self._committed.update(pending)
+
+    async def _forget(self, partitions: Iterable[TopicPartition]) -> None:
+        """Drop handed-over partitions' marks, after any commit in flight."""
+        async with self._commit_lock:
+            for tp in partitions:
+                self._marked.pop(tp, None)
+                self._committed.pop(tp, None)
 
     def __repr__(self) -> str:
         return (
@@ -290,17 +433,32 @@ class ConsumerGroupSession:
 
 
 class _Listener(RebalanceListener):
-    """Ends the running session before every rejoin (awaited by the membership)."""
+    """Eager: ends the session before every rejoin. Cooperative: revokes and adds claims.
+
+    Each hook is awaited by the membership, so a revocation completes (claims
+    returned, offsets committed) before this member rejoins or syncs again.
+    """
 
     def __init__(self, group: ConsumerGroup) -> None:
         self.group = group
 
     async def on_join_prepare(self, generation: Generation | None) -> None:
-        await self.group._end_session("the group is rebalancing")
+        if not self.group._incremental():
+            await self.group._end_session("the group is rebalancing")
+        elif generation is not None:
+            await self.group._commit_before_join()
 
     async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
-        if revoked:
+        if not revoked:
+            return
+        if self.group._incremental():
+            await self.group._revoke_claims(revoked)
+        else:
             await self.group._end_session("partitions revoked")
+
+    async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+        if self.group._incremental():
+            await self.group._assign_claims(assigned)
 
     async def on_partitions_lost(self, lost: list[TopicPartition]) -> None:
         await self.group._end_session("partitions lost", lost=True)
@@ -312,6 +470,28 @@ class ConsumerGroup:
     ``ConsumerGroup(bootstrap_servers, group_id, config=None, **overrides)``:
     settings are :class:`~.consumer_config.ConsumerConfig` fields, given as a
     config object and/or keyword overrides. Not thread-safe: use from one event loop.
+
+    Sessions and rebalances (see the module docstring for the whole story):
+
+    - EAGER protocol: every rebalance ends the session before this member
+      rejoins (claims stop, cleanup, final commit); ``consume`` returns and
+      the next call starts a session for the new generation.
+    - COOPERATIVE protocol (cooperative-sticky): the session survives
+      rebalances. Revoked partitions: only their claims stop (``claim.revoked``,
+      iterator ends, ``session.ended`` true inside their ``consume_claim``);
+      the revocation completes after their ``consume_claim`` returned (or the
+      rebalance timeout cancelled it) and, with ``enable_auto_commit``, after
+      the session's marked offsets were committed -- the membership awaits all
+      this before it rejoins, so the next owner starts later and from that
+      commit. Kept claims go on untouched. Added partitions get new claims in
+      the same session (no second ``setup``). ``session.claims`` and
+      ``session.generation_id`` track the current assignment and generation.
+      An exception from any ``consume_claim`` (revoked or not) ends the session
+      and is raised from ``consume``; a ``consume_claim`` returning while its
+      claim was not revoked ends the session, as in sarama.
+    - Either protocol: lost partitions (session expiry, fencing, a fatal
+      error) end the whole session without committing; ``close`` ends it
+      with a final commit.
     """
 
     def __init__(
@@ -444,8 +624,12 @@ class ConsumerGroup:
         """Whether the current task is one the session's teardown waits for."""
         current = asyncio.current_task()
         return current is not None and (
-            current in session._claim_tasks or current is self._consume_task
+            current in session._tasks.values() or current is self._consume_task
         )
+
+    def _incremental(self) -> bool:
+        """Cooperative protocol: rebalances revoke and add claims within the session."""
+        return self._membership.protocol == COOPERATIVE
 
     async def _shutdown(self) -> None:
         if self._shut_down:
@@ -480,33 +664,46 @@ class ConsumerGroup:
             )
         return out
 
+    def _add_claims(self, session: ConsumerGroupSession, offsets: dict[TopicPartition, int]) -> None:
+        """Create claims for the partitions the session still holds (a revocation may have won)."""
+        offsets = {
+            tp: o for tp, o in offsets.items() if tp in session._owned and tp not in session._claims
+        }
+        self._fetcher.add(offsets)
+        for (topic, partition), offset in sorted(offsets.items()):
+            claim = ConsumerGroupClaim(session, topic, partition, offset)
+            session._claims[claim.tp] = claim
+            if session._setup_done:
+                self._start_claim(session, claim)
+
+    def _start_claim(self, session: ConsumerGroupSession, claim: ConsumerGroupClaim) -> None:
+        if claim.tp in session._tasks or claim.stopped:
+            return
+        session._tasks[claim.tp] = asyncio.get_running_loop().create_task(
+            self._run_claim(session, claim), name=f"claim-{claim.topic}-{claim.partition}"
+        )
+
     async def _run_session(self, generation: Generation, handler: Any) -> None:
         session = ConsumerGroupSession(self, generation)
+        session._handler = handler
         self._session = session
         self._consume_task = asyncio.current_task()
         self.sessions += 1
-        errors: list[BaseException] = []
-        setup_done = False
+        errors = session._errors
         autocommit: asyncio.Task[None] | None = None
         try:
-            partitions = list(generation.assignment)
+            partitions = sorted(session._owned)
             offsets = await self._initial_offsets(partitions) if partitions else {}
             if session.ended:
                 return
-            self._fetcher.add(offsets)
-            claims = [ConsumerGroupClaim(session, t, p, offsets[(t, p)]) for t, p in partitions]
+            self._add_claims(session, offsets)
             await handler.setup(session)
-            setup_done = True
+            session._setup_done = True
             if session.ended:
                 return
+            for claim in list(session._claims.values()):
+                self._start_claim(session, claim)
             loop = asyncio.get_running_loop()
-            for claim in claims:
-                session._claim_tasks.append(
-                    loop.create_task(
-                        self._run_claim(session, handler, claim),
-                        name=f"claim-{claim.topic}-{claim.partition}",
-                    )
-                )
             if self.config.enable_auto_commit:
                 autocommit = loop.create_task(self._autocommit_loop(session), name="autocommit")
             while not session.ended:
@@ -519,20 +716,143 @@ class ConsumerGroup:
             errors.append(exc)
             session._end(f"session failed: {exc!r}")
         finally:
-            await self._finish_session(session, handler, setup_done, autocommit, errors)
+            await self._finish_session(session, autocommit)
         if errors:
             raise errors[0]
         if self._membership.error is not None:
             raise self._membership.error
 
-    async def _run_claim(
-        self, session: ConsumerGroupSession, handler: Any, claim: ConsumerGroupClaim
-    ) -> None:
+    async def _run_claim(self, session: ConsumerGroupSession, claim: ConsumerGroupClaim) -> None:
+        _CURRENT_CLAIM.set(claim)  # this task's context only: session.ended answers per claim
+        tp = f"{claim.topic}-{claim.partition}"
         try:
-            await handler.consume_claim(session, claim)
-        finally:
+            await session._handler.consume_claim(session, claim)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            session._end(f"consume_claim of {tp} raised {exc!r}")
+            raise
+        if not claim.revoked:
             # sarama: the session ends as soon as the first claim's handler returns.
-            session._end(f"consume_claim of {claim.topic}-{claim.partition} returned")
+            session._end(f"consume_claim of {tp} returned")
+
+    async def _wait_claims(
+        self, session: ConsumerGroupSession, tasks: list[asyncio.Task[None]]
+    ) -> None:
+        """Wait for claim tasks (at most the rebalance timeout, then cancel); keep their errors."""
+        _done, pending = await asyncio.wait(tasks, timeout=self._rebalance_timeout_s())
+        for t in pending:
+            log.warning(
+                "group %s: %s did not return within the rebalance timeout; cancelling",
+                self.group_id,
+                t.get_name(),
+            )
+            t.cancel()
+        if pending:
+            await asyncio.wait(pending)
+        for t in tasks:
+            if t in session._reaped:
+                continue
+            session._reaped.add(t)
+            if not t.cancelled() and t.exception() is not None:
+                session._errors.append(t.exception())  # type: ignore[arg-type]
+
+    def _park(self, partitions: list[TopicPartition]) -> None:
+        """Stop fetching and delivering ``partitions`` and wake their claims' iterators now.
+
+        A fresh paused entry replaces each partition's fetch state: a waiting
+        ``fetch_partition`` sees the swap and returns at once, and later calls
+        wait instead of returning immediately (no busy loop for an iterator
+        driven outside its claim's task) until the claim is gone.
+        """
+        for tp in partitions:
+            try:
+                position = self._fetcher.position(tp)
+            except KeyError:
+                position = None
+            self._fetcher.remove([tp])
+            if position is not None:
+                self._fetcher.add({tp: position})
+                self._fetcher.pause([tp])
+
+    async def _revoke_claims(self, revoked: list[TopicPartition]) -> None:
+        """Cooperative revocation: stop just these claims, commit, hand them over."""
+        session = self._session
+        if session is None:
+            return
+        session._set_generation(self._membership.generation)
+        tps = sorted(tp for tp in set(revoked) if tp in session._owned or tp in session._claims)
+        if not tps:
+            return
+        log.info(
+            "group %s: generation %d revokes %s; the other claims go on",
+            self.group_id,
+            session.generation_id,
+            [f"{t}-{p}" for t, p in tps],
+        )
+        session._owned.difference_update(tps)
+        session._update_claims()
+        for tp in tps:
+            claim = session._claims.get(tp)
+            if claim is not None:
+                claim.revoked = True
+                claim._stopped.set()
+        self._park(tps)
+        tasks = [session._tasks[tp] for tp in tps if tp in session._tasks]
+        try:
+            if tasks:
+                await self._wait_claims(session, tasks)
+            if self.config.enable_auto_commit and not session.lost:
+                try:
+                    await session.commit()
+                except Exception as exc:
+                    log.warning("group %s: commit on revocation failed: %s", self.group_id, exc)
+            await session._forget(tps)
+        finally:
+            for tp in tps:
+                session._claims.pop(tp, None)
+                session._tasks.pop(tp, None)
+            self._fetcher.remove(tps)
+
+    async def _assign_claims(self, assigned: list[TopicPartition]) -> None:
+        """Cooperative assignment: carry the session into the new generation, add claims."""
+        session = self._session
+        if session is None or session.ended:
+            return
+        session._set_generation(self._membership.generation)
+        new = sorted(tp for tp in set(assigned) if tp not in session._owned)
+        if not new:
+            return
+        session._owned.update(new)
+        session._update_claims()
+        try:
+            offsets = await self._initial_offsets(new)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            session._errors.append(exc)
+            session._end(f"cannot start claims for newly assigned {new}: {exc!r}")
+            return
+        if session.ended:
+            return
+        log.info(
+            "group %s: generation %d adds claims %s",
+            self.group_id,
+            session.generation_id,
+            [f"{t}-{p}" for t, p in new],
+        )
+        self._add_claims(session, offsets)
+
+    async def _commit_before_join(self) -> None:
+        """Cooperative, auto-commit: commit before JoinGroup (the Java client does too),
+        since commits are refused until the rebalance completes while claims go on."""
+        session = self._session
+        if session is None or session.ended or not self.config.enable_auto_commit:
+            return
+        try:
+            await session.commit()
+        except Exception as exc:
+            log.warning("group %s: commit before rejoining failed: %s", self.group_id, exc)
 
     async def _autocommit_loop(self, session: ConsumerGroupSession) -> None:
         interval = self.config.auto_commit_interval_ms / 1000.0
@@ -542,6 +862,10 @@ class ConsumerGroup:
                     await session._ended.wait()
             if session.ended:
                 return
+            if self._membership.state is not MemberState.STABLE:
+                # Mid-rebalance (cooperative: claims go on): the coordinator would answer
+                # REBALANCE_IN_PROGRESS; the next tick commits.
+                continue
             try:
                 await session.commit()
             except CommitFailedError as exc:
@@ -552,39 +876,20 @@ class ConsumerGroup:
                 log.warning("group %s: auto-commit failed: %s", self.group_id, exc)
 
     async def _finish_session(
-        self,
-        session: ConsumerGroupSession,
-        handler: Any,
-        setup_done: bool,
-        autocommit: asyncio.Task[None] | None,
-        errors: list[BaseException],
+        self, session: ConsumerGroupSession, autocommit: asyncio.Task[None] | None
     ) -> None:
+        errors = session._errors
         try:
             if autocommit is not None:
                 autocommit.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await autocommit
-            tasks = session._claim_tasks
+            tasks = list(session._tasks.values())
             if tasks:
-                _done, pending = await asyncio.wait(tasks, timeout=self._rebalance_timeout_s())
-                for t in pending:
-                    log.warning(
-                        "group %s: %s did not return within the rebalance timeout; cancelling",
-                        self.group_id,
-                        t.get_name(),
-                    )
-                    t.cancel()
-                if pending:
-                    await asyncio.wait(pending)
-                for t in tasks:
-                    if t.cancelled():
-                        continue
-                    exc = t.exception()
-                    if exc is not None:
-                        errors.append(exc)
-            if setup_done:
+                await self._wait_claims(session, tasks)
+            if session._setup_done:
                 try:
-                    await handler.cleanup(session)
+                    await session._handler.cleanup(session)
                 except Exception as exc:
                     errors.append(exc)
             if self.config.enable_auto_commit and not session.lost:
@@ -595,8 +900,10 @@ class ConsumerGroup:
                 except Exception as exc:
                     log.warning("group %s: final commit failed: %s", self.group_id, exc)
         finally:
-            self._fetcher.remove(session.generation.assignment)
+            self._fetcher.remove(session._owned | set(session._claims))
             if self._session is session:
                 self._session = None
             session._ended.set()
+            for claim in session._claims.values():
+                claim._stopped.set()
             session._finished.set()
