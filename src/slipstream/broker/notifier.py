@@ -21,7 +21,8 @@ class AppendNotifier:
         for key in registered:
             self._waiters[key].add(fut)
         try:
-            await asyncio.wait_for(fut, timeout_s)
+            async with asyncio.timeout(timeout_s):
+                await fut
             return True
         except TimeoutError:
             return False

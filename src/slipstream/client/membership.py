@@ -872,6 +872,8 @@ class CoordinatorLocator:
         self.group_id: str = config.group_id
         self.node: BrokerNode | None = None
         self._conn: BrokerConnection | None = None
+        # Dropped by mark_unknown (sync, so it can only abort): closed later, awaited.
+        self._dropped: set[BrokerConnection] = set()
         self._lock = asyncio.Lock()
         self._closed = False
 
@@ -887,6 +889,12 @@ class CoordinatorLocator:
             conn, self._conn = self._conn, None
             self.node = None
             conn.abort(f"coordinator connection dropped: {reason}")
+            self._dropped.add(conn)
+
+    async def _reap_dropped(self) -> None:
+        while self._dropped:
+            with contextlib.suppress(Exception):
+                await self._dropped.pop().close()
 
     async def connection(self) -> BrokerConnection:
         """The coordinator connection, discovering the coordinator (with backoff) if needed.
@@ -898,6 +906,7 @@ class CoordinatorLocator:
         if conn is not None and not conn.closed:
             return conn
         async with self._lock:
+            await self._reap_dropped()
             attempt = 0
             while True:
                 if self._closed:
@@ -981,6 +990,7 @@ class CoordinatorLocator:
         if conn is not None:
             with contextlib.suppress(Exception):
                 await conn.close()
+        await self._reap_dropped()
 
 
 # ---------------------------------------------------------------------------- asyncio adapter
@@ -1301,7 +1311,8 @@ class GroupMembership:
         if self.core.rejoin_needed:
             return
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wakeup.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._wakeup.wait()
         due = self._next_metadata_check
         if (
             self.core.is_leader
@@ -1428,7 +1439,8 @@ class GroupMembership:
             if delay is None or delay > 0:
                 self._hb_wakeup.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._hb_wakeup.wait(), delay)
+                    async with asyncio.timeout(delay):
+                        await self._hb_wakeup.wait()
                 continue
             if core.session_expired(now):
                 self.locator.mark_unknown("no heartbeat answer within the session timeout")

@@ -574,7 +574,8 @@ class AIOProducer:
             self._memory_waiters.append(fut)
             self._wake()  # an exhausted buffer makes every batch sendable
             try:
-                await asyncio.wait_for(fut, remaining)
+                async with asyncio.timeout(remaining):
+                    await fut
             except TimeoutError:
                 pass
             finally:
