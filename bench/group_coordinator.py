@@ -11,7 +11,8 @@ Measures, with confluent-kafka (librdkafka) as the client:
 2. 10 and 50 consumers started together (threads, one process) on a 60-partition topic:
    time until every consumer has its assignment and how many generations it took;
 3. sustained OffsetCommit and Heartbeat requests per second, from a separate load-generator
-   process that speaks the protocol directly (pipelined ``BrokerConnection``s);
+   process that speaks the protocol directly (one pre-encoded frame per request kind,
+   pipelined over raw connections; only the correlation id changes per request);
 4. capacity: G groups x 5 members heartbeating every 3 s (one connection per member,
    load generator in two processes): expired members, heartbeat latency p50/p99, broker RSS.
 
@@ -315,82 +316,191 @@ async def sync_member(
         raise BenchError(f"SyncGroup error {answer.error_code}")
 
 
+_CORR = struct.Struct(">i")
+_SIZE_CORR = struct.Struct(">ii")
+
+
+class _Pipelined(asyncio.Protocol):
+    """One load-generator connection: keeps ``depth`` copies of one pre-encoded request in flight.
+
+    Each send only patches the correlation id; each response is checked for that id (so
+    out-of-order answers fail the run) and byte-compared with a known-good body; a body that
+    differs is decoded and its error codes counted, never served.
+    """
+
+    def __init__(self, frame: bytes, depth: int, spec: Any, version: int, ok_body: bytes | None) -> None:
+        # frame = size(4) api_key(2) api_version(2) correlation_id(4) rest
+        self.head, self.tail = frame[:8], frame[12:]
+        self.depth = depth
+        self.spec, self.version = spec, version
+        self.ok_body = ok_body
+        self.transport: asyncio.Transport | None = None
+        self.buf = bytearray()
+        self.next_send = 0
+        self.next_recv = 0
+        self.sending = True
+        self.ok = 0
+        self.errors: dict[str, int] = {}
+        self.idle = asyncio.get_running_loop().create_future()
+        self.failed: str | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def _frames(self, n: int) -> list[bytes]:
+        head, tail, pack = self.head, self.tail, _CORR.pack
+        c = self.next_send
+        self.next_send = c + n
+        return [head + pack(i & 0x7FFFFFFF) + tail for i in range(c, c + n)]
+
+    def start(self) -> None:
+        assert self.transport is not None
+        self.transport.writelines(self._frames(self.depth))
+
+    def stop(self) -> None:
+        self.sending = False
+        if self.next_recv == self.next_send and not self.idle.done():
+            self.idle.set_result(None)
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf
+        buf += data
+        pos, end, got = 0, len(buf), 0
+        unpack, ok_body = _SIZE_CORR.unpack_from, self.ok_body
+        while end - pos >= 8:
+            size, corr = unpack(buf, pos)
+            if end - pos - 4 < size:
+                break
+            if corr != self.next_recv & 0x7FFFFFFF:
+                self.fail(f"response {corr} arrived when {self.next_recv} was due")
+                return
+            self.next_recv += 1
+            body = buf[pos + 8 : pos + 4 + size]
+            if ok_body is not None and body == ok_body:
+                self.ok += 1
+            else:
+                self.check(body)
+            pos += 4 + size
+            got += 1
+        if pos:
+            del buf[:pos]
+        if self.sending and got:
+            assert self.transport is not None
+            self.transport.writelines(self._frames(got))
+        elif not self.sending and self.next_recv == self.next_send and not self.idle.done():
+            self.idle.set_result(None)
+
+    def check(self, body: bytes | bytearray) -> None:
+        """Decode a body that is not the known-good one; count it as served only if error-free."""
+        view = memoryview(body)
+        pos = 1 if self.spec.response_header_version(self.version) >= 1 else 0  # header tags
+        r = self.spec.decode_response(view, pos, self.version)
+        codes = [x.error_code for t in r.topics for x in t.partitions] if hasattr(r, "topics") else [r.error_code]
+        bad = [c for c in codes if c]
+        if bad:
+            key = str(bad[0])
+            self.errors[key] = self.errors.get(key, 0) + 1
+        else:
+            self.ok += 1
+            if self.ok_body is None:
+                self.ok_body = bytes(body)
+
+    def fail(self, why: str) -> None:
+        self.failed = why
+        if self.transport is not None:
+            self.transport.close()
+        if not self.idle.done():
+            self.idle.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.idle.done():
+            self.failed = self.failed or f"connection lost: {exc}"
+            self.idle.set_result(None)
+
+
+def request_frame(spec: Any, version: int, request: Any) -> bytes:
+    """One complete request frame (size prefix included) with correlation id 0."""
+    from slipstream.protocol import api as proto_api
+
+    out = bytearray()
+    proto_api.encode_request_header(
+        out, proto_api.RequestHeader(spec.key, version, 0, "rate-bench"), spec.request_header_version(version)
+    )
+    body = spec.encode_request(request, version).getvalue()
+    return _CORR.pack(len(out) + len(body)) + bytes(out) + body
+
+
 async def rate_main(
     port: int, topic: str, duration: float, connections: int, depth: int, broker_pid: int
 ) -> dict:
-    """Join one group as one member, then pipeline OffsetCommit, then Heartbeat requests."""
+    """Join one group as one member, then pipeline OffsetCommit, then Heartbeat requests.
+
+    The member joins with Slipstream's client; the load itself is one pre-encoded frame per
+    request kind, sent over raw connections (see ``_Pipelined``) so that the generator's own
+    cost per request stays far below the broker's.
+    """
     from slipstream.client.connection import BrokerConnection
     from slipstream.protocol.apis import heartbeat as hb
     from slipstream.protocol.apis import offset_commit as oc
 
     group = f"rate-{os.getpid()}"
-    conns = [
-        await BrokerConnection(HOST, port, max_in_flight=depth, request_timeout_s=30).connect()
-        for _ in range(connections)
-    ]
-    member, generation, reply = await join_member(conns[0], group, topic, 30)
-    await sync_member(conns[0], group, topic, member, generation, reply, 30)
+    conn = await BrokerConnection(HOST, port, request_timeout_s=30).connect()
+    member, generation, reply = await join_member(conn, group, topic, 30)
+    await sync_member(conn, group, topic, member, generation, reply, 30)
+    commit = oc.OffsetCommitRequest(
+        group_id=group,
+        generation_id_or_member_epoch=generation,
+        member_id=member,
+        topics=[
+            oc.OffsetCommitRequestTopic(
+                name=topic,
+                partitions=[
+                    oc.OffsetCommitRequestPartition(
+                        partition_index=0, committed_offset=42, committed_metadata=""
+                    )
+                ],
+            )
+        ],
+    )
+    beat = hb.HeartbeatRequest(group_id=group, generation_id=generation, member_id=member)
     out: dict[str, Any] = {}
-    offset = [0]
-
-    def commit_req() -> Any:
-        offset[0] += 1
-        return oc.OffsetCommitRequest(
-            group_id=group,
-            generation_id_or_member_epoch=generation,
-            member_id=member,
-            topics=[
-                oc.OffsetCommitRequestTopic(
-                    name=topic,
-                    partitions=[
-                        oc.OffsetCommitRequestPartition(
-                            partition_index=0, committed_offset=offset[0], committed_metadata=""
-                        )
-                    ],
-                )
-            ],
-        )
-
-    def hb_req() -> Any:
-        return hb.HeartbeatRequest(group_id=group, generation_id=generation, member_id=member)
-
-    for kind, spec, make in (("commit", oc.SPEC, commit_req), ("heartbeat", hb.SPEC, hb_req)):
-        done = [0]
-        errors: dict[str, int] = {}
-        end = time.perf_counter() + duration
-
-        async def worker(conn: Any, spec: Any = spec, make: Any = make,
-                         done: list[int] = done, errors: dict[str, int] = errors,
-                         end: float = end) -> None:
-            while time.perf_counter() < end:
-                try:
-                    r = await conn.request(spec, make(), timeout_s=10)
-                except Exception as exc:
-                    errors[type(exc).__name__] = errors.get(type(exc).__name__, 0) + 1
-                    await asyncio.sleep(0.01)
-                    continue
-                code = (
-                    r.topics[0].partitions[0].error_code if hasattr(r, "topics") else r.error_code
-                )
-                if code:
-                    errors[str(code)] = errors.get(str(code), 0) + 1
-                else:
-                    done[0] += 1
-
+    loop = asyncio.get_running_loop()
+    for kind, spec, request in (("commit", oc.SPEC, commit), ("heartbeat", hb.SPEC, beat)):
+        version = conn.version_for(spec)
+        frame = request_frame(spec, version, request)
+        pipes: list[_Pipelined] = []
+        for _ in range(connections):
+            _t, pipe = await loop.create_connection(
+                lambda f=frame, s=spec, v=version: _Pipelined(f, depth, s, v, None), HOST, port
+            )
+            pipes.append(pipe)
         cpu0 = time.process_time()
         bcpu0 = cpu_of(broker_pid)
         t0 = time.perf_counter()
-        await asyncio.gather(*(worker(c) for c in conns for _ in range(depth)))
+        for pipe in pipes:
+            pipe.start()
+        await asyncio.sleep(duration)
+        for pipe in pipes:
+            pipe.stop()
+        await asyncio.wait_for(asyncio.gather(*(pipe.idle for pipe in pipes)), 30)
         elapsed = time.perf_counter() - t0
+        errors: dict[str, int] = {}
+        for pipe in pipes:
+            for code, n in pipe.errors.items():
+                errors[code] = errors.get(code, 0) + n
+            if pipe.failed:
+                errors[pipe.failed] = errors.get(pipe.failed, 0) + 1
+            if pipe.transport is not None:
+                pipe.transport.close()
         out[kind] = {
-            "ok": done[0],
+            "ok": sum(pipe.ok for pipe in pipes),
             "seconds": elapsed,
             "errors": errors,
+            "version": version,
             "client_cpu": time.process_time() - cpu0,
             "broker_cpu": cpu_of(broker_pid) - bcpu0,
         }
-    for c in conns:
-        await c.close()
+    await conn.close()
     return out
 
 
@@ -788,11 +898,12 @@ def report(
         c, h = rates["commit"], rates["heartbeat"]
         cr = c["ok"] / c["seconds"]
         hr = h["ok"] / h["seconds"]
-        row(f"(3) OffsetCommit/s, one member, 4 connections x 32 in flight, {rate_s:.0f} s",
+        row(f"(3) OffsetCommit v{c.get('version', '?')}/s, one member, 4 connections x 32 in flight,"
+            f" {rate_s:.0f} s",
             [f"{cr:,.0f}/s (errors {c['errors'] or 0}; CPU broker {c['broker_cpu']:.1f} s,"
              f" load-gen {c['client_cpu']:.1f} s in {c['seconds']:.1f} s)",
              *others], "≥ 20,000/s" + mark(cr >= 20_000))
-        row("(3) Heartbeat/s, same member and connections",
+        row(f"(3) Heartbeat v{h.get('version', '?')}/s, same member and connections",
             [f"{hr:,.0f}/s (errors {h['errors'] or 0}; CPU broker {h['broker_cpu']:.1f} s,"
              f" load-gen {h['client_cpu']:.1f} s in {h['seconds']:.1f} s)",
              *others], "")
@@ -832,6 +943,10 @@ def report(
         " subscribed together; generations = most on_assign calls any consumer saw, watched for"
         " 3 s after all were assigned; time is to the last on_assign. (3) and (4) are"
         " Slipstream only: the load generators use Slipstream's own protocol client."
+        " (3) joins with that client, then sends one pre-encoded request per kind (the same"
+        " group, member, partition and offset each time; only the correlation id changes) over"
+        " raw pipelined connections, checking each response's correlation id (in order) and"
+        " error codes; a response with an error is not counted."
         " (4) runs in two processes, one TCP connection per member, session timeout 30 s;"
         " expired = heartbeat answered UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS or"
         " ILLEGAL_GENERATION after the member was stable."

@@ -13,7 +13,9 @@ OffsetCommit is group-committed: its result is queued, and the records of every
 commit queued in the same event-loop turn go to the log as one batch per offsets
 partition, replayed, and (fsync policy) synced, before those commits are
 answered, in order. Any other operation first writes out the queue, so it
-always sees every earlier commit replayed.
+always sees every earlier commit replayed. A commit takes the lock-free path only
+when nobody holds or waits for the lock; otherwise it queues for the lock behind
+them (FIFO), so commits pipelined on one connection apply in arrival order.
 At start the offsets topic is replayed in the background; until it is done the
 coordinator answers COORDINATOR_LOAD_IN_PROGRESS.
 """
@@ -51,6 +53,39 @@ _LOAD_READ_BYTES = 1 << 20
 _OFFSET_COMMIT_KEY = 8
 
 
+class _OrderedLock:
+    """An asyncio.Lock that also knows whether anyone holds it or waits for it.
+
+    The commit fast path may skip the lock only when nobody holds or wants it:
+    between a release and the next waiter waking up the plain lock looks free, and a
+    commit slipping in there would apply before an earlier commit still waiting.
+    """
+
+    __slots__ = ("_lock", "_wanted")
+
+    def __init__(self) -> None:
+        self._lock = asyncio.Lock()
+        self._wanted = 0  # holders + waiters
+
+    def busy(self) -> bool:
+        return self._wanted > 0
+
+    def locked(self) -> bool:
+        return self._lock.locked()
+
+    async def __aenter__(self) -> None:
+        self._wanted += 1
+        try:
+            await self._lock.acquire()
+        except BaseException:
+            self._wanted -= 1
+            raise
+
+    async def __aexit__(self, *_exc: object) -> None:
+        self._lock.release()
+        self._wanted -= 1
+
+
 @dataclass(slots=True)
 class _Queued:
     """A commit already handled by the coordinator whose records wait for the next write."""
@@ -77,7 +112,7 @@ class GroupCoordinatorAdapter:
         self.coordinator = GroupCoordinator(
             self.config, timer=self.timer, partition_exists=self._partition_exists
         )
-        self._lock = asyncio.Lock()
+        self._lock = _OrderedLock()
         self._parked: dict[Pending, asyncio.Future[Struct]] = {}
         self._timer_changed = asyncio.Event()
         # The deadline the timer loop sleeps until: only an earlier one needs to wake it.
@@ -159,7 +194,7 @@ class GroupCoordinatorAdapter:
     # ---------------------------------------------------------------- requests
 
     async def handle(self, api_key: int, ctx: CoordinatorContext, request: Struct) -> Struct:
-        if api_key == _OFFSET_COMMIT_KEY and not self._lock.locked():
+        if api_key == _OFFSET_COMMIT_KEY and not self._lock.busy():
             return await self._commit(ctx, request)
         return await self.call(lambda now: self.coordinator.handle(api_key, ctx, request, now))
 

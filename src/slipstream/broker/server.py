@@ -1,8 +1,27 @@
 """asyncio transport for the Kafka protocol: framing, per-connection ordering, flow control.
 
-Requests on one connection are read ahead (pipelining) but answered strictly in
-order, as Kafka clients require. A frame longer than socket.request.max.bytes or
-a request we cannot parse closes that connection only.
+Requests on one connection are read ahead and answered strictly in request order,
+as Kafka clients require. Like Kafka, a connection normally works on one request
+at a time. The exception is a run of requests whose APIs are all in
+``PIPELINED_APIS``: each of those may start while earlier ones of the run are still
+pending (e.g. a queued OffsetCommit waiting for its group-commit write), so a
+pipelining client gets its commits batched. The rule, per connection:
+
+- a request of a pipelined API starts when nothing is in flight, or when everything
+  in flight is of a pipelined API too;
+- any other request starts only when nothing is in flight, and nothing after it
+  starts until it is answered (a parked JoinGroup or a Fetch long-poll holds the
+  requests behind it back, exactly as before);
+- requests start in arrival order, and a pipelined API's handler makes every effect
+  that orders it against other requests (coordinator state, the commit queue)
+  synchronously before its first await, so their effects apply in arrival order;
+- responses are written in request order however the handlers finish; those ready
+  together go out in one write. While the transport asks us to pause writing no new
+  request starts, which bounds what we buffer.
+
+A frame longer than socket.request.max.bytes, a request we cannot parse, or a
+handler that fails closes that connection only (responses to the requests before
+it are written first; requests after it are dropped).
 """
 
 from __future__ import annotations
@@ -10,15 +29,26 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-from typing import cast
+from collections import deque
+from typing import Any, cast
 
-from .dispatch import CloseConnection, Dispatcher
+from .dispatch import Buffers, CloseConnection, Dispatcher
 
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
+_API_KEY = struct.Struct(">h")
 # Frames read ahead before we stop reading from the socket.
 _MAX_QUEUED = 64
+# Requests of pipelined APIs in flight at once on one connection.
+_MAX_IN_FLIGHT = 128
+
+# API keys whose handlers perform all their ordering-relevant effects synchronously
+# before their first await (audited: OffsetCommit queues its coordinator result in
+# GroupCoordinatorAdapter._commit, or waits for the adapter's lock behind earlier
+# waiters; Heartbeat runs under the adapter's lock, taken without suspending when free,
+# FIFO otherwise). Add an API only after auditing its handler and testing it.
+PIPELINED_APIS = frozenset({8, 12})
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -29,12 +59,23 @@ class KafkaConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self._buf = bytearray()
-        self._queue: asyncio.Queue[bytearray | None] = asyncio.Queue()
-        self.worker: asyncio.Task[None] | None = None
+        # Frames read but not started, and requests started but not yet answered (in order).
+        self._frames: deque[bytearray] = deque()
+        self._in_flight: deque[asyncio.Task[Buffers | None]] = deque()
+        self._in_flight_pipelined = False
+        self._eof = False
+        self._write_scheduled = False
         self._reading_paused = False
-        self._can_write = asyncio.Event()
-        self._can_write.set()
+        self._writing_paused = False
         self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def worker(self) -> asyncio.Future[Any] | None:
+        """Everything in flight as one awaitable (Broker.stop cancels and awaits it)."""
+        if not self._in_flight:
+            return None
+        return asyncio.gather(*self._in_flight, return_exceptions=True)
 
     # -------------------------------------------------------------- transport events
 
@@ -44,13 +85,16 @@ class KafkaConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.connections.add(self)
-        self.worker = asyncio.get_running_loop().create_task(self._process())
+        self._loop = asyncio.get_running_loop()
 
     def data_received(self, data: bytes) -> None:
+        if self._closed:
+            return
         buf = self._buf
         buf += data
         start = 0
         end = len(buf)
+        frames = self._frames
         while end - start >= 4:
             (size,) = _SIZE.unpack_from(buf, start)
             if size < 0 or size > self.max_request_bytes:
@@ -58,59 +102,105 @@ class KafkaConnection(asyncio.Protocol):
                 return
             if end - start - 4 < size:
                 break
-            self._queue.put_nowait(buf[start + 4 : start + 4 + size])
+            frames.append(buf[start + 4 : start + 4 + size])
             start += 4 + size
         if start:
             del buf[:start]
-        if self._queue.qsize() >= _MAX_QUEUED and not self._reading_paused and self.transport:
+        self._pump()
+        if len(frames) >= _MAX_QUEUED and not self._reading_paused and self.transport and not self._closed:
             self._reading_paused = True
             self.transport.pause_reading()
 
     def eof_received(self) -> bool | None:
-        self._queue.put_nowait(None)
+        self._eof = True
+        self._pump()
         return True  # keep the transport open until queued responses are written
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self.connections.discard(self)
-        self._can_write.set()
-        if self.worker is not None:
-            self.worker.cancel()
+        self._drop_pending()
 
     def pause_writing(self) -> None:
-        self._can_write.clear()
+        self._writing_paused = True
 
     def resume_writing(self) -> None:
-        self._can_write.set()
+        self._writing_paused = False
+        self._pump()
 
     # -------------------------------------------------------------- processing
 
-    async def _process(self) -> None:
-        try:
-            while True:
-                frame = await self._queue.get()
-                if frame is None:
-                    self.close(None)
-                    return
-                if self._reading_paused and self._queue.qsize() < _MAX_QUEUED // 2 and self.transport:
-                    self._reading_paused = False
-                    self.transport.resume_reading()
-                try:
-                    parts = await self.dispatcher.dispatch(frame, self.peer)
-                except CloseConnection as exc:
-                    self.close(str(exc))
-                    return
-                if parts is None or self._closed or self.transport is None:
-                    continue
-                self.transport.writelines(parts)
-                if not self._can_write.is_set():
-                    await self._can_write.wait()
-        except asyncio.CancelledError:
-            pass
+    def _pump(self) -> None:
+        """Start every request the ordering rule (module docstring) allows to start now."""
+        if self._closed:
+            return
+        frames = self._frames
+        in_flight = self._in_flight
+        while frames and not self._writing_paused and len(in_flight) < _MAX_IN_FLIGHT:
+            frame = frames[0]
+            pipelined = len(frame) >= 2 and _API_KEY.unpack_from(frame)[0] in PIPELINED_APIS
+            if in_flight and not (pipelined and self._in_flight_pipelined):
+                break
+            frames.popleft()
+            assert self._loop is not None
+            task = self._loop.create_task(self.dispatcher.dispatch(frame, self.peer))
+            task.add_done_callback(self._on_done)
+            in_flight.append(task)
+            # Only reached with something in flight when all of it is pipelined.
+            self._in_flight_pipelined = pipelined
+        if self._reading_paused and len(frames) < _MAX_QUEUED // 2 and self.transport:
+            self._reading_paused = False
+            self.transport.resume_reading()
+        if self._eof and not frames and not in_flight:
+            self.close(None)
+
+    def _on_done(self, task: asyncio.Task[Buffers | None]) -> None:
+        if self._closed:
+            if not task.cancelled():
+                task.exception()  # nobody will write it: keep asyncio from logging it as lost
+            return
+        # Deferred one loop turn so responses finishing together share one write.
+        if not self._write_scheduled and self._loop is not None:
+            self._write_scheduled = True
+            self._loop.call_soon(self._write_ready)
+
+    def _write_ready(self) -> None:
+        """Write the responses now ready at the head of the line, in order, then start more."""
+        self._write_scheduled = False
+        if self._closed:
+            return
+        in_flight = self._in_flight
+        out: Buffers = []
+        failure: str | None = None
+        while in_flight and in_flight[0].done():
+            task = in_flight.popleft()
+            if task.cancelled():
+                failure = "request cancelled"
+                break
+            exc = task.exception()
+            if exc is not None:
+                failure = str(exc) if isinstance(exc, CloseConnection) else f"internal error: {exc!r}"
+                break
+            parts = task.result()
+            if parts:
+                out.extend(parts)
+        if out and self.transport is not None:
+            self.transport.writelines(out)
+        if failure is not None:
+            self.close(failure)
+            return
+        self._pump()
+
+    def _drop_pending(self) -> None:
+        self._frames.clear()
+        in_flight, self._in_flight = self._in_flight, deque()
+        for task in in_flight:
+            task.cancel()
 
     def close(self, reason: str | None) -> None:
         if reason:
             log.warning("closing connection from %s: %s", self.peer, reason)
         self._closed = True
+        self._drop_pending()
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()

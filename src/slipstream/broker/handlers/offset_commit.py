@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from ...protocol.apis.offset_commit import SPEC, OffsetCommitRequest, OffsetCommitResponse
 from ..state import RequestContext
-from ._group import call_coordinator
+from ._group import coordinator_context
 
 MIN_VERSION = 0
 MAX_VERSION = 9
 
 
 async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
-    response: OffsetCommitResponse = await call_coordinator(ctx, SPEC.key, request)
+    # The adapter directly, not via call_coordinator: one coroutine frame less per commit.
+    response: OffsetCommitResponse = await ctx.state.groups.handle(SPEC.key, coordinator_context(ctx), request)
     return response
 
 
