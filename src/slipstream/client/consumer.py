@@ -27,9 +27,13 @@ for buffered data and drain at most ``max_poll_records``. Positions advance as
 records are handed to the application, so ``commit_sync()`` with no argument
 commits "everything poll returned".
 
-Read-ahead: after a poll returns, the network thread drains the next poll's
-records (decoded, at most ``max_poll_records``) while the application works,
-and the next poll takes them without a round trip through the network loop --
+Read-ahead: after a poll returns, the network thread drains the next polls'
+records (decoded; up to ``_READ_AHEAD_POLLS`` x ``max_poll_records``, and past the
+first poll's worth only while the batches it used up total less than
+``max_partition_fetch_bytes``) while the application works, and the next polls
+take them (at most ``max_poll_records`` each) without a round trip through the
+network loop -- a hand-off between the threads costs about as much as decoding
+dozens of records, so there is one per few polls, not one per poll --
 only while no group is involved or the membership is stable (no rebalance in
 progress, no error, no auto-commit due); otherwise poll goes through the loop
 as described above. Whatever was read ahead is given back to the fetcher
@@ -542,6 +546,8 @@ class _Wake:
 
 # How long poll waits for a read-ahead in progress before asking the network loop.
 _READ_AHEAD_WAIT_S = 0.05
+# Polls' worth of records the network thread reads ahead (see the module docstring).
+_READ_AHEAD_POLLS = 4
 
 
 _WAKE = _Wake()
@@ -570,8 +576,8 @@ class Consumer:
         self._events: queue.SimpleQueue[Callable[[], Any] | _Wake] = queue.SimpleQueue()
         self._commit_callbacks: collections.deque[Callable[[], None]] = collections.deque()
         self._listener_error: BaseException | None = None
-        # Read-ahead: the next poll's records, drained on the network thread after each
-        # poll so the next poll can take them without a round trip (see poll()).
+        # Read-ahead: the next polls' records (in drain order), drained on the network
+        # thread so polls can take them without a round trip (see poll()).
         self._ready: list[Message] = []
         self._ready_lock = threading.Lock()
         self._refill_pending = False
@@ -625,8 +631,17 @@ class Consumer:
             and time.monotonic() >= core.next_auto_commit
         ):
             return None  # the auto-commit is due: core.poll does it
+        limit = self.config.max_poll_records
         with self._ready_lock:
-            msgs, self._ready = self._ready, []
+            ready = self._ready
+            if len(ready) <= limit:
+                msgs, self._ready = ready, []
+            else:
+                msgs, self._ready = ready[:limit], ready[limit:]
+            left = len(self._ready)
+        if left < limit * (_READ_AHEAD_POLLS // 2):
+            # Top up while the application works through what is left.
+            self._schedule_refill()
         return msgs or None
 
     def _schedule_refill(self) -> None:
@@ -639,18 +654,36 @@ class Consumer:
         """On the network loop: drain the next poll's records while the application works."""
         try:
             core = self._core
-            if core.closed or self._ready or not self._read_ahead_ok(core):
+            if core.closed or not self._read_ahead_ok(core):
                 return
             fetcher = core.fetcher
-            if fetcher.has_error():
-                return  # errors are raised by the next poll's own drain
-            drained = fetcher.drain_records(self.config.max_poll_records)
+            limit = self.config.max_poll_records
+            want = _READ_AHEAD_POLLS * limit - len(self._ready)
+            drained: list[MessageFields] = []
+            released = 0
+            cap = self.config.max_partition_fetch_bytes
+            # One drain per poll's worth, as polls would (same partition rotation). Past
+            # the first, only while the batches used up (their bytes leave the fetcher's
+            # buffer, which may then fetch more) stay under the cap: bounded memory.
+            while want >= limit and (not drained or released < cap):
+                if fetcher.has_error():
+                    break  # errors are raised by a later poll's own drain
+                before = fetcher.buffered_bytes()
+                got = fetcher.drain_records(limit)
+                if not got:
+                    break
+                released += before - fetcher.buffered_bytes()
+                drained += got
+                want -= len(got)
             # Not pending any more before publishing: a poll that takes these schedules
             # the next read-ahead.
             self._refill_pending = False
             if drained:
+                fresh = cast(list[Message], drained)
                 with self._ready_lock:
-                    self._ready = cast(list[Message], drained)
+                    ready = self._ready
+                    # The application may have taken some meanwhile: append behind the rest.
+                    self._ready = ready + fresh if ready else fresh
         finally:
             self._refill_pending = False
             self._refilled.set()
@@ -887,10 +920,7 @@ class Consumer:
                     # for it is cheaper than a round trip through the network loop.
                     self._refilled.wait(min(timeout_s, _READ_AHEAD_WAIT_S))
                     msgs = self._take_ready(core)
-                if msgs is not None:
-                    # Read ahead on the network thread: no round trip for this poll.
-                    self._schedule_refill()
-                else:
+                if msgs is None:
                     msgs = self._call(self._poll_on_loop(core, timeout_s), timeout_s)
                 self._run_pending(commit_callbacks=True)
                 return msgs

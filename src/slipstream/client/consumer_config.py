@@ -25,8 +25,9 @@ partition buffers and the response is released at once, so a response is never
 kept alive by the data taken from it.
 
 What the application holds is on top: a ``ConsumerGroup`` claim iterates one
-decoded batch at a time; the poll ``Consumer`` reads up to
-``max_poll_records`` ahead; ``AIOConsumer`` and ``poll`` return up to
+decoded batch at a time; the poll ``Consumer`` reads up to four polls' worth
+(``max_poll_records`` each) ahead, past the first only while the batches they
+used up total less than ``max_partition_fetch_bytes``; ``AIOConsumer`` and ``poll`` return up to
 ``max_poll_records`` per call. Decoded records cost their Python object
 overhead (about 150 bytes each) beyond their wire size.
 """

@@ -72,7 +72,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import itertools
 import logging
+import operator
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import fields
 from typing import Any, cast
@@ -111,6 +113,14 @@ _CURRENT_CLAIM: contextvars.ContextVar[ConsumerGroupClaim | None] = contextvars.
     "slipstream_consumer_group_claim", default=None
 )
 _REJOINING = (MemberState.PREPARING_REBALANCE, MemberState.COMPLETING_REBALANCE)
+# A marked position as kept per partition: (offset, leader_epoch, metadata).
+_Mark = tuple[int, int, str | None]
+# Logged mark_message calls are folded into the marks at least this often: the log keeps
+# at most about as many messages alive as one claim's iterator holds (max_poll_records).
+_FOLD_AT = 512
+# ConsumerMessage fields, in its tuple order (MessageFields): topic, partition / offset.
+_TP_OF = operator.itemgetter(0, 1)
+_OFFSET_OF = operator.itemgetter(2)
 
 
 class ConsumerMessage(MessageFields):
@@ -208,6 +218,8 @@ class ConsumerGroupClaim:
         self._high_watermark: int | None = None
         self._iterating = False
         self._stopped = asyncio.Event()
+        # Mirrors _stopped as a plain attribute: messages() reads it once per message.
+        self._over = False
         self.revoked = False
         """A cooperative rebalance revoked this claim alone; the session goes on without it."""
 
@@ -218,7 +230,11 @@ class ConsumerGroupClaim:
     @property
     def stopped(self) -> bool:
         """The claim is over (revoked, or its session ended): ``messages()`` ends, return soon."""
-        return self._stopped.is_set() or self.session._ended.is_set()
+        return self._over or self.session._ended.is_set()
+
+    def _stop(self) -> None:
+        self._over = True
+        self._stopped.set()
 
     async def wait_stopped(self) -> None:
         """Wait until the claim is revoked or its session ends."""
@@ -234,7 +250,8 @@ class ConsumerGroupClaim:
         return self._high_watermark
 
     async def messages(self) -> AsyncIterator[ConsumerMessage]:
-        """The partition's messages in offset order; ends when the session ends.
+        """The partition's messages in offset order; ends when the claim is revoked or
+        the session ends (whichever task drives the iterator).
 
         Only pulls from the fetcher's buffer when the handler asks for the next
         message, so a slow handler stops its partition from being fetched.
@@ -243,11 +260,16 @@ class ConsumerGroupClaim:
             raise RuntimeError(f"{self.topic}-{self.partition}: messages() is already iterated")
         self._iterating = True
         session = self.session
+        ended = session._ended
         fetcher = session._fetcher
         limit = session._config.max_poll_records
         tp = self.tp
         try:
-            while not session.ended:
+            # The claim's own flag, not session.ended: that one answers per claim only
+            # inside the claim's task (context variable), and costs a lookup per message.
+            # An async generator over a local list is the cheapest per-message step
+            # (measured below a hand-written __anext__, which must build an awaitable).
+            while not (self._over or ended.is_set()):
                 # One decoded batch at a time (at most max_poll_records of it): what
                 # this iterator holds stays small, the rest stays counted in the
                 # fetcher's buffer (and its backpressure). Records come decoded as
@@ -256,7 +278,7 @@ class ConsumerGroupClaim:
                     tp, limit, 0.5, message_type=ConsumerMessage, one_batch=True
                 )
                 for msg in cast(list[ConsumerMessage], records):
-                    if session.ended:
+                    if self._over:  # set with session end too (ConsumerGroupSession._end)
                         return
                     yield msg
         finally:
@@ -294,8 +316,11 @@ class ConsumerGroupSession:
         self.claims: dict[str, list[int]] = {}
         """topic -> the partitions this session holds now."""
         self._update_claims()
-        self._marked: dict[TopicPartition, OffsetAndMetadata] = {}
-        self._committed: dict[TopicPartition, OffsetAndMetadata] = {}
+        # Raw marks (offset, leader_epoch, metadata): OffsetAndMetadata objects are only
+        # built when read or committed, not once per marked message.
+        self._marked: dict[TopicPartition, _Mark] = {}
+        self._mark_log: list[ConsumerMessage] = []
+        self._committed: dict[TopicPartition, _Mark] = {}
         # Serialises commits: offsets sent in mark order, never backwards.
         self._commit_lock = asyncio.Lock()
         self._ended = asyncio.Event()
@@ -342,7 +367,7 @@ class ConsumerGroupSession:
         )
         self._ended.set()
         for claim in self._claims.values():
-            claim._stopped.set()
+            claim._stop()
         # Wake claims waiting in fetch_partition: removal makes it return [] at once.
         self._fetcher.remove(self._owned | set(self._claims))
 
@@ -366,22 +391,54 @@ class ConsumerGroupSession:
         if tp not in self._claims:
             log.debug("group %s: ignoring mark of unclaimed %s-%d", self._group.group_id, *tp)
             return
+        self._fold_marks()
         current = self._marked.get(tp)
-        if current is None or offset > current.offset:
-            self._marked[tp] = OffsetAndMetadata(offset, metadata or None)
+        if current is None or offset > current[0]:
+            self._marked[tp] = (offset, -1, metadata or None)
 
     def mark_message(self, msg: ConsumerMessage, metadata: str = "") -> None:
         """Mark ``msg`` as processed: its offset + 1 is committed (sarama's ``MarkMessage``)."""
-        om = OffsetAndMetadata(msg.offset + 1, metadata or None, msg.leader_epoch)
+        if metadata:
+            self._fold_marks()
+            self._mark(msg, metadata)
+            return
+        # Called once per message: only logged here, folded into the per-partition marks
+        # (in C-level runs) when they are read, committed or the claims change.
+        logged = self._mark_log
+        logged.append(msg)
+        if len(logged) >= _FOLD_AT:
+            self._fold_marks()
+
+    def _mark(self, msg: ConsumerMessage, metadata: str | None) -> None:
         tp = (msg.topic, msg.partition)
         if tp not in self._claims:
             return
+        offset = msg.offset + 1
         current = self._marked.get(tp)
-        if current is None or om.offset > current.offset:
-            self._marked[tp] = om
+        if current is None or offset > current[0]:
+            self._marked[tp] = (offset, msg.leader_epoch, metadata or None)
+
+    def _fold_marks(self) -> None:
+        """Apply the logged mark_message calls, as if each had been applied when made.
+
+        Called before anything reads the marks and before ``_claims`` changes, so the
+        claimed-partition check sees the claims the marks were made under.
+        """
+        logged = self._mark_log
+        if not logged:
+            return
+        self._mark_log = []
+        # Consecutive marks of one partition (a claim's loop) form one run: its highest
+        # offset is found in C; Python work is per run, not per message.
+        for _tp, run in itertools.groupby(logged, _TP_OF):
+            self._mark(max(run, key=_OFFSET_OF), None)
 
     def marked(self) -> dict[TopicPartition, OffsetAndMetadata]:
-        return dict(self._marked)
+        self._fold_marks()
+        return {
+            tp: OffsetAndMetadata(offset, metadata, epoch)
+            for tp, (offset, epoch, metadata) in self._marked.items()
+        }
 
     def pending_commits(self) -> dict[TopicPartition, OffsetAndMetadata]:
         """The marked offsets not committed yet (a copy): what :meth:`commit` would send now.
@@ -389,7 +446,15 @@ class ConsumerGroupSession:
         Partitions leave it once committed, and when a revoked claim is handed
         over (its marks are committed first, if ``enable_auto_commit``).
         """
-        return {tp: om for tp, om in self._marked.items() if self._committed.get(tp) != om}
+        return {
+            tp: OffsetAndMetadata(mark[0], mark[2], mark[1])
+            for tp, mark in self._pending().items()
+        }
+
+    def _pending(self) -> dict[TopicPartition, _Mark]:
+        self._fold_marks()
+        committed = self._committed
+        return {tp: mark for tp, mark in self._marked.items() if committed.get(tp) != mark}
 
     async def commit(self) -> None:
         """Commit the offsets marked since the last commit, now.
@@ -402,8 +467,8 @@ class ConsumerGroupSession:
         sessions go on meanwhile): the offsets stay pending for a later commit.
         """
         async with self._commit_lock:
-            pending = self.pending_commits()
-            if not pending:
+            raw = self._pending()
+            if not raw:
                 return
             if self._group._membership.state in _REJOINING:
                 # Doomed: behind the JoinGroup on the coordinator connection it meets a new
@@ -415,12 +480,17 @@ class ConsumerGroupSession:
                     f"group {self._group.group_id!r} is rebalancing; "
                     "the marked offsets stay pending",
                 )
+            pending = {
+                tp: OffsetAndMetadata(offset, metadata, epoch)
+                for tp, (offset, epoch, metadata) in raw.items()
+            }
             await self._group._offsets.commit(pending, self.generation)
-            self._committed.update(pending)
+            self._committed.update(raw)
 
     async def _forget(self, partitions: Iterable[TopicPartition]) -> None:
         """Drop handed-over partitions' marks, after any commit in flight."""
         async with self._commit_lock:
+            self._fold_marks()
             for tp in partitions:
                 self._marked.pop(tp, None)
                 self._committed.pop(tp, None)
@@ -670,6 +740,7 @@ class ConsumerGroup:
             tp: o for tp, o in offsets.items() if tp in session._owned and tp not in session._claims
         }
         self._fetcher.add(offsets)
+        session._fold_marks()  # before the claims change (see _fold_marks)
         for (topic, partition), offset in sorted(offsets.items()):
             claim = ConsumerGroupClaim(session, topic, partition, offset)
             session._claims[claim.tp] = claim
@@ -796,7 +867,7 @@ class ConsumerGroup:
             claim = session._claims.get(tp)
             if claim is not None:
                 claim.revoked = True
-                claim._stopped.set()
+                claim._stop()
         self._park(tps)
         tasks = [session._tasks[tp] for tp in tps if tp in session._tasks]
         try:
@@ -809,6 +880,7 @@ class ConsumerGroup:
                     log.warning("group %s: commit on revocation failed: %s", self.group_id, exc)
             await session._forget(tps)
         finally:
+            session._fold_marks()  # before the claims change (see _fold_marks)
             for tp in tps:
                 session._claims.pop(tp, None)
                 session._tasks.pop(tp, None)
@@ -905,5 +977,5 @@ class ConsumerGroup:
                 self._session = None
             session._ended.set()
             for claim in session._claims.values():
-                claim._stopped.set()
+                claim._stop()
             session._finished.set()

@@ -54,6 +54,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+# Every fetched batch's CRC is checked (check_crcs): load the crc32c package with the
+# client, not in the middle of the first fetch (its import reads package metadata, tens
+# of ms; protocol.record_batch imports it lazily for the broker's start-up).
+import crc32c  # noqa: F401
+
 from ..protocol.apis.fetch import SPEC as FETCH
 from ..protocol.apis.fetch import (
     FetchRequest,
@@ -595,8 +600,11 @@ class Fetcher:
             remaining = None if deadline is None else deadline - loop.time()
             if remaining is not None and remaining <= 0:
                 return False
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation
+            # that arrives as the wait completes.
             try:
-                await asyncio.wait_for(self._data_event.wait(), remaining)
+                async with asyncio.timeout(remaining):
+                    await self._data_event.wait()
             except TimeoutError:
                 return False
 
@@ -631,7 +639,8 @@ class Fetcher:
             if remaining is not None and remaining <= 0:
                 return []
             try:
-                await asyncio.wait_for(st.ready.wait(), remaining)
+                async with asyncio.timeout(remaining):  # not wait_for: see wait_for_data
+                    await st.ready.wait()
             except TimeoutError:
                 return []
             if self._parts.get(tp) is not st:
@@ -886,8 +895,13 @@ class Fetcher:
 
     async def _connection(self, node_id: int) -> BrokerConnection:
         conn = self._conns.get(node_id)
-        if conn is not None and not conn.closed:
-            return conn
+        if conn is not None:
+            if not conn.closed:
+                return conn
+            # Replaced: close it (awaits its read loop) so no task is left pending.
+            del self._conns[node_id]
+            with contextlib.suppress(Exception):
+                await conn.close()
         node = self.cluster.brokers.get(node_id)
         if node is None:
             raise ConnectionClosed(f"broker {node_id} is not in the metadata")
