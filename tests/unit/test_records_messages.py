@@ -8,6 +8,7 @@ negative timestamp deltas, LogAppendTime, compression, control batches, damage.
 from __future__ import annotations
 
 import pytest
+from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from slipstream.client.consumer import Message
 from slipstream.client.consumer_group import ConsumerMessage
@@ -17,6 +18,7 @@ from slipstream.protocol.record_batch import (
     CRC_OFFSET,
     InvalidBatch,
     compute_crc,
+    set_base_offset,
     set_log_append_time,
 )
 from slipstream.protocol.records import (
@@ -187,3 +189,142 @@ def test_empty_headers_are_one_shared_read_only_list() -> None:
     mine = Message("t", 0, 0, None, None, 0)
     mine.headers.append(("k", None))
     assert Message("t", 0, 0, None, None, 0).headers == []
+
+
+# ------------------------------------------------- fast paths, checked against kafka-python
+
+Headers = list[tuple[str, bytes | None]]
+
+
+def _kafka_python_fields(batch: bytes, topic: str, partition: int) -> list[tuple[object, ...]]:
+    theirs = DefaultRecordBatch(bytearray(batch))
+    ts_type = LOG_APPEND_TIME if theirs.timestamp_type else CREATE_TIME
+    epoch = int.from_bytes(batch[12:16], "big", signed=True)
+    return [
+        (topic, partition, r.offset, r.key, r.value, r.timestamp, list(r.headers), ts_type, epoch)
+        for r in theirs
+    ]
+
+
+def _kafka_python_build(
+    entries: list[tuple[int, int, bytes | None, bytes | None, Headers]],
+) -> bytes:
+    """A batch written by kafka-python: (offset, timestamp, key, value, headers) each."""
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=NONE,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 30,
+    )
+    for offset, ts, key, value, headers in entries:
+        assert builder.append(offset, ts, key, value, headers)
+    return bytes(builder.build())
+
+
+def test_varint_width_boundaries_match_kafka_python() -> None:
+    # Lengths and timestamp deltas either side of the 1/2-byte (64) and 2/3-byte (8192)
+    # zigzag varint boundaries, positive and negative.
+    sizes = [0, 1, 63, 64, 65, 127, 128, 8191, 8192, 8193, 16383, 16384]
+    deltas = [0, 63, 64, -64, -65, 8191, 8192, -8192, -8193, 1 << 40, -(1 << 40)]
+    records = [
+        ProducerRecord(b"k" * size, b"v" * sizes[-1 - i], timestamp_ms=T0 + deltas[i % len(deltas)])
+        for i, size in enumerate(sizes)
+    ]
+    for codec in (NONE, GZIP):
+        batch = build_batch(records, base_offset=77, compression=codec, partition_leader_epoch=2)
+        _h, msgs = decode_messages(batch, Message, "t", 4)
+        assert [tuple(m) for m in msgs] == _kafka_python_fields(batch, "t", 4)
+        assert [len(m.key or b"") for m in msgs] == sizes
+
+
+def test_offset_gaps_of_a_compacted_batch() -> None:
+    # Compaction leaves offset deltas that are not the record's index, in any varint width.
+    offsets = [0, 1, 5, 6, 63, 64, 200, 8191, 8192, 10_000, 70_000, 70_001]
+    batch = _kafka_python_build([(o, T0 + o, b"%d" % o, b"v", []) for o in offsets])
+    batch_at = bytearray(batch)
+    set_base_offset(batch_at, 1_000_000)
+    for data, base in ((batch, 0), (bytes(batch_at), 1_000_000)):
+        _h, msgs = decode_messages(data, ConsumerMessage, "t", 0)
+        assert [m.offset for m in msgs] == [base + o for o in offsets]
+        assert [m.key for m in msgs] == [b"%d" % o for o in offsets]
+        assert [m.timestamp for m in msgs] == [T0 + o for o in offsets]
+        assert [tuple(m) for m in msgs] == _kafka_python_fields(data, "t", 0)
+        assert [r.offset for r in decode_batch(data)[1]] == [base + o for o in offsets]
+    # The first record need not be at delta 0 either.
+    batch = _kafka_python_build([(3, T0, None, b"a", []), (4, T0, None, b"b", [])])
+    assert [m.offset for m in decode_messages(batch, Message, "t", 0)[1]] == [3, 4]
+
+
+@pytest.mark.parametrize("with_headers", [[0], [2], [0, 2], [0, 1, 2], [1]])
+def test_headers_on_some_records(with_headers: list[int]) -> None:
+    hdrs: Headers = [("a", b"1"), ("b", None)]
+    def headers(i: int) -> Headers:
+        return hdrs if i in with_headers else []
+
+    batch = build_batch(
+        [ProducerRecord(b"k", b"v%d" % i, headers=headers(i), timestamp_ms=T0 + i) for i in range(3)]
+    )
+    theirs = _kafka_python_build([(i, T0 + i, b"k", b"v%d" % i, headers(i)) for i in range(3)])
+    for data in (batch, theirs):
+        _h, msgs = decode_messages(data, Message, "t", 0)
+        assert [m.headers for m in msgs] == [headers(i) for i in range(3)]
+        assert all((m.headers is NO_HEADERS) == (i not in with_headers) for i, m in enumerate(msgs))
+        assert [tuple(m) for m in msgs] == _kafka_python_fields(data, "t", 0)
+    # Each record with headers has its own list.
+    if len(with_headers) > 1:
+        _h, msgs = decode_messages(batch, Message, "t", 0)
+        assert msgs[with_headers[0]].headers is not msgs[with_headers[1]].headers
+
+
+def test_log_append_time_with_headers_gaps_and_compression() -> None:
+    batch = bytearray(
+        build_batch(
+            [
+                ProducerRecord(b"k", b"v", headers=[("h", b"x")], timestamp_ms=T0 - 5),
+                ProducerRecord(None, b"w", timestamp_ms=T0 + 9_000_000),
+            ],
+            compression=ZSTD,
+            base_offset=10,
+        )
+    )
+    set_log_append_time(batch, T0 + 1)
+    _h, msgs = decode_messages(bytes(batch), Message, "t", 0)
+    assert [tuple(m) for m in msgs] == [
+        ("t", 0, 10, b"k", b"v", T0 + 1, [("h", b"x")], LOG_APPEND_TIME, -1),
+        ("t", 0, 11, None, b"w", T0 + 1, [], LOG_APPEND_TIME, -1),
+    ]
+
+
+def _with_crc(batch: bytearray) -> bytes:
+    batch[CRC_OFFSET : CRC_OFFSET + 4] = compute_crc(memoryview(batch)).to_bytes(4, "big")
+    return bytes(batch)
+
+
+def test_any_negative_key_or_value_length_is_null() -> None:
+    # Lengths other than -1 below zero (zigzag 3 = -2) also read as null, as before.
+    batch = bytearray(build_batch([ProducerRecord(None, None, timestamp_ms=T0)]))
+    # record: length, attributes, ts delta, offset delta, key length (61 + 4), value length
+    assert batch[65] == batch[66] == 1
+    batch[65] = batch[66] = 3
+    _h, msgs = decode_messages(_with_crc(batch), Message, "t", 0)
+    assert (msgs[0].key, msgs[0].value) == (None, None)
+    _h, records = decode_batch(_with_crc(batch))
+    assert (records[0].key, records[0].value) == (None, None)
+
+
+def test_batch_ending_inside_a_two_byte_varint() -> None:
+    # The record's length is a 2-byte varint; the batch is cut right after its first byte.
+    record_batch = bytearray(build_batch([ProducerRecord(None, b"x" * 100, timestamp_ms=T0)]))
+    assert record_batch[61] >= 0x80
+    cut = bytearray(record_batch[:62])
+    cut[8:12] = (len(cut) - 12).to_bytes(4, "big")
+    with pytest.raises(InvalidBatch, match="ends inside a record") as exc:
+        decode_messages(_with_crc(cut), Message, "t", 0)
+    assert exc.value.corrupt
+    # A varint whose second byte continues too is read as a long varint, not a short one.
+    long_key = build_batch([ProducerRecord(b"K" * 10_000, None, timestamp_ms=T0)])
+    _h, msgs = decode_messages(long_key, Message, "t", 0)
+    assert msgs[0].key == b"K" * 10_000 and msgs[0].value is None
