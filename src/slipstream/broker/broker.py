@@ -18,6 +18,7 @@ from .cleaner import LogCleaner
 from .config import BrokerConfig
 from .dispatch import Dispatcher
 from .fetch_sessions import FetchSessionCache
+from .gc_tuning import ServingGC
 from .groups import GroupCoordinatorAdapter
 from .producer_state import ProducerIdAllocator
 from .server import KafkaConnection
@@ -128,9 +129,13 @@ class Broker:
         if self._server is None:
             await self.start()
         assert self._server is not None
+        # The CLI's broker owns its process: tune the collector for serving (see gc_tuning).
+        tuning = ServingGC()
+        tuning.apply()
         try:
             await self._server.serve_forever()
         finally:
+            tuning.restore()
             await self.stop()
 
     @property

@@ -61,7 +61,9 @@ class Dispatcher:
                 f"v{handler.MIN_VERSION}-v{handler.MAX_VERSION})"
             )
         try:
-            header, pos = api.decode_request_header(view, spec.request_header_version(api_version))
+            header, pos = api.decode_request_header_rest(
+                view, spec.request_header_version(api_version), api_key, api_version, correlation_id
+            )
             request = spec.decode_request(view, pos, api_version)
         except p.DecodeError as exc:
             raise CloseConnection(f"malformed {spec.name} v{api_version} request: {exc}") from None

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ..protocol import group_records as gr
+from ..protocol.schema import fast_frozen_init
 from .result import Record
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ def partition_for(group_id: str, num_partitions: int) -> int:
     return positive % num_partitions
 
 
+@fast_frozen_init  # made on every request: see schema.fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class OffsetAndMetadata:
     """A committed offset as the coordinator keeps it (-1 = absent for epoch/expiry)."""

@@ -41,7 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..protocol.schema import Struct
+from ..protocol.schema import Struct, fast_frozen_init
 
 if TYPE_CHECKING:
     from .records import OffsetAndMetadata
@@ -57,6 +57,7 @@ class RequestContext:
     client_host: str = ""
 
 
+@fast_frozen_init  # made on every request: see schema.fast_frozen_init
 @dataclass(frozen=True, slots=True, eq=False)
 class Pending:
     """A parked request (JoinGroup, SyncGroup, or one whose answer waits for an append).
@@ -73,12 +74,14 @@ class Pending:
         return f"Pending(#{self.id}, api_key={self.api_key}, v{self.api_version})"
 
 
+@fast_frozen_init  # made on every request: see schema.fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class Completion:
     pending: Pending
     response: Struct
 
 
+@fast_frozen_init  # made on every request: see schema.fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class Record:
     """One ``__consumer_offsets`` record; ``value`` None is a tombstone."""

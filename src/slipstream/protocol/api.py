@@ -6,11 +6,12 @@ client_id stays a classic (non-compact) nullable string even in header v2.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 
 from . import codec
 from . import primitives as p
-from .schema import Struct
+from .schema import Struct, fast_frozen_init
 
 API_VERSIONS_KEY = 18
 
@@ -67,6 +68,7 @@ def api(key: int) -> ApiSpec | None:
     return REGISTRY.get(key)
 
 
+@fast_frozen_init  # made on every request: see schema.fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class RequestHeader:
     api_key: int
@@ -75,19 +77,27 @@ class RequestHeader:
     client_id: str | None
 
 
+# api_key, api_version, correlation_id: read with one call on every request.
+_HEADER_PREFIX = struct.Struct(">hhi")
+
+
 def decode_request_header_prefix(buf: memoryview) -> tuple[int, int, int]:
     """api_key, api_version, correlation_id: readable before we know anything about the API."""
     if len(buf) < 8:
         raise p.DecodeError("request shorter than its header")
-    return (
-        p.INT16.unpack_from(buf, 0)[0],
-        p.INT16.unpack_from(buf, 2)[0],
-        p.INT32.unpack_from(buf, 4)[0],
-    )
+    api_key, api_version, correlation_id = _HEADER_PREFIX.unpack_from(buf, 0)
+    return api_key, api_version, correlation_id
 
 
 def decode_request_header(buf: memoryview, header_version: int) -> tuple[RequestHeader, int]:
     api_key, api_version, correlation_id = decode_request_header_prefix(buf)
+    return decode_request_header_rest(buf, header_version, api_key, api_version, correlation_id)
+
+
+def decode_request_header_rest(
+    buf: memoryview, header_version: int, api_key: int, api_version: int, correlation_id: int
+) -> tuple[RequestHeader, int]:
+    """The header after its prefix, for a caller that already read the prefix (the broker)."""
     pos = 8
     client_id: str | None = None
     try:

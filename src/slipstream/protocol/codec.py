@@ -10,6 +10,7 @@ in the output list.
 from __future__ import annotations
 
 import struct
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -159,17 +160,22 @@ def _compile_decoder(cls: type[Struct], version: int, flexible: bool) -> Decoder
     e.emit(0, "def decode(buf, pos):")
     e.emit(1, f"o = {cls_name}.__new__({cls_name})")
     tagged: list[Field] = []
+    # Adjacent fixed-width fields are read with one struct call (fewer calls per message).
+    run: list[Field] = []
     for f in cls.FIELDS:
-        if not _present(f, version, flexible):
-            dflt = e.name(f, "f")
-            e.emit(1, f"o.{f.name} = {dflt}.default()")
+        present = _present(f, version, flexible)
+        if present and f.tag is None and _fixed_code(f) is not None:
+            run.append(f)
             continue
-        if f.tag is not None:
-            tagged.append(f)
-            dflt = e.name(f, "f")
-            e.emit(1, f"o.{f.name} = {dflt}.default()")
+        _emit_fixed_run(e, run)
+        run = []
+        if not present or f.tag is not None:
+            if present:
+                tagged.append(f)
+            e.emit(1, f"o.{f.name} = {_default_expr(e, f)}")
             continue
         _emit_read(e, 1, f"o.{f.name}", f, version, flexible)
+    _emit_fixed_run(e, run)
     if flexible:
         if tagged:
             e.emit(1, "count, pos = p.read_uvarint(buf, pos)")
@@ -186,9 +192,53 @@ def _compile_decoder(cls: type[Struct], version: int, flexible: bool) -> Decoder
                 _emit_read(e, 3, f"o.{f.name}", f, version, flexible)
             e.emit(2, "pos = end  # unknown tags are skipped, known ones end where they said")
         else:
-            e.emit(1, "pos = p.skip_tagged_fields(buf, pos)")
+            # Almost every message has no tagged fields: one zero byte, checked inline.
+            e.emit(1, "if buf[pos] == 0: pos += 1")
+            e.emit(1, "else: pos = p.skip_tagged_fields(buf, pos)")
     e.emit(1, "return o, pos")
     return _compile(e.lines, e.env, "decode")
+
+
+_IMMUTABLE_DEFAULTS = (int, float, bool, str, bytes, type(None), uuid.UUID)
+
+
+def _default_expr(e: _Emitter, f: Field) -> str:
+    """An absent field's default: a shared constant when immutable, else a fresh value."""
+    value = f.default()
+    if type(value) in _IMMUTABLE_DEFAULTS:
+        return e.name(value, "c")
+    return f"{e.name(f, 'f')}.default()"
+
+
+_STRUCT_CODES = {"int8": "b", "int16": "h", "int32": "i", "int64": "q", "uint16": "H", "uint32": "I", "float64": "d"}
+
+
+def _fixed_code(f: Field) -> str | None:
+    t = f.type
+    if isinstance(t, Primitive):
+        return _STRUCT_CODES.get(t.name)
+    return None
+
+
+def _emit_fixed_run(e: _Emitter, run: list[Field]) -> None:
+    if not run:
+        return
+    if len(run) == 1:
+        t = run[0].type
+        assert isinstance(t, Primitive)
+        _emit_read_primitive(e, 1, f"o.{run[0].name}", t, False, False)
+        return
+    st = struct.Struct(">" + "".join(_fixed_code(f) or "" for f in run))
+    name = e.name(st, "st")
+    targets = ", ".join(f"o.{f.name}" for f in run)
+    e.emit(1, f"{targets} = {name}.unpack_from(buf, pos); pos += {st.size}")
+
+
+def _emit_uvarint(e: _Emitter, ind: int, target: str) -> None:
+    """Read an unsigned varint into ``target``; the one-byte case (nearly all) inline."""
+    e.emit(ind, f"{target} = buf[pos]")
+    e.emit(ind, f"if {target} < 128: pos += 1")
+    e.emit(ind, f"else: {target}, pos = p.read_uvarint(buf, pos)")
 
 
 def _emit_read(e: _Emitter, ind: int, target: str, f: Field, version: int, flexible: bool) -> None:
@@ -196,8 +246,11 @@ def _emit_read(e: _Emitter, ind: int, target: str, f: Field, version: int, flexi
     t = f.type
     if isinstance(t, Array):
         n = e.tmp()
-        fn = "read_compact_array_length" if flexible else "read_array_length"
-        e.emit(ind, f"{n}, pos = p.{fn}(buf, pos)")
+        if flexible:
+            _emit_uvarint(e, ind, n)
+            e.emit(ind, f"{n} -= 1")
+        else:
+            e.emit(ind, f"{n} = p.INT32.unpack_from(buf, pos)[0]; pos += 4")
         e.emit(ind, f"if {n} < 0:")
         if nullable:
             e.emit(ind + 1, f"{target} = None")
@@ -244,12 +297,30 @@ def _emit_read_primitive(
     elif kind == "uuid":
         e.emit(ind, f"{target}, pos = p.read_uuid(buf, pos)")
     elif kind in ("string", "bytes", "records"):
-        reader = {"string": "read_string", "bytes": "read_bytes", "records": "read_records"}[kind]
+        # p.read_[compact_]string/bytes/records inlined: one call less per field.
+        n = e.tmp()
         if flexible:
-            reader = reader.replace("read_", "read_compact_")
-        e.emit(ind, f"{target}, pos = p.{reader}(buf, pos)")
-        if not nullable and kind != "records":
-            e.emit(ind, f"if {target} is None: raise p.DecodeError('null value for a non-nullable {kind}')")
+            _emit_uvarint(e, ind, n)
+            e.emit(ind, f"{n} -= 1")
+        elif kind == "string":
+            e.emit(ind, f"{n} = p.INT16.unpack_from(buf, pos)[0]; pos += 2")
+        else:
+            e.emit(ind, f"{n} = p.INT32.unpack_from(buf, pos)[0]; pos += 4")
+        e.emit(ind, f"if {n} < 0:")
+        if nullable or kind == "records":
+            e.emit(ind + 1, f"{target} = None")
+        else:
+            e.emit(ind + 1, f"raise p.DecodeError('null value for a non-nullable {kind}')")
+        e.emit(ind, "else:")
+        end = e.tmp()
+        e.emit(ind + 1, f"{end} = pos + {n}")
+        e.emit(
+            ind + 1,
+            f"if {end} > len(buf): raise p.DecodeError("
+            f"'field of {{}} bytes runs past the end of the message'.format({n}))",
+        )
+        value = {"string": "str(buf[pos:{end}], 'utf-8')", "bytes": "bytes(buf[pos:{end}])", "records": "buf[pos:{end}]"}
+        e.emit(ind + 1, f"{target} = {value[kind].format(end=end)}; pos = {end}")
     else:  # pragma: no cover - declarations are checked at import
         raise TypeError(f"unknown primitive {kind}")
 
@@ -258,13 +329,20 @@ def _compile_encoder(cls: type[Struct], version: int, flexible: bool) -> Encoder
     e = _Emitter()
     e.emit(0, "def encode(o, w):")
     tagged: list[Field] = []
+    run: list[Field] = []
     for f in cls.FIELDS:
         if not _present(f, version, flexible):
             continue
         if f.tag is not None:
             tagged.append(f)
             continue
+        if _fixed_code(f) is not None:
+            run.append(f)
+            continue
+        _emit_write_fixed_run(e, run, version, flexible)
+        run = []
         _emit_write(e, 1, f"o.{f.name}", f, version, flexible)
+    _emit_write_fixed_run(e, run, version, flexible)
     if flexible:
         if not tagged:
             e.emit(1, "w.buf.append(0)")
@@ -286,6 +364,26 @@ def _compile_encoder(cls: type[Struct], version: int, flexible: bool) -> Encoder
     return _compile(e.lines, e.env, "encode")
 
 
+def _emit_write_fixed_run(e: _Emitter, run: list[Field], version: int, flexible: bool) -> None:
+    """Adjacent fixed-width fields written with one struct call."""
+    if not run:
+        return
+    if len(run) == 1:
+        _emit_write(e, 1, f"o.{run[0].name}", run[0], version, flexible)
+        return
+    st = struct.Struct(">" + "".join(_fixed_code(f) or "" for f in run))
+    name = e.name(st, "st")
+    e.emit(1, f"w.buf += {name}.pack({', '.join(f'o.{f.name}' for f in run)})")
+
+
+def _emit_write_uvarint(e: _Emitter, ind: int, expr: str) -> None:
+    """Append ``expr`` as an unsigned varint; the one-byte case (nearly all) inline."""
+    n = e.tmp()
+    e.emit(ind, f"{n} = {expr}")
+    e.emit(ind, f"if {n} < 128: w.buf.append({n})")
+    e.emit(ind, f"else: p.write_uvarint(w.buf, {n})")
+
+
 def _emit_write(e: _Emitter, ind: int, src: str, f: Field, version: int, flexible: bool) -> None:
     nullable = version in f.nullable
     t = f.type
@@ -299,7 +397,7 @@ def _emit_write(e: _Emitter, ind: int, src: str, f: Field, version: int, flexibl
             e.emit(ind + 1, f"raise EncodeError('{f.name} may not be null in version {version}')")
         e.emit(ind, "else:")
         if flexible:
-            e.emit(ind + 1, f"p.write_uvarint(w.buf, len({v}) + 1)")
+            _emit_write_uvarint(e, ind + 1, f"len({v}) + 1")
         else:
             e.emit(ind + 1, f"w.buf += p.INT32.pack(len({v}))")
         item = t.item
@@ -343,10 +441,22 @@ def _emit_write_primitive(
     elif kind == "uuid":
         e.emit(ind, f"w.buf += {src}.bytes")
     elif kind == "string":
-        if not nullable:
-            e.emit(ind, f"if {src} is None: raise EncodeError('{name} may not be null in version {version}')")
-        fn = "write_compact_string" if flexible else "write_string"
-        e.emit(ind, f"p.{fn}(w.buf, {src})")
+        # p.write_[compact_]string inlined: one call less per field.
+        v = e.tmp()
+        e.emit(ind, f"{v} = {src}")
+        e.emit(ind, f"if {v} is None:")
+        if nullable:
+            e.emit(ind + 1, "w.buf.append(0)" if flexible else "w.buf += b'\\xff\\xff'")
+        else:
+            e.emit(ind + 1, f"raise EncodeError('{name} may not be null in version {version}')")
+        e.emit(ind, "else:")
+        d = e.tmp()
+        e.emit(ind + 1, f"{d} = {v}.encode()")
+        if flexible:
+            _emit_write_uvarint(e, ind + 1, f"len({d}) + 1")
+        else:
+            e.emit(ind + 1, f"w.buf += p.INT16.pack(len({d}))")
+        e.emit(ind + 1, f"w.buf += {d}")
     elif kind in ("bytes", "records"):
         v = e.tmp()
         e.emit(ind, f"{v} = {src}")
