@@ -8,17 +8,13 @@ thread. Waits poll for a condition with a deadline.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
+from client_helpers import DEADLINE_S, create_topic, group_broker, wait_until
 from confluent_kafka import Producer as CkProducer
 
-from slipstream.broker.broker import Broker
-from slipstream.client.admin import Admin
 from slipstream.client.assignors import TopicPartition
 from slipstream.client.cluster import Cluster
 from slipstream.client.consumer_config import ConsumerConfig
@@ -35,7 +31,6 @@ from slipstream.client.offsets import GroupOffsets
 
 pytestmark = pytest.mark.timeout(60)
 
-DEADLINE_S = 15.0
 FAST: dict[str, Any] = dict(
     auto_offset_reset="earliest",
     heartbeat_interval_ms=100,
@@ -46,33 +41,6 @@ FAST: dict[str, Any] = dict(
     retry_backoff_ms=20,
     retry_backoff_max_ms=200,
 )
-
-
-@contextlib.asynccontextmanager
-async def broker() -> AsyncIterator[Broker]:
-    async with Broker(
-        storage="memory",
-        port=0,
-        group_initial_rebalance_delay_ms=0,
-        group_min_session_timeout_ms=500,
-    ) as b:
-        yield b
-
-
-async def wait_until(cond: Callable[[], bool], what: str, timeout: float = DEADLINE_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.01)
-
-
-async def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    cluster = Cluster(bootstrap)
-    try:
-        await Admin(cluster).create_topic(name, partitions)
-    finally:
-        await cluster.close()
 
 
 def _produce(
@@ -187,7 +155,7 @@ async def run_loop(group: ConsumerGroup, topics: list[str], handler: Any) -> int
 
 
 async def test_one_member_consumes_every_partition_marks_and_commits() -> None:
-    async with broker() as b:
+    async with group_broker() as b:
         bs = b.bootstrap_servers
         await create_topic(bs, "t", 3)
         await produce(bs, "t", {0: 30, 1: 20, 2: 10})
@@ -242,7 +210,7 @@ async def test_one_member_consumes_every_partition_marks_and_commits() -> None:
 
 
 async def test_auto_commit_and_resume_from_committed_offsets() -> None:
-    async with broker() as b:
+    async with group_broker() as b:
         bs = b.bootstrap_servers
         await create_topic(bs, "t", 2)
         await produce(bs, "t", {0: 10, 1: 10})
@@ -270,7 +238,7 @@ async def test_auto_commit_and_resume_from_committed_offsets() -> None:
 async def test_two_members_split_then_survivor_takes_over_without_loss_or_redelivery(
     assignor: str,
 ) -> None:
-    async with broker() as b:
+    async with group_broker() as b:
         bs = b.bootstrap_servers
         await create_topic(bs, "t", 4)
         await produce(bs, "t", {p: 20 for p in range(4)})
@@ -335,7 +303,7 @@ async def test_two_members_split_then_survivor_takes_over_without_loss_or_redeli
 
 
 async def test_slow_handler_does_not_stall_other_partition() -> None:
-    async with broker() as b:
+    async with group_broker() as b:
         bs = b.bootstrap_servers
         await create_topic(bs, "t", 2)
         # small batches, so the partition buffer limit is reached batch by batch
@@ -384,7 +352,7 @@ async def test_slow_handler_does_not_stall_other_partition() -> None:
 
 
 async def test_handler_error_ends_session_and_is_raised() -> None:
-    async with broker() as b:
+    async with group_broker() as b:
         bs = b.bootstrap_servers
         await create_topic(bs, "t", 2)
         await produce(bs, "t", {0: 3, 1: 3})
@@ -418,7 +386,7 @@ async def test_handler_error_ends_session_and_is_raised() -> None:
 
 
 async def test_close_from_inside_a_handler_ends_the_session_commits_and_leaves() -> None:
-    async with broker() as b:
+    async with group_broker() as b:
         bs = b.bootstrap_servers
         await create_topic(bs, "t", 1)
         await produce(bs, "t", {0: 10})
@@ -445,7 +413,7 @@ async def test_close_from_inside_a_handler_ends_the_session_commits_and_leaves()
 
 
 async def test_fatal_membership_error_is_raised_from_consume() -> None:
-    async with broker() as b:
+    async with group_broker() as b:
         bs = b.bootstrap_servers
         await create_topic(bs, "t", 2)
         await produce(bs, "t", {0: 2, 1: 2})

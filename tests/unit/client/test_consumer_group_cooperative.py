@@ -14,18 +14,16 @@ one has a second member join a real cooperative group.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from client_helpers import DEADLINE_S, create_topic, group_broker, wait_until
 from confluent_kafka import Producer as CkProducer
 
 from slipstream.broker.broker import Broker
-from slipstream.client.admin import Admin
 from slipstream.client.assignors import TopicPartition
 from slipstream.client.cluster import Cluster
 from slipstream.client.consumer_config import ConsumerConfig
@@ -41,7 +39,6 @@ from slipstream.protocol.errors import ErrorCode, KafkaError
 
 pytestmark = pytest.mark.timeout(60)
 
-DEADLINE_S = 15.0
 SETTINGS: dict[str, Any] = dict(
     auto_offset_reset="earliest",
     heartbeat_interval_ms=100,
@@ -54,28 +51,6 @@ SETTINGS: dict[str, Any] = dict(
     retry_backoff_max_ms=200,
 )
 COOPERATIVE = dict(SETTINGS, partition_assignment_strategy=["cooperative-sticky"])
-
-
-@contextlib.asynccontextmanager
-async def broker() -> AsyncIterator[Broker]:
-    async with Broker(storage="memory", port=0, group_initial_rebalance_delay_ms=0) as b:
-        yield b
-
-
-async def wait_until(cond: Callable[[], bool], what: str, timeout: float = DEADLINE_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.01)
-
-
-async def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    cluster = Cluster(bootstrap)
-    try:
-        await Admin(cluster).create_topic(name, partitions)
-    finally:
-        await cluster.close()
 
 
 def _produce(bootstrap: str, topic: str, per_partition: dict[int, int], start: int) -> None:
@@ -174,7 +149,7 @@ def listener(group: ConsumerGroup) -> RebalanceListener:
 
 
 async def test_cooperative_revoke_stops_only_that_claim_commits_it_and_assign_adds_a_claim() -> None:
-    async with broker() as b:
+    async with group_broker() as b:
         bs = b.bootstrap_servers
         await create_topic(bs, "t", 3)
         await produce(bs, "t", {0: 10, 1: 10, 2: 10})
@@ -236,7 +211,7 @@ async def test_cooperative_revoke_stops_only_that_claim_commits_it_and_assign_ad
 
 
 async def test_cooperative_join_prepare_commits_and_keeps_the_session_lost_ends_it_without_commit() -> None:
-    async with broker() as b:
+    async with group_broker() as b:
         bs = b.bootstrap_servers
         await create_topic(bs, "t", 2)
         await produce(bs, "t", {0: 5, 1: 5})
@@ -270,7 +245,7 @@ async def test_cooperative_join_prepare_commits_and_keeps_the_session_lost_ends_
 
 
 async def test_commit_while_rejoining_is_refused_locally_and_stays_pending() -> None:
-    async with broker() as b:
+    async with group_broker() as b:
         bs = b.bootstrap_servers
         await create_topic(bs, "t", 1)
         await produce(bs, "t", {0: 4})
@@ -301,7 +276,7 @@ async def test_commit_while_rejoining_is_refused_locally_and_stays_pending() -> 
 
 
 async def test_eager_revoke_and_join_prepare_still_end_the_whole_session() -> None:
-    async with broker() as b:
+    async with group_broker() as b:
         bs = b.bootstrap_servers
         await create_topic(bs, "t", 2)
         await produce(bs, "t", {0: 5, 1: 5})
@@ -327,7 +302,7 @@ async def test_eager_revoke_and_join_prepare_still_end_the_whole_session() -> No
 
 
 async def test_cooperative_handler_error_in_a_revoked_claim_ends_the_session_and_is_raised() -> None:
-    async with broker() as b:
+    async with group_broker() as b:
         bs = b.bootstrap_servers
         await create_topic(bs, "t", 2)
         await produce(bs, "t", {0: 3, 1: 3})

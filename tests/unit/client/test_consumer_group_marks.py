@@ -8,16 +8,14 @@ ends on its own ``stopped`` flag, whichever task (or context) drives it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import time
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
+from client_helpers import DEADLINE_S, group_broker, wait_until
 from confluent_kafka import Producer as CkProducer
 
-from slipstream.broker.broker import Broker
 from slipstream.client.admin import Admin
 from slipstream.client.assignors import TopicPartition
 from slipstream.client.cluster import Cluster
@@ -33,7 +31,6 @@ from slipstream.client.offsets import OffsetAndMetadata
 
 pytestmark = pytest.mark.timeout(60)
 
-DEADLINE_S = 15.0
 COOPERATIVE: dict[str, Any] = dict(
     auto_offset_reset="earliest",
     heartbeat_interval_ms=100,
@@ -134,20 +131,6 @@ async def test_logged_marks_fold_to_the_highest_offset_per_partition_and_claim()
 # ---------------------------------------------------------------------------- with a broker
 
 
-@contextlib.asynccontextmanager
-async def broker() -> AsyncIterator[Broker]:
-    async with Broker(storage="memory", port=0, group_initial_rebalance_delay_ms=0) as b:
-        yield b
-
-
-async def wait_until(cond: Callable[[], bool], what: str, timeout: float = DEADLINE_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.01)
-
-
 def _produce(bootstrap: str, topic: str, partitions: int, n: int) -> None:
     p = CkProducer({"bootstrap.servers": bootstrap, "log_level": 0, "linger.ms": 5})
     for partition in range(partitions):
@@ -159,7 +142,7 @@ def _produce(bootstrap: str, topic: str, partitions: int, n: int) -> None:
 async def test_revoked_claim_iterator_driven_outside_its_context_ends() -> None:
     """The iterator ends on the claim's own flag, even in a task that does not carry
     the claim's context (where ``session.ended`` cannot tell the claim is over)."""
-    async with broker() as b:
+    async with group_broker() as b:
         bs = b.bootstrap_servers
         cluster = Cluster(bs)
         try:

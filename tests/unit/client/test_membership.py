@@ -10,20 +10,17 @@ condition with a deadline; nothing sleeps for a fixed time to "let things settle
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
+from client_helpers import DEADLINE_S, create_topic, group_broker, wait_until
 from confluent_kafka import Consumer as CkConsumer
 from confluent_kafka import Producer as CkProducer
 from confluent_kafka.admin import AdminClient, NewPartitions
 
-from slipstream.broker.broker import Broker
-from slipstream.client.admin import Admin
 from slipstream.client.assignors import TopicPartition
 from slipstream.client.cluster import Cluster
 from slipstream.client.consumer_config import ConsumerConfig
@@ -39,34 +36,9 @@ from slipstream.protocol.errors import ErrorCode
 
 pytestmark = pytest.mark.timeout(60)
 
-DEADLINE_S = 15.0
 
 
 # ---------------------------------------------------------------------------- helpers
-
-
-@contextlib.asynccontextmanager
-async def broker() -> AsyncIterator[Broker]:
-    async with Broker(
-        storage="memory", port=0, group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=500
-    ) as b:
-        yield b
-
-
-async def wait_until(cond: Callable[[], bool], what: str, timeout: float = DEADLINE_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.01)
-
-
-async def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    cluster = Cluster(bootstrap)
-    try:
-        await Admin(cluster).create_topic(name, partitions)
-    finally:
-        await cluster.close()
 
 
 def _produce(bootstrap: str, topic: str, per_partition: dict[int, int]) -> None:
@@ -193,7 +165,7 @@ async def all_stable(members: list[Member], expected: set[TopicPartition]) -> No
 
 
 async def test_single_member_joins_fetches_everything_and_commits() -> None:
-    async with broker() as b:
+    async with group_broker() as b:
         bs = b.bootstrap_servers
         await create_topic(bs, "t", 3)
         await produce(bs, "t", {0: 10, 1: 7, 2: 5})
@@ -228,7 +200,7 @@ async def test_single_member_joins_fetches_everything_and_commits() -> None:
 
 
 async def test_second_member_splits_the_partitions_and_leaving_gives_them_back() -> None:
-    async with broker() as b:
+    async with group_broker() as b:
         bs = b.bootstrap_servers
         await create_topic(bs, "t", 4)
         ledger = Ledger()
@@ -253,7 +225,7 @@ async def test_second_member_splits_the_partitions_and_leaving_gives_them_back()
 
 
 async def test_session_expiry_of_a_killed_member_hands_its_partitions_over() -> None:
-    async with broker() as b:
+    async with group_broker() as b:
         bs = b.bootstrap_servers
         await create_topic(bs, "t", 4)
         ledger = Ledger()
@@ -274,7 +246,7 @@ async def test_session_expiry_of_a_killed_member_hands_its_partitions_over() -> 
 
 
 async def test_cooperative_rebalance_revokes_only_the_partitions_that_move() -> None:
-    async with broker() as b:
+    async with group_broker() as b:
         bs = b.bootstrap_servers
         await create_topic(bs, "t", 6)
         ledger = Ledger()
@@ -301,7 +273,7 @@ async def test_cooperative_rebalance_revokes_only_the_partitions_that_move() -> 
 
 
 async def test_member_id_required_then_rejoin_with_the_given_id() -> None:
-    async with broker() as b:
+    async with group_broker() as b:
         bs = b.bootstrap_servers
         await create_topic(bs, "t", 1)
         m = Member(bs, "a", Ledger(), ["t"])
@@ -323,7 +295,7 @@ async def test_member_id_required_then_rejoin_with_the_given_id() -> None:
 
 
 async def test_static_member_restart_gets_its_partitions_back_without_a_rebalance() -> None:
-    async with broker() as b:
+    async with group_broker() as b:
         bs = b.bootstrap_servers
         await create_topic(bs, "t", 4)
         ledger = Ledger()
@@ -352,7 +324,7 @@ async def test_static_member_restart_gets_its_partitions_back_without_a_rebalanc
 
 
 async def test_a_second_consumer_with_the_same_instance_id_fences_the_first() -> None:
-    async with broker() as b:
+    async with group_broker() as b:
         bs = b.bootstrap_servers
         await create_topic(bs, "t", 2)
         ledger = Ledger()
@@ -372,7 +344,7 @@ async def test_a_second_consumer_with_the_same_instance_id_fences_the_first() ->
 
 
 async def test_commit_after_the_group_moved_on_fails_with_a_clear_error() -> None:
-    async with broker() as b:
+    async with group_broker() as b:
         bs = b.bootstrap_servers
         await create_topic(bs, "t", 2)
         ledger = Ledger()
@@ -391,7 +363,7 @@ async def test_commit_after_the_group_moved_on_fails_with_a_clear_error() -> Non
 
 
 async def test_leader_rejoins_when_a_subscribed_topic_gains_partitions() -> None:
-    async with broker() as b:
+    async with group_broker() as b:
         bs = b.bootstrap_servers
         await create_topic(bs, "t", 2)
         ledger = Ledger()
@@ -409,7 +381,7 @@ async def test_leader_rejoins_when_a_subscribed_topic_gains_partitions() -> None
 
 
 async def test_subscription_change_rejoins_with_the_new_topics() -> None:
-    async with broker() as b:
+    async with group_broker() as b:
         bs = b.bootstrap_servers
         await create_topic(bs, "t", 1)
         await create_topic(bs, "u", 2)
@@ -463,7 +435,7 @@ class CkMember:
 
 @pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
 async def test_mixed_group_with_a_confluent_kafka_member(strategy: str) -> None:
-    async with broker() as b:
+    async with group_broker() as b:
         bs = b.bootstrap_servers
         await create_topic(bs, "t", 6)
         ledger = Ledger()
@@ -511,7 +483,7 @@ async def test_churn_never_assigns_a_partition_to_two_live_members(strategy: str
     """Members killed, closed and replaced at random for a while; then the group settles
     with every partition owned exactly once, and no hook ever saw a double owner."""
     rng = random.Random(4)
-    async with broker() as b:
+    async with group_broker() as b:
         bs = b.bootstrap_servers
         await create_topic(bs, "t", 12)
         ledger = Ledger()
