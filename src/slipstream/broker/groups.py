@@ -198,6 +198,10 @@ class GroupCoordinatorAdapter:
             return await self._commit(ctx, request)
         return await self.call(lambda now: self.coordinator.handle(api_key, ctx, request, now))
 
+    def note_coordinator_lookup(self, group_ids: list[str]) -> None:
+        # Only flags a group in its initial delay; no record, response or timer change.
+        self.coordinator.note_coordinator_lookup(group_ids)
+
     async def call(self, operation: Callable[[int], CoordinatorResult]) -> Struct:
         async with self._lock:
             self._flush()

@@ -219,6 +219,11 @@ class GroupCoordinator:
 
     # ================================================================ JoinGroup / SyncGroup / Heartbeat / LeaveGroup
 
+    def note_coordinator_lookup(self, group_ids: Iterable[str]) -> None:
+        """FindCoordinator named these groups: a member may be on its way (see GroupManager)."""
+        for group_id in group_ids:
+            self.group_manager.note_coordinator_lookup(group_id)
+
     def join_group(self, ctx: RequestContext, req: JoinGroupRequest, now_ms: int) -> CoordinatorResult:
         self._now_ms = now_ms
         version = ctx.api_version

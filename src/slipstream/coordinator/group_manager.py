@@ -14,9 +14,10 @@ timeout), ``join-<group>`` (rebalance timeout / initial delay) and
 
 Initial delay: a group leaving Empty first waits a quarter of
 group.initial.rebalance.delay.ms; a wait during which a member joined (or was
-handed its member id), or at whose end a member handed an id has not rejoined
-yet, is followed by another full delay, never past the rebalance timeout.
-Kafka waits the full delay from the start.
+handed its member id, or a client looked up the group's coordinator), or at
+whose end a member handed an id has not rejoined yet, is followed by another
+full delay, never past the rebalance timeout. Kafka waits the full delay from
+the start.
 
 A heartbeat or commit that extends a session whose timer is already armed no
 later than the new end only notes the new end; the timer re-arms when it fires.
@@ -647,6 +648,24 @@ class GroupManager:
         if group is not None:
             self._complete_join(group, fx, now_ms)
         return fx.result()
+
+    def note_coordinator_lookup(self, group_id: str) -> None:
+        """A client looked up this group's coordinator (FindCoordinator).
+
+        A consumer's last lookup comes just before its first JoinGroup, so one
+        that arrives while the group's initial delay runs is a member on its way:
+        it extends the wait like an arrival does. Consumers started together
+        reach the group in bursts (those whose coordinator connection is already
+        up join at once, the rest a lookup later), and this keeps the later burst
+        in the first generation however long the gap between them.
+        """
+        group = self.groups.get(group_id)
+        if (
+            group is not None
+            and group.state is GroupState.PREPARING_REBALANCE
+            and group.previous_state is GroupState.EMPTY
+        ):
+            group.new_member_added = True
 
     def _on_initial_delay(self, group_id: str, bound_ms: int, now_ms: int) -> CoordinatorResult:
         fx = Effects()

@@ -172,6 +172,39 @@ def test_a_lone_member_waits_only_the_first_quarter_of_the_delay() -> None:
     assert call.response.generation_id == 1 and len(call.response.members) == 1
 
 
+def test_a_coordinator_lookup_during_the_first_wait_extends_it() -> None:
+    ctx = GroupContext(CoordinatorConfig(group_initial_rebalance_delay_ms=100, offsets_topic_num_partitions=4))
+    first = ctx.join_new("g", rebalance_ms=1_000)  # t=0: first wait 25 ms
+    ctx.advance(10)
+    ctx.coordinator.note_coordinator_lookup(["other", "g"])  # t=10: a second consumer finds the coordinator
+    ctx.advance(15)  # t=25: extended by a full delay
+    assert not first.done
+    ctx.advance(40)
+    second = ctx.join_new("g", rebalance_ms=1_000)  # t=65: it joins 65 ms after the first
+    ctx.advance(60)  # t=125: it arrived during the extension -> one more delay
+    assert not first.done
+    ctx.advance(100)  # t=225
+    assert first.response.generation_id == second.response.generation_id == 1
+    assert len(first.response.members) == 2
+
+
+def test_a_coordinator_lookup_before_the_group_exists_changes_nothing() -> None:
+    ctx = GroupContext(CoordinatorConfig(group_initial_rebalance_delay_ms=100, offsets_topic_num_partitions=4))
+    ctx.coordinator.note_coordinator_lookup(["g"])
+    assert ctx.coordinator.group("g") is None  # a lookup creates no group
+    call = ctx.join_new("g", rebalance_ms=1_000)
+    ctx.advance(25)  # the lone member still waits only the first quarter
+    assert call.response.generation_id == 1
+
+
+def test_a_coordinator_lookup_for_a_stable_group_does_not_start_a_rebalance() -> None:
+    ctx = GroupContext(CoordinatorConfig(group_initial_rebalance_delay_ms=100, offsets_topic_num_partitions=4))
+    ctx.form_group("g", 2)
+    ctx.coordinator.note_coordinator_lookup(["g"])
+    group = ctx.coordinator.group("g")
+    assert group is not None and group.state is S.STABLE and not group.new_member_added
+
+
 def test_a_member_id_handed_out_during_the_wait_extends_it() -> None:
     ctx = GroupContext(CoordinatorConfig(group_initial_rebalance_delay_ms=100, offsets_topic_num_partitions=4))
     first = ctx.join_new("g", rebalance_ms=1_000)  # t=0

@@ -27,6 +27,11 @@ async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCo
     state = ctx.state
     node, host, port = state.config.node_id, state.advertised_host, state.advertised_port
     is_group = request.key_type == KEY_TYPE_GROUP
+    if is_group and state.groups is not None:
+        # A lookup during a group's initial rebalance delay means a member is on its way.
+        state.groups.note_coordinator_lookup(
+            request.coordinator_keys if ctx.api_version >= 4 else [request.key]
+        )
     if ctx.api_version >= 4:
         return FindCoordinatorResponse(
             coordinators=[
