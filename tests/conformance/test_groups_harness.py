@@ -184,6 +184,26 @@ class _ConfluentMember(_MemberBase):
         self.emit("closed")
 
 
+def count_pending_join_as_rejoin(coordinator: Any) -> None:
+    """Work around a kafka-python 3.0.12 bug that can leave a member joined but never heartbeating.
+
+    ``join_group_async`` loops ``while need_rejoin()`` and leaves its join task in flight
+    when a poll's timeout runs out. If the rejoin was caused by a metadata change seen by
+    the leader, the leader's own assignment (made inside that task) updates the metadata
+    snapshot, so ``need_rejoin()`` is False on the next poll: the finished join is never
+    taken, heartbeats stay disabled, and the member's session expires for good. The Java
+    client's ``rejoinNeededOrPending()`` also counts a pending join; so does this shim.
+    Seen in our lifecycle test as a leader that re-formed the group after learning the
+    topic's partitions, then went silent (broker: session expired; client: no rejoin).
+    """
+    need_rejoin = coordinator.need_rejoin
+
+    def need_rejoin_or_pending() -> bool:
+        return bool(need_rejoin()) or getattr(coordinator, "_join_task", None) is not None
+
+    coordinator.need_rejoin = need_rejoin_or_pending
+
+
 class _KafkaPythonMember(_MemberBase):
     def run(self) -> None:
         from kafka import KafkaConsumer, TopicPartition
@@ -218,6 +238,7 @@ class _KafkaPythonMember(_MemberBase):
             fetch_max_wait_ms=100,
             **kwargs,
         )
+        count_pending_join_as_rejoin(consumer._coordinator)
 
         def generation() -> int | None:
             try:
