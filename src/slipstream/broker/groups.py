@@ -198,9 +198,9 @@ class GroupCoordinatorAdapter:
             return await self._commit(ctx, request)
         return await self.call(lambda now: self.coordinator.handle(api_key, ctx, request, now))
 
-    def note_coordinator_lookup(self, group_ids: list[str]) -> None:
-        # Only flags a group in its initial delay; no record, response or timer change.
-        self.coordinator.note_coordinator_lookup(group_ids)
+    def note_coordinator_lookup(self, group_ids: list[str], connection: str) -> None:
+        # Only a hint for groups in their initial delay: no record, response or timer change.
+        self.coordinator.note_coordinator_lookup(group_ids, connection, self.state.clock())
 
     async def call(self, operation: Callable[[int], CoordinatorResult]) -> Struct:
         async with self._lock:

@@ -219,10 +219,10 @@ class GroupCoordinator:
 
     # ================================================================ JoinGroup / SyncGroup / Heartbeat / LeaveGroup
 
-    def note_coordinator_lookup(self, group_ids: Iterable[str]) -> None:
-        """FindCoordinator named these groups: a member may be on its way (see GroupManager)."""
+    def note_coordinator_lookup(self, group_ids: Iterable[str], connection: str, now_ms: int) -> None:
+        """FindCoordinator on ``connection`` named these groups: members may be on their way."""
         for group_id in group_ids:
-            self.group_manager.note_coordinator_lookup(group_id)
+            self.group_manager.note_coordinator_lookup(group_id, connection, now_ms)
 
     def join_group(self, ctx: RequestContext, req: JoinGroupRequest, now_ms: int) -> CoordinatorResult:
         self._now_ms = now_ms

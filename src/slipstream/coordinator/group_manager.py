@@ -15,9 +15,10 @@ timeout), ``join-<group>`` (rebalance timeout / initial delay) and
 Initial delay: a group leaving Empty first waits a quarter of
 group.initial.rebalance.delay.ms; a wait during which a member joined (or was
 handed its member id, or a client looked up the group's coordinator), or at
-whose end a member handed an id has not rejoined yet, is followed by another
-full delay, never past the rebalance timeout. Kafka waits the full delay from
-the start.
+whose end a member handed an id has not rejoined yet or more connections looked
+the group up within the last delay than its members account for, is followed by
+another full delay, never past the rebalance timeout. Kafka waits the full
+delay from the start.
 
 A heartbeat or commit that extends a session whose timer is already armed no
 later than the new end only notes the new end; the timer re-arms when it fires.
@@ -42,6 +43,7 @@ from ..protocol.schema import Struct
 from . import records as rec
 from .config import CoordinatorConfig
 from .group import ClassicGroup
+from .lookups import RecentLookups
 from .member import Member, Protocols
 from .result import AfterAppend, Completion, CoordinatorResult, Pending, Record, RequestContext
 from .state import GroupState
@@ -53,6 +55,9 @@ UNKNOWN_MEMBER_ID = ""
 NOT_ENOUGH_REPLICAS = BY_NAME["NOT_ENOUGH_REPLICAS"].code
 NOT_ENOUGH_REPLICAS_AFTER_APPEND = BY_NAME["NOT_ENOUGH_REPLICAS_AFTER_APPEND"].code
 JOIN_GROUP_KEY = 11
+# FindCoordinator lookups one consumer makes before joining, at most: librdkafka asks
+# on its bootstrap connection and again on its connection to the learned broker.
+LOOKUPS_PER_CONSUMER = 2
 SYNC_GROUP_KEY = 14
 
 
@@ -187,6 +192,7 @@ class GroupManager:
         self._new_pending = new_pending
         self._new_member_id = new_member_id
         self.groups: dict[str, ClassicGroup] = {}
+        self.lookups = RecentLookups(config.group_initial_rebalance_delay_ms)
         # Session timers by heartbeat key: when the armed timer fires, and the
         # session's latest end if a heartbeat moved it since (see reschedule_heartbeat).
         self._session_armed: dict[str, int] = {}
@@ -649,16 +655,17 @@ class GroupManager:
             self._complete_join(group, fx, now_ms)
         return fx.result()
 
-    def note_coordinator_lookup(self, group_id: str) -> None:
-        """A client looked up this group's coordinator (FindCoordinator).
+    def note_coordinator_lookup(self, group_id: str, connection: str, now_ms: int) -> None:
+        """A client on ``connection`` looked up this group's coordinator (FindCoordinator).
 
-        A consumer's last lookup comes just before its first JoinGroup, so one
-        that arrives while the group's initial delay runs is a member on its way:
-        it extends the wait like an arrival does. Consumers started together
-        reach the group in bursts (those whose coordinator connection is already
-        up join at once, the rest a lookup later), and this keeps the later burst
-        in the first generation however long the gap between them.
+        Consumers started together reach a new group in bursts: those whose
+        coordinator connection is up join at once, the rest a lookup or two later.
+        Lookups are the early sign of the later burst, and count two ways:
+        one during the initial delay extends it like an arrival; and when the
+        first wait ends, lookups from more connections than the members present
+        could have made (``LOOKUPS_PER_CONSUMER`` each) extend it too.
         """
+        self.lookups.note(group_id, connection, now_ms)
         group = self.groups.get(group_id)
         if (
             group is not None
@@ -667,13 +674,22 @@ class GroupManager:
         ):
             group.new_member_added = True
 
+    def _more_consumers_looking_up(self, group: ClassicGroup, now_ms: int) -> bool:
+        since = now_ms - self.config.group_initial_rebalance_delay_ms
+        expected = len(group.members) + len(group.pending_join_members)
+        return self.lookups.connections_since(group.group_id, since, now_ms) > LOOKUPS_PER_CONSUMER * expected
+
     def _on_initial_delay(self, group_id: str, bound_ms: int, now_ms: int) -> CoordinatorResult:
         fx = Effects()
         group = self.groups.get(group_id)
         if group is None:
             return fx.result()
         delay = self.config.group_initial_rebalance_delay_ms
-        arriving = group.new_member_added or bool(group.pending_join_members)
+        arriving = (
+            group.new_member_added
+            or bool(group.pending_join_members)
+            or self._more_consumers_looking_up(group, now_ms)
+        )
         if arriving and delay > 0 and now_ms < bound_ms:
             # Members are still arriving (joined during the wait, or were handed a member id
             # and have not rejoined yet): wait another full delay, within the rebalance timeout.

@@ -176,7 +176,7 @@ def test_a_coordinator_lookup_during_the_first_wait_extends_it() -> None:
     ctx = GroupContext(CoordinatorConfig(group_initial_rebalance_delay_ms=100, offsets_topic_num_partitions=4))
     first = ctx.join_new("g", rebalance_ms=1_000)  # t=0: first wait 25 ms
     ctx.advance(10)
-    ctx.coordinator.note_coordinator_lookup(["other", "g"])  # t=10: a second consumer finds the coordinator
+    ctx.coordinator.note_coordinator_lookup(["other", "g"], "c2", ctx.now)  # t=10: a second consumer
     ctx.advance(15)  # t=25: extended by a full delay
     assert not first.done
     ctx.advance(40)
@@ -188,19 +188,54 @@ def test_a_coordinator_lookup_during_the_first_wait_extends_it() -> None:
     assert len(first.response.members) == 2
 
 
-def test_a_coordinator_lookup_before_the_group_exists_changes_nothing() -> None:
+@pytest.mark.parametrize("lookups", [1, 2])
+def test_a_lone_consumers_own_lookups_do_not_extend_the_first_wait(lookups: int) -> None:
+    # librdkafka looks up on its bootstrap connection and again on its broker connection.
     ctx = GroupContext(CoordinatorConfig(group_initial_rebalance_delay_ms=100, offsets_topic_num_partitions=4))
-    ctx.coordinator.note_coordinator_lookup(["g"])
+    for i in range(lookups):
+        ctx.coordinator.note_coordinator_lookup(["g"], f"conn-{i}", ctx.now)
+        ctx.advance(20)
     assert ctx.coordinator.group("g") is None  # a lookup creates no group
     call = ctx.join_new("g", rebalance_ms=1_000)
-    ctx.advance(25)  # the lone member still waits only the first quarter
+    ctx.advance(24)
+    assert not call.done
+    ctx.advance(1)  # the lone member waits only the first quarter
     assert call.response.generation_id == 1
+
+
+def test_lookups_just_before_the_first_join_extend_the_first_wait() -> None:
+    # Ten consumers start together; all look up the coordinator, one joins at once and the
+    # others only 65 ms later (their coordinator connections came up later).
+    ctx = GroupContext(CoordinatorConfig(group_initial_rebalance_delay_ms=100, offsets_topic_num_partitions=4))
+    for i in range(10):
+        ctx.coordinator.note_coordinator_lookup(["g"], f"conn-{i}", ctx.now)
+        ctx.advance(1)
+    first = ctx.join_new("g", rebalance_ms=1_000)  # t=0
+    ctx.advance(25)  # 10 lookups > 2 per member present: wait a full delay more
+    assert not first.done
+    ctx.advance(40)
+    rest = [ctx.join_new("g", rebalance_ms=1_000) for _ in range(9)]  # t=65
+    ctx.advance(60)  # t=125: they arrived during the extension
+    assert not first.done
+    ctx.advance(100)  # t=225: a quiet delay, and the lookups are older than the delay
+    assert {c.response.generation_id for c in [first, *rest]} == {1}
+    assert len(first.response.members) == 10
+
+
+def test_old_lookups_do_not_extend_the_first_wait() -> None:
+    ctx = GroupContext(CoordinatorConfig(group_initial_rebalance_delay_ms=100, offsets_topic_num_partitions=4))
+    for i in range(10):
+        ctx.coordinator.note_coordinator_lookup(["g"], f"conn-{i}", ctx.now)
+    ctx.advance(200)  # looked up long before anyone joined
+    call = ctx.join_new("g", rebalance_ms=1_000)
+    ctx.advance(25)
+    assert call.response.generation_id == 1 and len(call.response.members) == 1
 
 
 def test_a_coordinator_lookup_for_a_stable_group_does_not_start_a_rebalance() -> None:
     ctx = GroupContext(CoordinatorConfig(group_initial_rebalance_delay_ms=100, offsets_topic_num_partitions=4))
     ctx.form_group("g", 2)
-    ctx.coordinator.note_coordinator_lookup(["g"])
+    ctx.coordinator.note_coordinator_lookup(["g"], "c1", ctx.now)
     group = ctx.coordinator.group("g")
     assert group is not None and group.state is S.STABLE and not group.new_member_added
 

@@ -28,9 +28,9 @@ async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCo
     node, host, port = state.config.node_id, state.advertised_host, state.advertised_port
     is_group = request.key_type == KEY_TYPE_GROUP
     if is_group and state.groups is not None:
-        # A lookup during a group's initial rebalance delay means a member is on its way.
+        # Lookups hint that members are on their way (group.initial.rebalance.delay.ms).
         state.groups.note_coordinator_lookup(
-            request.coordinator_keys if ctx.api_version >= 4 else [request.key]
+            request.coordinator_keys if ctx.api_version >= 4 else [request.key], ctx.client_host
         )
     if ctx.api_version >= 4:
         return FindCoordinatorResponse(
