@@ -55,10 +55,10 @@ UNKNOWN_MEMBER_ID = ""
 NOT_ENOUGH_REPLICAS = BY_NAME["NOT_ENOUGH_REPLICAS"].code
 NOT_ENOUGH_REPLICAS_AFTER_APPEND = BY_NAME["NOT_ENOUGH_REPLICAS_AFTER_APPEND"].code
 JOIN_GROUP_KEY = 11
+SYNC_GROUP_KEY = 14
 # FindCoordinator lookups one consumer makes before joining, at most: librdkafka asks
 # on its bootstrap connection and again on its connection to the learned broker.
 LOOKUPS_PER_CONSUMER = 2
-SYNC_GROUP_KEY = 14
 
 
 def initial_wait_ms(delay_ms: int) -> int:
@@ -691,8 +691,10 @@ class GroupManager:
             or self._more_consumers_looking_up(group, now_ms)
         )
         if arriving and delay > 0 and now_ms < bound_ms:
-            # Members are still arriving (joined during the wait, or were handed a member id
-            # and have not rejoined yet): wait another full delay, within the rebalance timeout.
+            # Members are still arriving (joined or looked the group up during the wait, were
+            # handed a member id and have not rejoined yet, or looked it up before in numbers
+            # the members present do not account for): wait another full delay, within the
+            # rebalance timeout.
             group.new_member_added = False
             self._schedule_initial_rebalance(group_id, min(delay, bound_ms - now_ms), bound_ms)
         else:
