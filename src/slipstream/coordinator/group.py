@@ -70,6 +70,11 @@ class ClassicGroup:
     def can_rebalance(self) -> bool:
         return can_rebalance(self.state)
 
+    @property
+    def in_initial_delay(self) -> bool:
+        """Preparing its first rebalance since it was Empty (group.initial.rebalance.delay.ms runs)."""
+        return self.state is GroupState.PREPARING_REBALANCE and self.previous_state is GroupState.EMPTY
+
     # ---------------------------------------------------------------- members
 
     def has_member(self, member_id: str) -> bool:

@@ -309,7 +309,7 @@ class GroupManager:
         if version >= 4:
             # KIP-394: hand out the id and wait for the member to come back with it.
             group.add_pending_member(new_id)
-            if group.state is GroupState.PREPARING_REBALANCE and group.previous_state is GroupState.EMPTY:
+            if group.in_initial_delay:
                 group.new_member_added = True  # it rejoins within a round trip: keep waiting for it
             self._schedule_heartbeat_expiry(group.group_id, new_id, req.session_timeout_ms)
             log.info("group %s: new member gets id %s and must rejoin with it", group.group_id, new_id)
@@ -436,7 +436,7 @@ class GroupManager:
             is_new=True,
             join_pending=own,
         )
-        if group.state is GroupState.PREPARING_REBALANCE and group.previous_state is GroupState.EMPTY:
+        if group.in_initial_delay:
             group.new_member_added = True  # extends the initial rebalance delay
         group.add(member)
         # A parked new member cannot heartbeat; drop it if its JoinGroup waits too long.
@@ -610,7 +610,7 @@ class GroupManager:
         if (
             group.state is GroupState.PREPARING_REBALANCE
             and group.has_all_members_joined()
-            and group.previous_state is not GroupState.EMPTY
+            and not group.in_initial_delay
         ):
             self._complete_join(group, fx, now_ms)
 
@@ -667,11 +667,7 @@ class GroupManager:
         """
         self.lookups.note(group_id, connection, now_ms)
         group = self.groups.get(group_id)
-        if (
-            group is not None
-            and group.state is GroupState.PREPARING_REBALANCE
-            and group.previous_state is GroupState.EMPTY
-        ):
+        if group is not None and group.in_initial_delay:
             group.new_member_added = True
 
     def _more_consumers_looking_up(self, group: ClassicGroup, now_ms: int) -> bool:
