@@ -6,12 +6,25 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 from slipstream.broker.broker import Broker
 from slipstream.client.admin import Admin
 from slipstream.client.cluster import Cluster
 
 DEADLINE_S = 15.0
+
+
+def fast_consumer_settings(**overrides: Any) -> dict[str, Any]:
+    """Consumer settings that make groups, fetches and retries quick in tests; ``overrides`` win."""
+    return dict(
+        auto_offset_reset="earliest",
+        heartbeat_interval_ms=100,
+        session_timeout_ms=6000,
+        fetch_max_wait_ms=100,
+        retry_backoff_ms=20,
+        retry_backoff_max_ms=200,
+    ) | overrides
 
 
 @contextlib.asynccontextmanager

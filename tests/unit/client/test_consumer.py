@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from client_helpers import fast_consumer_settings
 from confluent_kafka import Producer as CkProducer
 
 from slipstream.broker.broker import Broker
@@ -25,14 +26,7 @@ from slipstream.client.consumer import ConcurrentModificationError, Consumer, Me
 pytestmark = pytest.mark.timeout(60)
 
 DEADLINE_S = 12.0
-FAST: dict[str, Any] = dict(
-    session_timeout_ms=6000,
-    heartbeat_interval_ms=100,
-    retry_backoff_ms=20,
-    retry_backoff_max_ms=200,
-    auto_offset_reset="earliest",
-    fetch_max_wait_ms=100,
-)
+FAST = fast_consumer_settings()
 
 
 @pytest.fixture

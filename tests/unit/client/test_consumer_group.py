@@ -12,7 +12,13 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from client_helpers import DEADLINE_S, create_topic, group_broker, wait_until
+from client_helpers import (
+    DEADLINE_S,
+    create_topic,
+    fast_consumer_settings,
+    group_broker,
+    wait_until,
+)
 from confluent_kafka import Producer as CkProducer
 
 from slipstream.client.assignors import TopicPartition
@@ -31,16 +37,7 @@ from slipstream.client.offsets import GroupOffsets
 
 pytestmark = pytest.mark.timeout(60)
 
-FAST: dict[str, Any] = dict(
-    auto_offset_reset="earliest",
-    heartbeat_interval_ms=100,
-    session_timeout_ms=3000,
-    max_poll_interval_ms=10000,
-    fetch_max_wait_ms=100,
-    auto_commit_interval_ms=200,
-    retry_backoff_ms=20,
-    retry_backoff_max_ms=200,
-)
+FAST = fast_consumer_settings(session_timeout_ms=3000, max_poll_interval_ms=10000, auto_commit_interval_ms=200)
 
 
 def _produce(

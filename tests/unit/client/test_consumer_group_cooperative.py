@@ -20,7 +20,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from client_helpers import DEADLINE_S, create_topic, group_broker, wait_until
+from client_helpers import (
+    DEADLINE_S,
+    create_topic,
+    fast_consumer_settings,
+    group_broker,
+    wait_until,
+)
 from confluent_kafka import Producer as CkProducer
 
 from slipstream.broker.broker import Broker
@@ -39,17 +45,8 @@ from slipstream.protocol.errors import ErrorCode, KafkaError
 
 pytestmark = pytest.mark.timeout(60)
 
-SETTINGS: dict[str, Any] = dict(
-    auto_offset_reset="earliest",
-    heartbeat_interval_ms=100,
-    session_timeout_ms=6000,
-    max_poll_interval_ms=10000,
-    fetch_max_wait_ms=100,
-    # Only the commit at revocation (or session end) hands offsets over in these tests.
-    auto_commit_interval_ms=600_000,
-    retry_backoff_ms=20,
-    retry_backoff_max_ms=200,
-)
+# Only the commit at revocation (or session end) hands offsets over in these tests.
+SETTINGS = fast_consumer_settings(max_poll_interval_ms=10000, auto_commit_interval_ms=600_000)
 COOPERATIVE = dict(SETTINGS, partition_assignment_strategy=["cooperative-sticky"])
 
 

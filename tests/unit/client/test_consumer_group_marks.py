@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 import pytest
-from client_helpers import DEADLINE_S, group_broker, wait_until
+from client_helpers import DEADLINE_S, fast_consumer_settings, group_broker, wait_until
 from confluent_kafka import Producer as CkProducer
 
 from slipstream.client.admin import Admin
@@ -31,15 +31,9 @@ from slipstream.client.offsets import OffsetAndMetadata
 
 pytestmark = pytest.mark.timeout(60)
 
-COOPERATIVE: dict[str, Any] = dict(
-    auto_offset_reset="earliest",
-    heartbeat_interval_ms=100,
-    session_timeout_ms=6000,
+COOPERATIVE = fast_consumer_settings(
     max_poll_interval_ms=10000,
-    fetch_max_wait_ms=100,
     auto_commit_interval_ms=600_000,
-    retry_backoff_ms=20,
-    retry_backoff_max_ms=200,
     partition_assignment_strategy=["cooperative-sticky"],
 )
 

@@ -6,9 +6,9 @@ import asyncio
 import re
 import time
 import uuid
-from typing import Any
 
 import pytest
+from client_helpers import fast_consumer_settings
 
 from slipstream.broker.broker import Broker
 from slipstream.client.admin import Admin
@@ -21,15 +21,7 @@ from slipstream.client.subscription import TopicPattern
 pytestmark = pytest.mark.timeout(60)
 
 DEADLINE_S = 15.0
-FAST: dict[str, Any] = dict(
-    session_timeout_ms=6000,
-    heartbeat_interval_ms=100,
-    retry_backoff_ms=20,
-    retry_backoff_max_ms=200,
-    auto_offset_reset="earliest",
-    fetch_max_wait_ms=100,
-    metadata_max_age_ms=200,  # re-match the pattern often
-)
+FAST = fast_consumer_settings(metadata_max_age_ms=200)  # re-match the pattern often
 
 
 def info(name: str, *, internal: bool = False, error: int = 0) -> TopicInfo:
