@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
+from client_helpers import fast_consumer_settings
 from confluent_kafka import Producer as CkProducer
 
 from slipstream.broker.broker import Broker
@@ -24,13 +24,7 @@ from slipstream.client.consumer import Consumer, Message
 
 pytestmark = pytest.mark.timeout(60)
 
-FAST: dict[str, Any] = dict(
-    retry_backoff_ms=20,
-    retry_backoff_max_ms=200,
-    auto_offset_reset="earliest",
-    fetch_max_wait_ms=100,
-    enable_auto_commit=False,
-)
+FAST = fast_consumer_settings(enable_auto_commit=False)
 
 
 @pytest.fixture
