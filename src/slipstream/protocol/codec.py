@@ -384,17 +384,25 @@ def _emit_write_uvarint(e: _Emitter, ind: int, expr: str) -> None:
     e.emit(ind, f"else: p.write_uvarint(w.buf, {n})")
 
 
+def _emit_write_null(
+    e: _Emitter, ind: int, v: str, nullable: bool, flexible: bool, width: int, name: str, version: int
+) -> None:
+    """``if v is None:`` writing the null length (compact 0, else -1 in ``width`` bytes) or refusing it."""
+    e.emit(ind, f"if {v} is None:")
+    if nullable:
+        minus_one = repr(b"\xff" * width)
+        e.emit(ind + 1, "w.buf.append(0)" if flexible else f"w.buf += {minus_one}")
+    else:
+        e.emit(ind + 1, f"raise EncodeError('{name} may not be null in version {version}')")
+
+
 def _emit_write(e: _Emitter, ind: int, src: str, f: Field, version: int, flexible: bool) -> None:
     nullable = version in f.nullable
     t = f.type
     if isinstance(t, Array):
         v = e.tmp()
         e.emit(ind, f"{v} = {src}")
-        e.emit(ind, f"if {v} is None:")
-        if nullable:
-            e.emit(ind + 1, "w.buf.append(0)" if flexible else "w.buf += b'\\xff\\xff\\xff\\xff'")
-        else:
-            e.emit(ind + 1, f"raise EncodeError('{f.name} may not be null in version {version}')")
+        _emit_write_null(e, ind, v, nullable, flexible, 4, f.name, version)
         e.emit(ind, "else:")
         if flexible:
             _emit_write_uvarint(e, ind + 1, f"len({v}) + 1")
@@ -444,11 +452,7 @@ def _emit_write_primitive(
         # p.write_[compact_]string inlined: one call less per field.
         v = e.tmp()
         e.emit(ind, f"{v} = {src}")
-        e.emit(ind, f"if {v} is None:")
-        if nullable:
-            e.emit(ind + 1, "w.buf.append(0)" if flexible else "w.buf += b'\\xff\\xff'")
-        else:
-            e.emit(ind + 1, f"raise EncodeError('{name} may not be null in version {version}')")
+        _emit_write_null(e, ind, v, nullable, flexible, 2, name, version)
         e.emit(ind, "else:")
         d = e.tmp()
         e.emit(ind + 1, f"{d} = {v}.encode()")
@@ -460,11 +464,7 @@ def _emit_write_primitive(
     elif kind in ("bytes", "records"):
         v = e.tmp()
         e.emit(ind, f"{v} = {src}")
-        e.emit(ind, f"if {v} is None:")
-        if nullable or kind == "records":
-            e.emit(ind + 1, "w.buf.append(0)" if flexible else "w.buf += b'\\xff\\xff\\xff\\xff'")
-        else:
-            e.emit(ind + 1, f"raise EncodeError('{name} may not be null in version {version}')")
+        _emit_write_null(e, ind, v, nullable or kind == "records", flexible, 4, name, version)
         if kind == "records":
             # A fetch read may span segments: a list of buffers is written back to back.
             e.emit(ind, f"elif {v}.__class__ is list:")
