@@ -7,17 +7,21 @@ connecting, so the initial rebalance delay should not end yet (group_manager).
 
 Only the last ``horizon_ms`` are kept: each lookup is one entry in a time-ordered
 queue plus the latest time per (group, connection); old entries are dropped as
-new ones arrive, so memory is bounded by the lookup rate times the horizon.
+new ones arrive, and never more than ``max_entries`` are kept (a client flooding
+FindCoordinator with keys only shortens the window, it cannot grow the memory).
 """
 
 from __future__ import annotations
 
 from collections import deque
 
+MAX_ENTRIES = 100_000
+
 
 class RecentLookups:
-    def __init__(self, horizon_ms: int) -> None:
+    def __init__(self, horizon_ms: int, max_entries: int = MAX_ENTRIES) -> None:
         self.horizon_ms = horizon_ms
+        self.max_entries = max_entries
         self._queue: deque[tuple[int, str, str]] = deque()
         self._latest: dict[str, dict[str, int]] = {}
 
@@ -25,6 +29,8 @@ class RecentLookups:
         if self.horizon_ms <= 0:
             return
         self._expire(now_ms)
+        if len(self._queue) >= self.max_entries:
+            self._drop_oldest()
         self._queue.append((now_ms, group_id, connection))
         self._latest.setdefault(group_id, {})[connection] = now_ms
 
@@ -43,9 +49,12 @@ class RecentLookups:
         queue = self._queue
         oldest = now_ms - self.horizon_ms
         while queue and queue[0][0] < oldest:
-            t, group_id, connection = queue.popleft()
-            latest = self._latest.get(group_id)
-            if latest is not None and latest.get(connection) == t:
-                del latest[connection]
-                if not latest:
-                    del self._latest[group_id]
+            self._drop_oldest()
+
+    def _drop_oldest(self) -> None:
+        t, group_id, connection = self._queue.popleft()
+        latest = self._latest.get(group_id)
+        if latest is not None and latest.get(connection) == t:
+            del latest[connection]
+            if not latest:
+                del self._latest[group_id]

@@ -45,3 +45,12 @@ def test_a_zero_horizon_keeps_nothing() -> None:
     lookups = RecentLookups(horizon_ms=0)
     lookups.note("g", "a", 0)
     assert len(lookups) == 0 and lookups.connections_since("g", 0, 0) == 0
+
+
+def test_a_flood_within_the_horizon_is_capped() -> None:
+    lookups = RecentLookups(horizon_ms=3_000, max_entries=1_000)
+    for i in range(50_000):  # one client naming 50,000 groups in one instant
+        lookups.note(f"group-{i}", "flooder", 0)
+    assert len(lookups) == 1_000
+    assert lookups.connections_since("group-0", 0, 0) == 0  # the oldest went first
+    assert lookups.connections_since("group-49999", 0, 0) == 1
