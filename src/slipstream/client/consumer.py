@@ -83,9 +83,9 @@ from .membership import (
     Generation,
     GroupMembership,
     RebalanceListener,
-    backoff_s,
 )
 from .offsets import GroupOffsets, OffsetAndMetadata
+from .retry import backoff_s
 from .subscription import TopicPattern
 
 log = logging.getLogger(__name__)

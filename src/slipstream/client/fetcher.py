@@ -82,8 +82,9 @@ from .assignors import TopicPartition
 from .cluster import Cluster
 from .connection import BrokerConnection, ConnectionClosed
 from .consumer_config import ConsumerConfig
-from .membership import backoff_s, cancel_and_wait
 from .offsets import NoOffsetForPartitionError, reset_offsets
+from .retry import backoff_s
+from .tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 

@@ -57,7 +57,6 @@ import asyncio
 import contextlib
 import enum
 import logging
-import random
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -109,6 +108,8 @@ from .assignors import (
 from .cluster import BrokerNode, Cluster
 from .connection import BrokerConnection, ConnectionClosed
 from .consumer_config import ConsumerConfig
+from .retry import backoff_s
+from .tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -240,36 +241,6 @@ class AssignmentChange:
     added: tuple[TopicPartition, ...]
     rejoin: bool
     """True when a COOPERATIVE member revoked something: the second round follows at once."""
-
-
-def backoff_s(
-    attempt: int, base_ms: int, max_ms: int, rand: Callable[[], float] = random.random
-) -> float:
-    """Exponential backoff with +-20% jitter (Kafka's ExponentialBackoff): base * 2**attempt, capped."""
-    if base_ms <= 0:
-        return 0.0
-    raw = min(float(max_ms), base_ms * (2.0 ** min(attempt, 30)))
-    return max(0.0, raw * (0.8 + 0.4 * rand())) / 1000.0
-
-
-async def cancel_and_wait(tasks: Iterable[asyncio.Task[None] | None]) -> None:
-    """Cancel tasks and wait until they are done.
-
-    Cancels again until each has finished: on Python 3.11 ``asyncio.wait_for``
-    can swallow a cancellation that races with its inner future completing.
-    """
-    all_tasks = [t for t in tasks if t is not None]
-    pending = [t for t in all_tasks if not t.done()]
-    for t in pending:
-        t.cancel()
-    while pending:
-        _done, still = await asyncio.wait(pending, timeout=0.1)
-        for t in still:
-            t.cancel()
-        pending = list(still)
-    for t in all_tasks:
-        if not t.cancelled():
-            t.exception()  # retrieved: no "exception was never retrieved" warning
 
 
 def group_partitions(partitions: Iterable[TopicPartition]) -> list[ConsumerProtocolTopicPartition]:

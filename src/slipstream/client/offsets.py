@@ -49,7 +49,8 @@ from .assignors import TopicPartition
 from .cluster import Cluster
 from .connection import BrokerConnection, ConnectionClosed
 from .consumer_config import ConsumerConfig
-from .membership import CoordinatorLocator, FatalGroupError, Generation, backoff_s
+from .membership import CoordinatorLocator, FatalGroupError, Generation
+from .retry import backoff_s
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)

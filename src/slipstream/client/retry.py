@@ -52,6 +52,16 @@ class Backoff:
         return self.delay_ms(attempt) / 1000.0
 
 
+def backoff_s(
+    attempt: int, base_ms: int, max_ms: int, rand: Callable[[], float] = random.random
+) -> float:
+    """Exponential backoff with +-20% jitter (Kafka's ExponentialBackoff): base * 2**attempt, capped."""
+    if base_ms <= 0:
+        return 0.0
+    raw = min(float(max_ms), base_ms * (2.0 ** min(attempt, 30)))
+    return max(0.0, raw * (0.8 + 0.4 * rand())) / 1000.0
+
+
 def default_retriable(exc: BaseException) -> bool:
     """Network failures and Kafka errors the protocol marks retriable."""
     if isinstance(exc, KafkaError):
