@@ -1,0 +1,264 @@
+"""A ``consumer`` (KIP-848) group: members, epochs, target assignment and partition owners.
+
+The mutators here are what replaying the group's records does; handlers decide
+what to write, and only replay calls them. Every mutator keeps the derived
+indexes (subscriber counts, static members, partition owner epochs) and the
+derived group state in step.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from collections.abc import Mapping
+
+from .member import ConsumerGroupMember, MemberState
+from .partitions import PartitionMap, TopicId, normalize
+
+
+class ConsumerGroupState(enum.Enum):
+    EMPTY = "Empty"
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+class SubscriptionType(enum.Enum):
+    HOMOGENEOUS = "homogeneous"
+    HETEROGENEOUS = "heterogeneous"
+
+
+class PartitionOwnershipError(AssertionError):
+    """A partition would get two owners at once, or an owner that does not hold it.
+
+    Raised only on a bug or corrupt records: reconciliation never produces it.
+    """
+
+
+NO_OWNER_EPOCH = -1
+
+
+class ConsumerGroup:
+    def __init__(self, group_id: str) -> None:
+        self.group_id = group_id
+        self.group_epoch = 0
+        self.target_assignment_epoch = 0
+        self._members: dict[str, ConsumerGroupMember] = {}
+        self._target_assignment: dict[str, PartitionMap] = {}
+        # topic id -> partition -> epoch of the member that currently owns it (assigned
+        # or pending revocation). A partition absent here is free to hand out.
+        self._partition_epochs: dict[TopicId, dict[int, int]] = {}
+        self._subscribed_topic_names: Counter[str] = Counter()
+        self._subscribed_regexes: Counter[str] = Counter()
+        self._server_assignors: Counter[str] = Counter()
+        self._static_members: dict[str, str] = {}
+        # regex -> topic names it matched at its last resolution.
+        self._resolved_regexes: dict[str, frozenset[str]] = {}
+        self._state = ConsumerGroupState.EMPTY
+
+    # ----- reads -----
+
+    @property
+    def state(self) -> ConsumerGroupState:
+        return self._state
+
+    @property
+    def members(self) -> Mapping[str, ConsumerGroupMember]:
+        return self._members
+
+    def member(self, member_id: str) -> ConsumerGroupMember | None:
+        return self._members.get(member_id)
+
+    def has_member(self, member_id: str) -> bool:
+        return member_id in self._members
+
+    @property
+    def target_assignment(self) -> Mapping[str, PartitionMap]:
+        return self._target_assignment
+
+    def target_assignment_of(self, member_id: str) -> PartitionMap:
+        return self._target_assignment.get(member_id, {})
+
+    @property
+    def static_members(self) -> Mapping[str, str]:
+        return self._static_members
+
+    def static_member_id(self, instance_id: str | None) -> str | None:
+        return None if instance_id is None else self._static_members.get(instance_id)
+
+    def static_member(self, instance_id: str | None) -> ConsumerGroupMember | None:
+        member_id = self.static_member_id(instance_id)
+        return None if member_id is None else self._members.get(member_id)
+
+    @property
+    def subscribed_topic_names(self) -> Mapping[str, int]:
+        """Topic name -> number of members subscribed to it by name."""
+        return self._subscribed_topic_names
+
+    @property
+    def subscribed_regexes(self) -> Mapping[str, int]:
+        """Regex -> number of members subscribed with it."""
+        return self._subscribed_regexes
+
+    @property
+    def resolved_regexes(self) -> Mapping[str, frozenset[str]]:
+        return self._resolved_regexes
+
+    def current_partition_epoch(self, topic_id: TopicId, partition: int) -> int:
+        """Epoch of the partition's current owner, or -1 when nobody owns it."""
+        return self._partition_epochs.get(topic_id, {}).get(partition, NO_OWNER_EPOCH)
+
+    def member_subscribed_topics(self, member: ConsumerGroupMember) -> frozenset[str]:
+        """The topic names a member consumes: its names plus what its regex resolved to."""
+        if not member.uses_regex:
+            return member.subscribed_topic_names
+        regex_topics = self._resolved_regexes.get(member.subscribed_topic_regex, frozenset())
+        return member.subscribed_topic_names | regex_topics
+
+    def all_subscribed_topics(self) -> frozenset[str]:
+        topics = set(self._subscribed_topic_names)
+        for regex in self._subscribed_regexes:
+            topics |= self._resolved_regexes.get(regex, frozenset())
+        return frozenset(topics)
+
+    def subscription_type(self) -> SubscriptionType:
+        """HOMOGENEOUS when every member consumes the same topics (Kafka counts names)."""
+        subscriptions = {self.member_subscribed_topics(m) for m in self._members.values()}
+        return SubscriptionType.HOMOGENEOUS if len(subscriptions) <= 1 else SubscriptionType.HETEROGENEOUS
+
+    def preferred_server_assignor(self) -> str | None:
+        """The assignor named by most members (ties: the smallest name), or None."""
+        if not self._server_assignors:
+            return None
+        return min(self._server_assignors.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+
+    def waiting_on_unreleased_partition(self, member: ConsumerGroupMember) -> bool:
+        """Whether ``member`` waits for a partition of its target that another member still owns."""
+        if member.state is not MemberState.UNRELEASED_PARTITIONS:
+            return False
+        for topic_id, target in self.target_assignment_of(member.member_id).items():
+            assigned = member.assigned_partitions.get(topic_id, frozenset())
+            for partition in target - assigned:
+                if self.current_partition_epoch(topic_id, partition) != NO_OWNER_EPOCH:
+                    return True
+        return False
+
+    # ----- replay -----
+
+    def set_group_epoch(self, epoch: int) -> None:
+        self.group_epoch = epoch
+        self._update_state()
+
+    def set_target_assignment_epoch(self, epoch: int) -> None:
+        self.target_assignment_epoch = epoch
+        self._update_state()
+
+    def update_member(self, member: ConsumerGroupMember) -> None:
+        """Add or replace a member (subscription or current-assignment record)."""
+        old = self._members.get(member.member_id)
+        self._check_ownership(old, member)
+        if old is not None:
+            self._remove_indexes(old)
+        self._members[member.member_id] = member
+        self._add_indexes(member)
+        self._update_state()
+
+    def remove_member(self, member_id: str) -> None:
+        old = self._members.pop(member_id, None)
+        if old is not None:
+            self._remove_indexes(old)
+        self._update_state()
+
+    def update_target_assignment(self, member_id: str, partitions: PartitionMap) -> None:
+        self._target_assignment[member_id] = normalize(partitions)
+
+    def remove_target_assignment(self, member_id: str) -> None:
+        self._target_assignment.pop(member_id, None)
+
+    def set_resolved_regex(self, regex: str, topics: frozenset[str] | None) -> None:
+        """Record what ``regex`` matched (``None`` forgets it)."""
+        if topics is None:
+            self._resolved_regexes.pop(regex, None)
+        else:
+            self._resolved_regexes[regex] = frozenset(topics)
+
+    def mark_dead(self) -> None:
+        self._state = ConsumerGroupState.DEAD
+
+    # ----- internals -----
+
+    def _add_indexes(self, member: ConsumerGroupMember) -> None:
+        self._subscribed_topic_names.update(member.subscribed_topic_names)
+        if member.uses_regex:
+            self._subscribed_regexes[member.subscribed_topic_regex] += 1
+        if member.server_assignor is not None:
+            self._server_assignors[member.server_assignor] += 1
+        if member.instance_id is not None:
+            self._static_members[member.instance_id] = member.member_id
+        self._add_partition_epochs(member.assigned_partitions, member.member_epoch)
+        self._add_partition_epochs(member.partitions_pending_revocation, member.member_epoch)
+
+    def _remove_indexes(self, member: ConsumerGroupMember) -> None:
+        self._subscribed_topic_names.subtract(member.subscribed_topic_names)
+        self._subscribed_topic_names = +self._subscribed_topic_names  # drop zero counts
+        if member.uses_regex:
+            self._subscribed_regexes[member.subscribed_topic_regex] -= 1
+            self._subscribed_regexes = +self._subscribed_regexes
+        if member.server_assignor is not None:
+            self._server_assignors[member.server_assignor] -= 1
+            self._server_assignors = +self._server_assignors
+        # A replacement static member may already have taken the instance id over.
+        if member.instance_id is not None and self._static_members.get(member.instance_id) == member.member_id:
+            del self._static_members[member.instance_id]
+        self._remove_partition_epochs(member.assigned_partitions, member.member_epoch)
+        self._remove_partition_epochs(member.partitions_pending_revocation, member.member_epoch)
+
+    def _check_ownership(self, old: ConsumerGroupMember | None, new: ConsumerGroupMember) -> None:
+        """Refuse, before changing anything, a member that takes a partition someone else owns."""
+        previously_owned = old.owned_partitions() if old is not None else {}
+        for topic_id, parts in new.owned_partitions().items():
+            epochs = self._partition_epochs.get(topic_id, {})
+            mine = previously_owned.get(topic_id, frozenset())
+            for partition in parts:
+                if partition in epochs and partition not in mine:
+                    raise PartitionOwnershipError(
+                        f"member {new.member_id} cannot own {topic_id}-{partition}: "
+                        f"another member owns it at epoch {epochs[partition]}"
+                    )
+
+    def _add_partition_epochs(self, partitions: PartitionMap, epoch: int) -> None:
+        for topic_id, parts in partitions.items():
+            epochs = self._partition_epochs.setdefault(topic_id, {})
+            for partition in parts:
+                if partition in epochs:
+                    raise PartitionOwnershipError(
+                        f"cannot give {topic_id}-{partition} an owner at epoch {epoch}: "
+                        f"it is still owned at epoch {epochs[partition]}"
+                    )
+                epochs[partition] = epoch
+
+    def _remove_partition_epochs(self, partitions: PartitionMap, epoch: int) -> None:
+        for topic_id, parts in partitions.items():
+            epochs = self._partition_epochs.get(topic_id, {})
+            for partition in parts:
+                owner_epoch = epochs.pop(partition, None)
+                if owner_epoch != epoch:
+                    raise PartitionOwnershipError(
+                        f"cannot release {topic_id}-{partition} at epoch {epoch}: "
+                        f"its owner epoch is {owner_epoch}"
+                    )
+            if not epochs:
+                self._partition_epochs.pop(topic_id, None)
+
+    def _update_state(self) -> None:
+        if self._state is ConsumerGroupState.DEAD:
+            return
+        if not self._members:
+            self._state = ConsumerGroupState.EMPTY
+        elif self.group_epoch > self.target_assignment_epoch:
+            self._state = ConsumerGroupState.ASSIGNING
+        elif any(not m.is_reconciled_to(self.target_assignment_epoch) for m in self._members.values()):
+            self._state = ConsumerGroupState.RECONCILING
+        else:
+            self._state = ConsumerGroupState.STABLE
