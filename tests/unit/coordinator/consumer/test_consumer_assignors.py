@@ -191,6 +191,23 @@ def test_uniform_is_a_fixed_point_of_its_own_output(data: st.DataObject, homogen
     assert UniformAssignor().assign(spec_of(topic_meta, subs, first)) == first
 
 
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_uniform_heterogeneous_leaves_no_improving_move(data: st.DataObject) -> None:
+    # For every topic, no subscriber holding one of its partitions has two or more
+    # partitions more than another subscriber of that topic.
+    topic_meta, subs = data.draw(groups(homogeneous=False))
+    current = data.draw(arbitrary_current(sorted(subs)))
+    spec = spec_of(topic_meta, subs, current)
+    result = UniformAssignor().assign(spec)
+    loads = load(result)
+    for t in topic_meta:
+        subscribers = [m for m in subs if t in spec.members[m].subscribed_topic_ids]
+        holders = [m for m in subscribers if result[m].get(t)]
+        if holders:
+            assert max(loads[m] for m in holders) - min(loads[m] for m in subscribers) <= 1
+
+
 def minimum_moves(counts: list[int], total: int, members: int) -> int:
     """Fewest partitions that must leave their owners for a balanced result."""
     quota, extra = divmod(total, members)
@@ -246,6 +263,15 @@ def test_range_gives_contiguous_co_partitioned_ranges() -> None:
         "m0": pm({"a": [0, 1], "b": [0, 1]}),
         "m1": pm({"a": [2], "b": [2]}),
     }
+
+
+def test_range_unknown_topic_is_an_assignor_error() -> None:
+    spec = GroupSpec(
+        members={"m1": MemberSubscription("m1", frozenset({tid("nope")}))},
+        topics=topics(a=1),
+    )
+    with pytest.raises(PartitionAssignorError):
+        RangeAssignor().assign(spec)
 
 
 def test_range_heterogeneous_ranges_per_topic_subscribers() -> None:
