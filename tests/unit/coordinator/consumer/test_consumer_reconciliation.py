@@ -267,3 +267,68 @@ def test_lower_epoch_is_fenced_otherwise(received: int, owned: PartitionMap | No
     with pytest.raises(FencedMemberEpochError, match="smaller") as info:
         validate_member_epoch(m, received, owned)
     assert info.value.code == 110
+
+
+# ----- exact epochs, previous epochs included, across transitions -----
+
+S, REV, REL = MemberState.STABLE, MemberState.UNREVOKED_PARTITIONS, MemberState.UNRELEASED_PARTITIONS
+
+
+@pytest.mark.parametrize(
+    ("start", "target_epoch", "target", "busy", "owned", "expected"),
+    [
+        pytest.param(
+            (S, 10, 10, {"a": [1, 2, 3]}, {}), 11, {"a": [1, 2, 3]}, False, None,
+            (S, 11, 10, {"a": [1, 2, 3]}, {}), id="stable-to-stable",
+        ),
+        pytest.param(
+            (S, 10, 10, {"a": [1, 2]}, {}), 11, {"a": [1, 2], "b": [7]}, True, {},
+            (REL, 11, 10, {"a": [1, 2]}, {}), id="stable-to-unreleased",
+        ),
+        pytest.param(
+            (REV, 10, 10, {"a": [2, 3]}, {"a": [1]}), 11, {"a": [2, 3]}, False, {"a": [2, 3]},
+            (S, 11, 10, {"a": [2, 3]}, {}), id="unrevoked-to-stable",
+        ),
+        pytest.param(
+            (REV, 10, 10, {"a": [2, 3]}, {"a": [1]}), 12, {"a": [3]}, False, {"a": [2, 3]},
+            (REV, 11, 10, {"a": [3]}, {"a": [2]}), id="unrevoked-to-unrevoked",
+        ),
+        pytest.param(
+            (REV, 11, 10, {"a": [2, 3]}, {}), 11, {"a": [2, 3, 4]}, True, {"a": [2, 3]},
+            (REL, 11, 11, {"a": [2, 3]}, {}), id="unrevoked-to-unreleased",
+        ),
+        pytest.param(
+            (REL, 11, 11, {"a": [2, 3]}, {}), 12, {"a": [2, 3]}, True, None,
+            (S, 12, 11, {"a": [2, 3]}, {}), id="unreleased-to-stable",
+        ),
+        pytest.param(
+            (REL, 11, 11, {"a": [2, 3]}, {}), 11, {"a": [2, 3, 4]}, False, None,
+            (S, 11, 11, {"a": [2, 3, 4]}, {}), id="unreleased-to-stable-with-new",
+        ),
+        pytest.param(
+            (REL, 11, 11, {"a": [2, 3]}, {}), 11, {"a": [2, 3, 4]}, True, None,
+            (REL, 11, 11, {"a": [2, 3]}, {}), id="unreleased-stays",
+        ),
+        pytest.param(
+            (REL, 11, 11, {"a": [2, 3]}, {}), 12, {"a": [3]}, True, None,
+            (REV, 11, 11, {"a": [3]}, {"a": [2]}), id="unreleased-to-unrevoked",
+        ),
+    ],
+)
+def test_transition_table(
+    start: tuple[MemberState, int, int, dict[str, list[int]], dict[str, list[int]]],
+    target_epoch: int,
+    target: dict[str, list[int]],
+    busy: bool,
+    owned: dict[str, list[int]] | None,
+    expected: tuple[MemberState, int, int, dict[str, list[int]], dict[str, list[int]]],
+) -> None:
+    state, epoch, previous, assigned, revoking = start
+    m = member(epoch, state, pm(assigned), pm(revoking), previous)
+
+    # busy: every partition the member lacks is owned by someone at epoch 10.
+    new = reconcile(m, target_epoch, pm(target), owned_by_other(pm(target), 10) if busy else free, None if owned is None else pm(owned))
+    e_state, e_epoch, e_previous, e_assigned, e_revoking = expected
+    assert (new.state, new.member_epoch, new.previous_member_epoch) == (e_state, e_epoch, e_previous)
+    assert new.assigned_partitions == pm(e_assigned)
+    assert new.partitions_pending_revocation == pm(e_revoking)
