@@ -192,3 +192,18 @@ def test_waiting_on_unreleased_partition() -> None:
     assert g.waiting_on_unreleased_partition(m2)
     g.remove_member("m1")
     assert not g.waiting_on_unreleased_partition(m2)
+
+
+def test_a_member_may_take_back_a_partition_it_was_revoking() -> None:
+    g = ConsumerGroup("g")
+    g.update_member(ConsumerGroupMember("m1", member_epoch=10, partitions_pending_revocation=pm({"foo": [1]})))
+    assert g.current_partition_epoch(tid("foo"), 1) == 10
+    g.update_member(ConsumerGroupMember("m1", member_epoch=11, assigned_partitions=pm({"foo": [1]})))
+    assert g.current_partition_epoch(tid("foo"), 1) == 11
+
+
+def test_removing_an_unknown_member_is_a_no_op() -> None:
+    g = ConsumerGroup("g")
+    g.remove_member("nobody")
+    g.remove_target_assignment("nobody")
+    assert g.state is ConsumerGroupState.EMPTY
