@@ -12,7 +12,13 @@ from .assignors import (
     UniformAssignor,
 )
 from .errors import FencedMemberEpochError, InvalidRegularExpressionError, PartitionAssignorError
-from .group import ConsumerGroup, ConsumerGroupState, PartitionOwnershipError, SubscriptionType
+from .group import (
+    NO_OWNER_EPOCH,
+    ConsumerGroup,
+    ConsumerGroupState,
+    PartitionOwnershipError,
+    SubscriptionType,
+)
 from .member import (
     JOIN_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -20,6 +26,7 @@ from .member import (
     ConsumerGroupMember,
     MemberState,
     replacement_for_static_member,
+    topic_partitions,
 )
 from .partitions import PartitionMap, TopicId
 from .reconciliation import reconcile, validate_member_epoch
@@ -32,6 +39,7 @@ __all__ = [
     "JOIN_GROUP_MEMBER_EPOCH",
     "LEAVE_GROUP_MEMBER_EPOCH",
     "LEAVE_GROUP_STATIC_MEMBER_EPOCH",
+    "NO_OWNER_EPOCH",
     "ConsumerGroup",
     "ConsumerGroupMember",
     "ConsumerGroupState",
@@ -54,6 +62,7 @@ __all__ = [
     "matching_topics",
     "reconcile",
     "replacement_for_static_member",
+    "topic_partitions",
     "validate_member_epoch",
     "validate_subscription_regex",
 ]

@@ -207,3 +207,12 @@ def test_removing_an_unknown_member_is_a_no_op() -> None:
     g.remove_member("nobody")
     g.remove_target_assignment("nobody")
     assert g.state is ConsumerGroupState.EMPTY
+
+
+def test_topic_partitions_lists_an_assignment_in_a_stable_order() -> None:
+    from slipstream.coordinator.consumer import topic_partitions
+
+    assignment = pm({"foo": [2, 0], "bar": [1]})
+    assert topic_partitions(assignment) == sorted(
+        [(tid("foo"), [0, 2]), (tid("bar"), [1])], key=lambda tp: tp[0]
+    )
