@@ -13,6 +13,7 @@ from slipstream.coordinator.consumer import (
     PartitionOwnershipError,
     SubscriptionType,
     replacement_for_static_member,
+    topic_partitions,
 )
 
 # ----- member -----
@@ -210,8 +211,6 @@ def test_removing_an_unknown_member_is_a_no_op() -> None:
 
 
 def test_topic_partitions_lists_an_assignment_in_a_stable_order() -> None:
-    from slipstream.coordinator.consumer import topic_partitions
-
     assignment = pm({"foo": [2, 0], "bar": [1]})
     assert topic_partitions(assignment) == sorted(
         [(tid("foo"), [0, 2]), (tid("bar"), [1])], key=lambda tp: tp[0]
