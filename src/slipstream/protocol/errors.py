@@ -137,6 +137,15 @@ _TABLE: list[tuple[int, str, bool, str]] = [
     (118, "TELEMETRY_TOO_LARGE", False, "Client sent a push telemetry request larger than the maximum size the broker will accept."),
     (119, "INVALID_REGISTRATION", False, "The controller has considered the broker registration to be invalid."),
     (120, "TRANSACTION_ABORTABLE", False, "The server encountered an error with the transaction."),
+    (121, "INVALID_RECORD_STATE", False, "The record state is invalid. The acknowledgement of delivery could not be completed."),
+    (122, "SHARE_SESSION_NOT_FOUND", True, "The share session was not found."),
+    (123, "INVALID_SHARE_SESSION_EPOCH", True, "The share session epoch is invalid."),
+    (124, "FENCED_STATE_EPOCH", False, "The share coordinator rejected the request because the share-group state epoch did not match."),
+    (125, "INVALID_VOTER_KEY", False, "The voter key doesn't match the receiving replica's key."),
+    (126, "DUPLICATE_VOTER", False, "The voter is already part of the set of voters."),
+    (127, "VOTER_NOT_FOUND", False, "The voter is not part of the set of voters."),
+    (128, "INVALID_REGULAR_EXPRESSION", False, "The regular expression is not valid."),
+    (129, "REBOOTSTRAP_REQUIRED", False, "Client metadata is stale. The client should rebootstrap to obtain new metadata."),
 ]
 
 BY_CODE: dict[int, ErrorInfo] = {code: ErrorInfo(code, name, r, msg) for code, name, r, msg in _TABLE}
@@ -219,6 +228,11 @@ class ErrorCode:
     INCONSISTENT_TOPIC_ID = 103
     TRANSACTIONAL_ID_NOT_FOUND = 105
     FETCH_SESSION_TOPIC_ID_ERROR = 106
+    FENCED_MEMBER_EPOCH = 110
+    UNRELEASED_INSTANCE_ID = 111
+    UNSUPPORTED_ASSIGNOR = 112
+    STALE_MEMBER_EPOCH = 113
+    INVALID_REGULAR_EXPRESSION = 128
 
 
 class KafkaError(Exception):

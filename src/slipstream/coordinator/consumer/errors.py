@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-from ...protocol.errors import KafkaError
-
-FENCED_MEMBER_EPOCH = 110
-INVALID_REGULAR_EXPRESSION = 128  # not yet in protocol/errors.py's table (Kafka 4.0)
+from ...protocol.errors import ErrorCode, KafkaError
 
 
 class FencedMemberEpochError(KafkaError):
     """The member must abandon its partitions and rejoin with epoch 0."""
 
     def __init__(self, message: str) -> None:
-        super().__init__(FENCED_MEMBER_EPOCH, message)
+        super().__init__(ErrorCode.FENCED_MEMBER_EPOCH, message)
 
 
 class InvalidRegularExpressionError(KafkaError):
     def __init__(self, message: str) -> None:
-        super().__init__(INVALID_REGULAR_EXPRESSION, message)
+        super().__init__(ErrorCode.INVALID_REGULAR_EXPRESSION, message)
 
 
 class PartitionAssignorError(Exception):
