@@ -59,9 +59,10 @@ def add_commands(sub: Sub) -> None:
     p.add_argument(
         "--start",
         help="event time of the first event (ISO 8601, e.g. 2025-01-01T00:00:00Z, or epoch ms); "
-        "events are --step-ms apart. Default: the wall clock at production",
+        "events are --step-ms apart. Default: a --count batch ends at the current time (so a first "
+        "windowed run closes windows); with --rate or --count 0, the wall clock at production",
     )
-    p.add_argument("--step-ms", type=int, default=100, help="event-time distance between events with --start")
+    p.add_argument("--step-ms", type=int, default=100, help="event-time distance between events (default 100)")
     p.set_defaults(func=_demo_data)
 
     p = psub.add_parser("script", help="print the path of the spark-submit entry script")

@@ -15,7 +15,6 @@ from typing import Any
 
 from slipstream.client.admin import Admin
 from slipstream.client.cluster import Cluster
-from slipstream.client.producer import Producer
 
 
 def free_port() -> int:
@@ -85,19 +84,23 @@ Row = tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]
 
 
 def produce(bootstrap: str, topic: str, rows: Sequence[Row]) -> list[tuple[int, int]]:
-    """Produce (partition, key, value, headers) rows in order; returns (partition, offset) each."""
+    """Produce (partition, key, value, headers) rows in order with a third-party client
+    (confluent-kafka), so the source is tested on data our own producer did not write;
+    returns (partition, offset) each."""
+    from confluent_kafka import Producer as ThirdPartyProducer
+
     results: list[Any] = [None] * len(rows)
 
     def done(i: int) -> Any:
-        def cb(err: BaseException | None, md: Any) -> None:
-            results[i] = err if err is not None else (md.partition, md.offset)
+        def cb(err: Any, msg: Any) -> None:
+            results[i] = err if err is not None else (msg.partition(), msg.offset())
 
         return cb
 
-    with Producer(bootstrap, linger_ms=5) as p:
-        for i, (partition, key, value, headers) in enumerate(rows):
-            p.produce(topic, value, key=key, headers=headers or None, partition=partition, on_delivery=done(i))
-        p.flush(30)
+    p = ThirdPartyProducer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
+    for i, (partition, key, value, headers) in enumerate(rows):
+        p.produce(topic, value, key=key, headers=headers or None, partition=partition, on_delivery=done(i))
+    p.flush(30)
     for r in results:
         if not isinstance(r, tuple):
             raise AssertionError(f"produce failed: {r}")

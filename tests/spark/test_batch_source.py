@@ -12,6 +12,8 @@ pytestmark = pytest.mark.spark
 
 
 def read(spark: Any, bootstrap: str, **options: Any) -> Any:
+    """A batch read; with headers unless ``includeHeaders`` is given (the rows compared carry them)."""
+    options.setdefault("includeHeaders", "true")
     reader = spark.read.format("slipstream").option("kafka.bootstrap.servers", bootstrap)
     for k, v in options.items():
         reader = reader.option(k, v if isinstance(v, str) else json.dumps(v) if isinstance(v, dict) else str(v))
@@ -26,7 +28,7 @@ def as_tuples(rows: list[Any]) -> set[tuple[Any, ...]]:
             r.offset,
             r.key,
             r.value,
-            tuple((h.key, h.value) for h in r.headers),
+            tuple((h.key, h.value) for h in r.headers or ()),
         )
         for r in rows
     }
@@ -48,8 +50,20 @@ def dataset(broker: Any) -> tuple[str, set[tuple[Any, ...]]]:
 
 def test_schema_matches_spark_kafka_source(spark: Any, broker: Any, dataset: Any) -> None:
     topic, _ = dataset
-    df = read(spark, broker.bootstrap, subscribe=topic)
-    assert [(f.name, f.dataType.simpleString()) for f in df.schema.fields] == [
+    df = spark.read.format("slipstream").option("kafka.bootstrap.servers", broker.bootstrap)
+    df = df.option("subscribe", topic).load()
+    columns = [
+        ("key", "binary"),
+        ("value", "binary"),
+        ("topic", "string"),
+        ("partition", "int"),
+        ("offset", "bigint"),
+        ("timestamp", "timestamp"),
+        ("timestampType", "int"),
+    ]
+    assert [(f.name, f.dataType.simpleString()) for f in df.schema.fields] == columns  # Spark: no headers
+    with_headers = read(spark, broker.bootstrap, subscribe=topic)
+    assert [(f.name, f.dataType.simpleString()) for f in with_headers.schema.fields] == [
         ("key", "binary"),
         ("value", "binary"),
         ("topic", "string"),
@@ -61,6 +75,12 @@ def test_schema_matches_spark_kafka_source(spark: Any, broker: Any, dataset: Any
     ]
     no_headers = read(spark, broker.bootstrap, subscribe=topic, includeHeaders="false")
     assert "headers" not in no_headers.columns
+
+
+def test_records_without_headers_have_null_headers(spark: Any, broker: Any, dataset: Any) -> None:
+    topic, _ = dataset
+    rows = read(spark, broker.bootstrap, subscribe=topic).where("partition = 0").collect()
+    assert {r.offset: r.headers is None for r in rows} == {i: i % 3 != 0 for i in range(40)}
 
 
 def test_batch_read_returns_exactly_the_rows(spark: Any, broker: Any, dataset: Any) -> None:

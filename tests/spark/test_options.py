@@ -25,7 +25,7 @@ def test_defaults_follow_the_kafka_source() -> None:
     batch = parse_source_options(BASE, streaming=False)
     assert stream.starting.kind == "latest" and batch.starting.kind == "earliest"
     assert batch.ending.kind == "latest"
-    assert stream.fail_on_data_loss and stream.include_headers
+    assert stream.fail_on_data_loss and not stream.include_headers
     assert parse_source_options({"bootstrap.servers": "h:1", "subscribe": "a, b"}, streaming=True).subscribe == ("a", "b")
     assert parse_source_options({**BASE, "KAFKA.GROUP.ID": "g"}, streaming=True).group_id == "g"
 

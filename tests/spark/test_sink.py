@@ -17,6 +17,7 @@ def read_all(spark: Any, bootstrap: str, topic: str) -> list[Any]:
         spark.read.format("slipstream")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
+        .option("includeHeaders", "true")
         .load()
         .collect()
     )
@@ -43,9 +44,9 @@ def test_writer_round_trips_keys_values_and_headers(spark: Any, broker: Any) -> 
     assert len(got) == 200
 
     def norm(key: Any, value: Any, headers: Any) -> tuple[Any, ...]:
-        return (key, value, tuple((h["key"], h["value"]) for h in headers))
+        return (key, value, tuple((h["key"], h["value"]) for h in headers or ()))
 
-    assert Counter(norm(r.key, r.value, [h.asDict() for h in r.headers]) for r in got) == Counter(
+    assert Counter(norm(r.key, r.value, [h.asDict() for h in r.headers or ()]) for r in got) == Counter(
         norm(k, v, h) for k, v, h, _ in rows
     )
     # An explicit partition is honoured; keyed records without one go by murmur2 of the key.
@@ -92,7 +93,9 @@ def test_streaming_write_topic_to_topic(spark: Any, broker: Any, tmp_path: Path)
     source = create_topic(broker.bootstrap, unique("from"), 2)
     target = create_topic(broker.bootstrap, unique("to"), 2)
     produce(broker.bootstrap, source, simple_rows(2, 60))
-    df = read_stream(spark, broker.bootstrap, source, startingOffsets="earliest", maxOffsetsPerTrigger=50)
+    df = read_stream(
+        spark, broker.bootstrap, source, startingOffsets="earliest", maxOffsetsPerTrigger=50, includeHeaders="true"
+    )
     query = (
         df.select("key", "value", "headers")
         .writeStream.format("slipstream")
@@ -107,7 +110,7 @@ def test_streaming_write_topic_to_topic(spark: Any, broker: Any, tmp_path: Path)
     want = read_all(spark, broker.bootstrap, source)
 
     def content(rows: list[Any]) -> Counter[tuple[Any, ...]]:
-        return Counter((r.key, r.value, tuple((h.key, h.value) for h in r.headers)) for r in rows)
+        return Counter((r.key, r.value, tuple((h.key, h.value) for h in r.headers or ())) for r in rows)
 
     assert content(got) == content(want)
     assert len(got) == 120

@@ -44,7 +44,13 @@ def test_available_now_into_parquet_exactly_once_with_group_commits(
     group = unique("g")
     placed = produce(broker.bootstrap, topic, simple_rows(3, 100))
     df = read_stream(
-        spark, broker.bootstrap, topic, startingOffsets="earliest", maxOffsetsPerTrigger=70, **{"group.id": group}
+        spark,
+        broker.bootstrap,
+        topic,
+        startingOffsets="earliest",
+        maxOffsetsPerTrigger=70,
+        includeHeaders="true",
+        **{"group.id": group},
     )
     query = run_available_now(df, tmp_path / "out", tmp_path / "ckpt")
     got = parquet_keys(spark, tmp_path / "out")

@@ -1,9 +1,11 @@
 """Slipstream on Apache Spark (PySpark 4.x Python Data Source API).
 
-``register(spark)`` makes ``format("slipstream")`` available to a SparkSession::
+``get_session(app_name)`` makes a session whose Python workers run this interpreter
+(so they can import slipstream), with ``format("slipstream")`` registered;
+``register(spark)`` registers the format with a session made elsewhere::
 
-    from slipstream.spark import register
-    register(spark)
+    from slipstream.spark import get_session
+    spark = get_session("my-job")
     df = (spark.readStream.format("slipstream")
           .option("kafka.bootstrap.servers", "127.0.0.1:9092")
           .option("subscribe", "events").option("group.id", "my-job").load())
@@ -14,12 +16,17 @@ Importing this package does not import pyspark; the data source classes load on 
 from __future__ import annotations
 
 import contextlib
+import logging
+import os
+import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["GroupProgressListener", "SlipstreamDataSource", "register"]
+__all__ = ["GroupProgressListener", "SlipstreamDataSource", "get_session", "register"]
+
+log = logging.getLogger(__name__)
 
 
 def register(spark: SparkSession) -> SparkSession:
@@ -27,6 +34,7 @@ def register(spark: SparkSession) -> SparkSession:
     from .source import SlipstreamDataSource
 
     if not getattr(spark, "_slipstream_registered", False):
+        _warn_if_workers_lack_slipstream(spark)
         spark.dataSource.register(SlipstreamDataSource)
         # (A session class that refuses attributes just registers again next time.)
         with contextlib.suppress(AttributeError):
@@ -34,11 +42,39 @@ def register(spark: SparkSession) -> SparkSession:
     return spark
 
 
+def _warn_if_workers_lack_slipstream(spark: SparkSession) -> None:
+    """Spark starts its Python workers with PYSPARK_PYTHON as the JVM saw it at start-up
+    (``python3`` from PATH by default; the ``spark.pyspark.python`` setting is not used for
+    data sources), which may not be the interpreter that has slipstream and pyarrow."""
+    with contextlib.suppress(Exception):  # a remote (Spark Connect) session has no context
+        worker_python = spark.sparkContext.pythonExec
+        if os.path.abspath(_which(worker_python)) != sys.executable:
+            log.warning(
+                "Spark's Python workers run %r, not this interpreter (%s): the slipstream data "
+                "source will fail there unless slipstream and pyarrow are installed for it. "
+                "Set PYSPARK_PYTHON=%s before the session starts, or use "
+                "slipstream.spark.get_session().",
+                worker_python,
+                sys.executable,
+                sys.executable,
+            )
+
+
+def _which(program: str) -> str:
+    import shutil
+
+    return shutil.which(program) or program
+
+
 def __getattr__(name: str) -> Any:
     if name == "SlipstreamDataSource":
         from .source import SlipstreamDataSource
 
         return SlipstreamDataSource
+    if name == "get_session":
+        from .session import get_session
+
+        return get_session
     if name == "GroupProgressListener":
         from .progress import GroupProgressListener
 

@@ -18,7 +18,7 @@ Option names follow Spark's Kafka source, so a job can move to
 - ``endingOffsets`` (batch): ``latest`` | JSON; ``endingTimestamp`` /
   ``endingOffsetsByTimestamp``
 - ``maxOffsetsPerTrigger``, ``minPartitions``, ``failOnDataLoss``,
-  ``includeHeaders`` (default true here; Spark's Kafka source defaults to false)
+  ``includeHeaders`` (default false, as Spark's Kafka source)
 - ``group.id`` (or ``kafka.group.id``): the consumer group that progress is
   committed to after each completed micro-batch
 """
@@ -88,7 +88,7 @@ class SourceOptions:
     min_offsets_per_trigger: int | None = None
     min_partitions: int | None = None
     fail_on_data_loss: bool = True
-    include_headers: bool = True
+    include_headers: bool = False
     group_id: str | None = None
     client_id: str = "slipstream-spark"
     fetch_max_bytes: int = 8 * 1024 * 1024
@@ -197,7 +197,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         min_offsets_per_trigger=min_per_trigger,
         min_partitions=min_partitions,
         fail_on_data_loss=_bool(opts.get("failondataloss", "true"), "failOnDataLoss"),
-        include_headers=_bool(opts.get("includeheaders", "true"), "includeHeaders"),
+        include_headers=_bool(opts.get("includeheaders", "false"), "includeHeaders"),
         group_id=group_id,
         client_id=opts.get("kafka.client.id") or opts.get("client.id") or "slipstream-spark",
         fetch_max_bytes=_int(opts.get("fetch.max.bytes", str(8 * 1024 * 1024)), "fetch.max.bytes", 1024),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,16 +35,19 @@ class BatchReport:
     batch_id: int
     rows: int
     duration_ms: int
-    input_rate: float
+    # None when Spark has nothing to measure it against: the first batch of a run
+    # (no earlier trigger) reports 0 rows/s arriving whatever arrived.
+    input_rate: float | None
     process_rate: float
     lag: int | None
     end_offsets: OffsetMap
 
     def line(self) -> str:
         lag = "?" if self.lag is None else str(self.lag)
+        arriving = "" if self.input_rate is None else f", {self.input_rate:,.0f} rows/s arriving"
         return (
             f"[{self.query}] batch {self.batch_id}: {self.rows} rows in {self.duration_ms / 1000:.2f} s "
-            f"({self.process_rate:,.0f} rows/s processed, {self.input_rate:,.0f} rows/s arriving), lag {lag}"
+            f"({self.process_rate:,.0f} rows/s processed{arriving}), lag {lag}"
         )
 
 
@@ -87,6 +91,8 @@ class GroupProgressListener(StreamingQueryListener):
         self.committed: OffsetMap = {}
         self.reports: list[BatchReport] = []
         self.errors: list[str] = []
+        # Query runs (a start or restart of a query) whose first batch was reported.
+        self._runs_seen: set[str] = set()
 
     def onQueryStarted(self, event: Any) -> None:
         pass
@@ -129,13 +135,22 @@ class GroupProgressListener(StreamingQueryListener):
             batch_id=progress.batchId,
             rows=progress.numInputRows,
             duration_ms=progress.batchDuration,
-            input_rate=float(progress.inputRowsPerSecond or 0.0),
+            input_rate=self._input_rate(progress),
             process_rate=float(progress.processedRowsPerSecond or 0.0),
             lag=lag,
             end_offsets=end,
         )
         self.reports.append(report)
         self.report(report)
+
+    def _input_rate(self, progress: Any) -> float | None:
+        run = str(progress.runId)
+        first = run not in self._runs_seen
+        self._runs_seen.add(run)
+        rate = progress.inputRowsPerSecond
+        if first or rate is None or math.isnan(rate):
+            return None
+        return float(rate)
 
 
 async def _latest(admin: Admin, tps: list[tuple[str, int]]) -> OffsetMap:

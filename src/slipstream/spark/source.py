@@ -65,7 +65,7 @@ log = logging.getLogger(__name__)
 HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 
 
-def kafka_schema(include_headers: bool = True) -> StructType:
+def kafka_schema(include_headers: bool = False) -> StructType:
     fields = [
         StructField("key", BinaryType()),
         StructField("value", BinaryType()),
@@ -127,15 +127,16 @@ def records_to_arrow(
     ]
     if include_headers:
         headers_type = schema.field("headers").type
+        # Spark's Kafka source gives null, not an empty array, for a record without headers.
         if any(r.headers for r in records):
             columns.append(
                 pa.array(
-                    [[{"key": k, "value": v} for k, v in r.headers] for r in records], headers_type
+                    [[{"key": k, "value": v} for k, v in r.headers] if r.headers else None for r in records],
+                    headers_type,
                 )
             )
         else:
-            empty = pa.array([], headers_type.value_type)
-            columns.append(pa.ListArray.from_arrays(pa.array([0] * (n + 1), pa.int32()), empty, type=headers_type))
+            columns.append(pa.nulls(n, headers_type))
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
@@ -408,7 +409,7 @@ class SlipstreamDataSource(DataSource):
         return "slipstream"
 
     def _include_headers(self) -> bool:
-        value = str(dict((str(k).lower(), v) for k, v in self.options.items()).get("includeheaders", "true"))
+        value = str(dict((str(k).lower(), v) for k, v in self.options.items()).get("includeheaders", "false"))
         return value.strip().lower() not in ("false", "0", "no")
 
     def schema(self) -> StructType:

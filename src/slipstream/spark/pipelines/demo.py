@@ -2,8 +2,10 @@
 
 Each record: key = the user id, value = ``{"page": "/products/3", "user": "user-17",
 "ts": 1735689600000}`` (``ts``: event time, epoch milliseconds). With a seed and a
-fixed start the stream is reproducible (the tests compute expected counts from it);
-without a start, events carry the wall-clock time they are produced at.
+fixed start the stream is reproducible (the tests compute expected counts from it).
+Without a start, a bounded batch (a count, no rate) spans event time up to now, so
+a windowed run over it closes windows and shows counts; a live stream (a rate, or
+no count) carries the wall-clock time each event is produced at.
 """
 
 from __future__ import annotations
@@ -79,6 +81,11 @@ def produce_demo_data(
 ) -> int:
     """Produce demo page views (``rate`` records/s; 0 = as fast as possible); returns the count."""
     sink = out or sys.stderr
+    if start_ms is None and count is not None and rate <= 0:
+        # Spread the batch over the event time before now: a one-minute window with a
+        # one-minute watermark closes only after later events, so events all stamped "now"
+        # would leave every window of a first run open and its output empty.
+        start_ms = int(time.time() * 1000) - count * step_ms
     parts = asyncio.run(ensure_topic(bootstrap, topic, partitions))
     sent = 0
     started = time.monotonic()
