@@ -25,23 +25,17 @@ from pathlib import Path
 import pytest
 from conformance_helpers import JavaDriver
 
+from slipstream.testing.peers import missing_peer
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 JAVA_SRC = Path(__file__).resolve().parent / "java" / "SlipstreamDriver.java"
 JAVA_JARS = ("kafka-clients.jar", "lz4-java.jar", "snappy-java.jar", "zstd-jni.jar", "slf4j-api.jar")
-IN_CI = os.environ.get("CI", "").lower() == "true"
 
 
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _missing_peer(reason: str) -> None:
-    """Skip locally when a peer is absent; in CI a missing peer is a failure."""
-    if IN_CI:
-        pytest.fail(f"{reason} (required in CI; `make test` installs it)")
-    pytest.skip(reason)
 
 
 class BrokerProcess:
@@ -209,12 +203,12 @@ def java_driver() -> JavaDriver:
     """The Java driver, compiled once per source/jar version under .tools/java/build."""
     java, javac = shutil.which("java"), shutil.which("javac")
     if not java or not javac:
-        _missing_peer("java/javac not on PATH")
+        missing_peer("java/javac not on PATH")
     jar_dir = Path(os.environ.get("SLIPSTREAM_JAVA_JARS", REPO_ROOT / ".tools" / "java"))
     jars = [jar_dir / j for j in JAVA_JARS]
     missing = [str(j) for j in jars if not j.is_file()]
     if missing:
-        _missing_peer(f"kafka-clients jars missing ({', '.join(missing)}); run `make java-peer`")
+        missing_peer(f"kafka-clients jars missing ({', '.join(missing)}); run `make java-peer`")
     digest = hashlib.sha256(JAVA_SRC.read_bytes())
     for j in jars:
         digest.update(f"{j.name}:{j.stat().st_size}".encode())
@@ -242,6 +236,6 @@ def java_driver() -> JavaDriver:
 def kcat_bin() -> str:
     path = shutil.which("kcat") or shutil.which("kafkacat")
     if not path:
-        _missing_peer("kcat not installed; run `make kcat` (apt-get install kcat)")
+        missing_peer("kcat not installed; run `make kcat` (apt-get install kcat)")
     assert path is not None
     return path

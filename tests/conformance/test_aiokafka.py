@@ -23,6 +23,8 @@ from conformance_helpers import (
     verify_records,
 )
 
+from slipstream.testing.peers import missing_peer
+
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(60)]
 
 N = 40
@@ -127,7 +129,7 @@ async def test_admin_create_and_describe(broker, topic_name):
 @pytest.mark.parametrize("codec", CODECS)
 async def test_produce_consume_from_earliest(broker, topic_name, codec):
     if not AVAILABLE[codec]:
-        pytest.skip(f"aiokafka cannot use {codec} here")
+        missing_peer(f"aiokafka cannot use {codec} here")
     await create_topic(broker.bootstrap, topic_name)
     base_ts = now_ms() - 60_000
     acks = await produce(broker.bootstrap, topic_name, range(N), codec=codec, base_ts=base_ts)
@@ -147,7 +149,7 @@ async def test_produce_consume_from_earliest(broker, topic_name, codec):
 @pytest.mark.parametrize("codec", CODECS)
 async def test_consume_what_librdkafka_produced(broker, topic_name, codec):
     if not AVAILABLE[codec]:
-        pytest.skip(f"aiokafka cannot use {codec} here")
+        missing_peer(f"aiokafka cannot use {codec} here")
     await asyncio.to_thread(ck_create_topic, broker.bootstrap, topic_name)
     acks = await asyncio.to_thread(ck_produce, broker.bootstrap, topic_name, range(N), codec)
     c = await started_consumer(broker.bootstrap)

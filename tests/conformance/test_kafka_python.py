@@ -22,6 +22,8 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka import codec as kcodec
 from kafka.admin import NewTopic
 
+from slipstream.testing.peers import missing_peer
+
 pytestmark = pytest.mark.conformance
 
 N = 40
@@ -118,7 +120,7 @@ def test_admin_create_and_describe(broker, topic_name):
 @pytest.mark.parametrize("codec", CODECS)
 def test_produce_consume_from_earliest(broker, topic_name, codec):
     if not AVAILABLE[codec]:
-        pytest.skip(f"kafka-python has no {codec} module installed here")
+        missing_peer(f"kafka-python has no {codec} module installed here")
     create_topic(broker.bootstrap, topic_name)
     base_ts = now_ms() - 60_000
     acks = produce(broker.bootstrap, topic_name, range(N), codec=codec, base_ts=base_ts)
@@ -138,7 +140,7 @@ def test_produce_consume_from_earliest(broker, topic_name, codec):
 @pytest.mark.parametrize("codec", CODECS)
 def test_consume_what_librdkafka_produced(broker, topic_name, codec):
     if not AVAILABLE[codec]:
-        pytest.skip(f"kafka-python has no {codec} module installed here")
+        missing_peer(f"kafka-python has no {codec} module installed here")
     ck_create_topic(broker.bootstrap, topic_name)
     acks = ck_produce(broker.bootstrap, topic_name, range(N), codec=codec)
     c = consumer(broker.bootstrap)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from spark_helpers import BrokerProc
 
-IN_CI = os.environ.get("CI", "").lower() == "true"
+from slipstream.testing.peers import IN_CI
 
 try:
     import pyarrow  # noqa: F401

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
+import kafka.protocol.consumer.metadata as kp  # kafka-python, a test dependency: the oracle
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slipstream.protocol import consumer_protocol as cp
 from slipstream.protocol.primitives import DecodeError
-
-kp = pytest.importorskip("kafka.protocol.consumer.metadata")
 
 topics_st = st.lists(st.text(max_size=12), max_size=4)
 tps_st = st.lists(

@@ -17,30 +17,24 @@ from pathlib import Path
 import pytest
 from assignor_java import JavaAssignors
 
+from slipstream.testing.peers import missing_peer
+
 REPO_ROOT = Path(__file__).resolve().parents[3]
 JAVA_SRC = Path(__file__).resolve().parent / "java" / "AssignorOracle.java"
 JARS = ("kafka-clients.jar", "slf4j-api.jar")
-IN_CI = os.environ.get("CI", "").lower() == "true"
-
-
-def _missing(reason: str) -> None:
-    """Skip locally when the Java peer is absent; in CI a missing peer is a failure."""
-    if IN_CI:
-        pytest.fail(f"{reason} (required in CI; `make test` installs it)")
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")
 def java_assignors() -> Iterator[JavaAssignors]:
     java, javac = shutil.which("java"), shutil.which("javac")
     if not java or not javac:
-        _missing("java/javac not on PATH")
+        missing_peer("java/javac not on PATH")
     assert java is not None and javac is not None
     jar_dir = Path(os.environ.get("SLIPSTREAM_JAVA_JARS", REPO_ROOT / ".tools" / "java"))
     jars = [jar_dir / j for j in JARS]
     missing = [str(j) for j in jars if not j.is_file()]
     if missing:
-        _missing(f"kafka-clients jars missing ({', '.join(missing)}); run `make java-peer`")
+        missing_peer(f"kafka-clients jars missing ({', '.join(missing)}); run `make java-peer`")
     digest = hashlib.sha256(JAVA_SRC.read_bytes())
     for j in jars:
         digest.update(f"{j.name}:{j.stat().st_size}".encode())

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from coord_context import SESSION_MS, GroupContext
+from coord_context import SESSION_MS, GroupContext, Joined
 
 from slipstream.coordinator import CoordinatorConfig, GroupState, RequestContext
 from slipstream.protocol import group_records as gr
@@ -67,6 +67,46 @@ def test_commit_in_each_state(ctx: GroupContext, state: GroupState, who: str, ex
     assert set(_errors(call).values()) == {expected}
     fetched = ctx.fetched("g", {"t": [0, 1]})
     assert fetched == ({("t", 0): 42, ("t", 1): 43} if expected == 0 else {("t", 0): -1, ("t", 1): -1})
+
+
+def _second_generation(ctx: GroupContext, state: GroupState) -> tuple[str, int]:
+    """Group "g" past a rebalance, in ``state``; returns (a member id, the current generation)."""
+    a, b = ctx.form_group("g", 2)
+    rb = ctx.join("g", b.member_id, protos=[("range", b"changed")])
+    ra = ctx.join("g", a.member_id)
+    ctx.advance_until_done(ra, rb)
+    assert ra.response.generation_id == rb.response.generation_id == 2
+    leader = ra.response.leader
+    members = [Joined(a.member_id, 2, leader), Joined(b.member_id, 2, leader)]
+    if state is S.COMPLETING_REBALANCE:
+        assert ctx.state("g") is S.COMPLETING_REBALANCE
+        return a.member_id, 2
+    ctx.sync_all("g", members)
+    if state is S.PREPARING_REBALANCE:
+        ctx.join("g", b.member_id, protos=[("range", b"again")])
+        assert ctx.state("g") is S.PREPARING_REBALANCE
+    return a.member_id, 2
+
+
+STALE_COMMITS = [
+    # A member's commit carrying the generation before the current one, in each live state.
+    (S.STABLE, ErrorCode.ILLEGAL_GENERATION),
+    (S.PREPARING_REBALANCE, ErrorCode.ILLEGAL_GENERATION),
+    (S.COMPLETING_REBALANCE, ErrorCode.ILLEGAL_GENERATION),
+]
+
+
+@pytest.mark.parametrize(("state", "expected"), STALE_COMMITS, ids=[str(s) for s, _ in STALE_COMMITS])
+def test_commit_from_a_stale_generation_is_refused(ctx: GroupContext, state: GroupState, expected: int) -> None:
+    member, generation = _second_generation(ctx, state)
+    assert ctx.state("g") is state
+    call = ctx.commit("g", {("t", 0): 42, ("t", 1): 43}, generation=generation - 1, member_id=member)
+    assert set(_errors(call).values()) == {expected}
+    assert ctx.fetched("g", {"t": [0, 1]}) == {("t", 0): -1, ("t", 1): -1}
+    # The same member at the current generation is accepted (except mid-sync, as Kafka).
+    current = ctx.commit("g", {("t", 0): 42}, generation=generation, member_id=member)
+    want = ErrorCode.REBALANCE_IN_PROGRESS if state is S.COMPLETING_REBALANCE else ErrorCode.NONE
+    assert set(_errors(current).values()) == {want}
 
 
 def test_standalone_commit_creates_a_simple_group(ctx: GroupContext) -> None:

@@ -196,6 +196,45 @@ def test_torn_earlier_segment_without_index_is_repaired(tmp_path: Path) -> None:
     log.close()
 
 
+def test_torn_tail_of_a_sealed_segment_with_its_indexes_is_repaired(tmp_path: Path) -> None:
+    """The indexes are intact but the data after their last entry is torn: the header walk
+    must notice and send the segment through full validation."""
+    config = LogConfig(segment_bytes=3 * ONE + 10, index_interval_bytes=0)
+    batches = build(tmp_path, config, 7)
+    first = tmp_path / "00000000000000000000.log"
+    first.write_bytes(first.read_bytes()[: 2 * ONE + 5])  # batch 2 torn after 5 bytes
+    log = DiskLog.open(tmp_path, config)
+    assert split(read_all(log)) == batches[:2] + batches[3:]
+    assert log.read(2, 1).chunks[0] == batches[3]  # offset 2 is gone: next batch
+    assert log.offset_for_timestamp(1002) == (3, 1003)
+    log.close()
+    assert first.stat().st_size == 2 * ONE  # the torn bytes were cut
+    assert (tmp_path / "00000000000000000000.index").stat().st_size == 2 * 8
+
+
+@pytest.mark.parametrize("damage", ["time index short one entry", "time index empty", "offset index empty"])
+def test_sealed_segment_whose_indexes_disagree_is_revalidated(tmp_path: Path, damage: str) -> None:
+    config = LogConfig(segment_bytes=3 * ONE + 10, index_interval_bytes=0)
+    batches = build(tmp_path, config, 7)
+    index = tmp_path / "00000000000000000003.index"
+    timeindex = tmp_path / "00000000000000000003.timeindex"
+    if damage == "time index short one entry":
+        timeindex.write_bytes(timeindex.read_bytes()[:-12])
+    elif damage == "time index empty":
+        timeindex.write_bytes(b"")
+    else:
+        index.write_bytes(b"")
+    log = DiskLog.open(tmp_path, config)
+    assert read_all(log) == b"".join(batches)
+    for offset in range(7):
+        assert log.read(offset, 1).chunks[0] == batches[offset]
+        assert log.offset_for_timestamp(1000 + offset) == (offset, 1000 + offset)
+    log.close()
+    # Rebuilt from the data: one entry per batch in both.
+    assert index.stat().st_size == 3 * 8
+    assert timeindex.stat().st_size == 3 * 12
+
+
 def test_log_start_checkpoint(tmp_path: Path) -> None:
     config = LogConfig(segment_bytes=3 * ONE + 10)
     build(tmp_path, config, 10)
