@@ -6,11 +6,15 @@ Keys use Kafka's dotted names where Kafka has one (``num.partitions``,
 
 from __future__ import annotations
 
+import logging
 import os
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 DURABILITY_POLICIES = ("page-cache", "interval", "fsync")
 
@@ -153,18 +157,35 @@ def load_file(path: str | Path) -> dict[str, Any]:
     return settings
 
 
-def from_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+def _is_setting(key: str) -> bool:
+    try:
+        _field_name(key)
+    except ValueError:
+        return False
+    return True
+
+
+def from_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Settings from SLIPSTREAM_X variables (X names the setting, e.g. SLIPSTREAM_PORT).
+
+    SLIPSTREAM_CONFIG names the config file itself. Other SLIPSTREAM_ variables that
+    name no setting (a wrapper's SLIPSTREAM_HOME, a test harness's variables) are not
+    ours to refuse: they are ignored, with one warning naming them.
+    """
     env = os.environ if environ is None else environ
-    # SLIPSTREAM_CONFIG names the config file itself; every other SLIPSTREAM_X sets x.
-    return {
+    found = {
         k[len("SLIPSTREAM_") :].lower(): v
         for k, v in env.items()
         if k.startswith("SLIPSTREAM_") and k != "SLIPSTREAM_CONFIG"
     }
+    ignored = sorted(f"SLIPSTREAM_{k.upper()}" for k in found if not _is_setting(k))
+    if ignored:
+        log.warning("ignoring environment variables that name no broker setting: %s", ", ".join(ignored))
+    return {k: v for k, v in found.items() if _is_setting(k)}
 
 
 def build(
-    file: str | None = None, env: dict[str, str] | None = None, flags: dict[str, Any] | None = None
+    file: str | None = None, env: Mapping[str, str] | None = None, flags: dict[str, Any] | None = None
 ) -> BrokerConfig:
     config = BrokerConfig()
     if file:

@@ -49,3 +49,46 @@ def test_bad_properties_line(tmp_path: Path) -> None:
     props.write_text("num.partitions 3\n")
     with pytest.raises(ValueError, match=r"bad.properties:1: expected key=value"):
         build(str(props), {}, None)
+
+
+def test_unrelated_slipstream_env_vars_are_ignored_with_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    env = {"SLIPSTREAM_HOME": "/opt/slipstream", "SLIPSTREAM_JAVA_JARS": "/x", "SLIPSTREAM_PORT": "9200"}
+    with caplog.at_level("WARNING", logger="slipstream.broker.config"):
+        config = build(None, env, None)
+    assert config.port == 9200  # settings still apply
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1
+    assert "SLIPSTREAM_HOME" in warnings[0] and "SLIPSTREAM_JAVA_JARS" in warnings[0]
+    # Unknown keys in a file or a flag are still refused.
+    bad = tmp_path / "broker.properties"
+    bad.write_text("home=/opt\n")
+    with pytest.raises(ValueError, match="unknown config key 'home'"):
+        build(str(bad), {}, None)
+    with pytest.raises(ValueError, match="unknown config key 'home'"):
+        build(None, {}, {"home": "/opt"})
+
+
+def test_serve_starts_with_an_unrelated_slipstream_env_var(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "SLIPSTREAM_HOME": str(tmp_path)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "slipstream", "serve", "--port", "0", "--storage", "memory"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if "listening on" in line or len(lines) > 50:
+                break
+        assert any("listening on" in line for line in lines), lines
+        assert any("SLIPSTREAM_HOME" in line and "WARNING" in line for line in lines), lines
+    finally:
+        proc.kill()
+        proc.wait()
