@@ -33,6 +33,7 @@ class Broker:
         base = config or BrokerConfig()
         self.config = replace(base, **settings).validate() if settings else base.validate()
         self.state: BrokerState | None = None
+        self.groups: GroupCoordinatorAdapter | None = None
         self._server: asyncio.Server | None = None
         self._connections: set[KafkaConnection] = set()
         self._tasks: list[asyncio.Task[None]] = []
@@ -67,9 +68,9 @@ class Broker:
         )
         self.state = state
         groups = GroupCoordinatorAdapter(state)
-        state.groups = groups
+        self.groups = groups
         await groups.start()
-        dispatcher = Dispatcher(state)
+        dispatcher = Dispatcher(state, groups)
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: KafkaConnection(dispatcher, config.socket_request_max_bytes, self._connections),
@@ -119,8 +120,9 @@ class Broker:
             await self._server.wait_closed()
             self._server = None
         if self.state is not None:
-            if self.state.groups is not None:
-                await self.state.groups.stop()
+            if self.groups is not None:
+                await self.groups.stop()
+                self.groups = None
             self.state.topics.flush_all()
             self.state.topics.close()
             self.state = None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from types import ModuleType
 
 from ..protocol import api, codec
 from ..protocol import primitives as p
@@ -13,8 +12,10 @@ from ..protocol.apis.api_versions import (
     ApiVersionsResponseApiVersion,
 )
 from ..protocol.errors import ErrorCode
-from .handlers import load_all
-from .state import BrokerState, RequestContext
+from .groups import GroupCoordinatorAdapter
+from .handlers import HANDLERS, Handler
+from .request_context import RequestContext
+from .state import BrokerState
 
 log = logging.getLogger(__name__)
 
@@ -26,9 +27,11 @@ class CloseConnection(Exception):
 
 
 class Dispatcher:
-    def __init__(self, state: BrokerState) -> None:
+    def __init__(self, state: BrokerState, groups: GroupCoordinatorAdapter) -> None:
         self.state = state
-        self.handlers: dict[int, ModuleType] = load_all()
+        self.groups = groups
+        self.handlers: dict[int, Handler] = HANDLERS
+        state.api_versions = self.supported_versions()
 
     def supported_versions(self) -> list[ApiVersionsResponseApiVersion]:
         return [
@@ -67,7 +70,7 @@ class Dispatcher:
             request = spec.decode_request(view, pos, api_version)
         except p.DecodeError as exc:
             raise CloseConnection(f"malformed {spec.name} v{api_version} request: {exc}") from None
-        ctx = RequestContext(self.state, header, api_version, client_host)
+        ctx = RequestContext(self.state, self.groups, header, api_version, client_host)
         try:
             response = await handler.handle(ctx, request)
         except CloseConnection:

@@ -29,7 +29,7 @@ import math
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from ..coordinator import (
     OFFSETS_TOPIC,
@@ -42,6 +42,16 @@ from ..coordinator import (
 )
 from ..coordinator.result import RequestContext as CoordinatorContext
 from ..log.api import OffsetOutOfRange
+from ..protocol.apis.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
+from ..protocol.apis.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+from ..protocol.apis.heartbeat import HeartbeatRequest, HeartbeatResponse
+from ..protocol.apis.join_group import JoinGroupRequest, JoinGroupResponse
+from ..protocol.apis.leave_group import LeaveGroupRequest, LeaveGroupResponse
+from ..protocol.apis.list_groups import ListGroupsRequest, ListGroupsResponse
+from ..protocol.apis.offset_commit import OffsetCommitRequest, OffsetCommitResponse
+from ..protocol.apis.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
+from ..protocol.apis.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
+from ..protocol.apis.sync_group import SyncGroupRequest, SyncGroupResponse
 from ..protocol.errors import ErrorCode
 from ..protocol.records import ProducerRecord, build_batch, iter_records
 from ..protocol.schema import Struct
@@ -50,7 +60,6 @@ from .state import BrokerState
 log = logging.getLogger(__name__)
 
 _LOAD_READ_BYTES = 1 << 20
-_OFFSET_COMMIT_KEY = 8
 
 
 class _OrderedLock:
@@ -193,10 +202,41 @@ class GroupCoordinatorAdapter:
 
     # ---------------------------------------------------------------- requests
 
-    async def handle(self, api_key: int, ctx: CoordinatorContext, request: Struct) -> Struct:
-        if api_key == _OFFSET_COMMIT_KEY and not self._lock.busy():
-            return await self._commit(ctx, request)
-        return await self.call(lambda now: self.coordinator.handle(api_key, ctx, request, now))
+    # One method per group API: each runs its coordinator handler on the one ordered path.
+
+    async def offset_commit(self, ctx: CoordinatorContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
+        if not self._lock.busy():
+            return cast(OffsetCommitResponse, await self._commit(ctx, request))
+        return cast(
+            OffsetCommitResponse, await self.call(lambda now: self.coordinator.offset_commit(ctx, request, now))
+        )
+
+    async def join_group(self, ctx: CoordinatorContext, request: JoinGroupRequest) -> JoinGroupResponse:
+        return cast(JoinGroupResponse, await self.call(lambda now: self.coordinator.join_group(ctx, request, now)))
+
+    async def sync_group(self, ctx: CoordinatorContext, request: SyncGroupRequest) -> SyncGroupResponse:
+        return cast(SyncGroupResponse, await self.call(lambda now: self.coordinator.sync_group(ctx, request, now)))
+
+    async def heartbeat(self, ctx: CoordinatorContext, request: HeartbeatRequest) -> HeartbeatResponse:
+        return cast(HeartbeatResponse, await self.call(lambda now: self.coordinator.heartbeat(ctx, request, now)))
+
+    async def leave_group(self, ctx: CoordinatorContext, request: LeaveGroupRequest) -> LeaveGroupResponse:
+        return cast(LeaveGroupResponse, await self.call(lambda now: self.coordinator.leave_group(ctx, request, now)))
+
+    async def offset_fetch(self, ctx: CoordinatorContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
+        return cast(OffsetFetchResponse, await self.call(lambda now: self.coordinator.offset_fetch(ctx, request, now)))
+
+    async def offset_delete(self, ctx: CoordinatorContext, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
+        return cast(OffsetDeleteResponse, await self.call(lambda now: self.coordinator.offset_delete(ctx, request, now)))
+
+    async def describe_groups(self, ctx: CoordinatorContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
+        return cast(DescribeGroupsResponse, await self.call(lambda now: self.coordinator.describe_groups(ctx, request, now)))
+
+    async def list_groups(self, ctx: CoordinatorContext, request: ListGroupsRequest) -> ListGroupsResponse:
+        return cast(ListGroupsResponse, await self.call(lambda now: self.coordinator.list_groups(ctx, request, now)))
+
+    async def delete_groups(self, ctx: CoordinatorContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
+        return cast(DeleteGroupsResponse, await self.call(lambda now: self.coordinator.delete_groups(ctx, request, now)))
 
     def note_coordinator_lookup(self, group_ids: list[str], connection: str) -> None:
         # Only a hint for groups in their initial delay: no record, response or timer change.
@@ -212,9 +252,9 @@ class GroupCoordinatorAdapter:
             return await waiter
         return waiter
 
-    async def _commit(self, ctx: CoordinatorContext, request: Struct) -> Struct:
+    async def _commit(self, ctx: CoordinatorContext, request: OffsetCommitRequest) -> Struct:
         """OffsetCommit, group-committed: queue the records, answer after their batch is durable."""
-        result = self.coordinator.handle(_OFFSET_COMMIT_KEY, ctx, request, self.state.clock())
+        result = self.coordinator.offset_commit(ctx, request, self.state.clock())
         self._poke_timer()
         if result.response is not None and result.pending is None and not result.records and (
             not result.completions and result.after_append is None

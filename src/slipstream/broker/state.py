@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..coordinator.result import RequestContext as CoordinatorContext
 from ..log.api import AppendInfo
-from ..protocol.api import RequestHeader
+from ..protocol.apis.api_versions import ApiVersionsResponseApiVersion
 from ..protocol.compression import UnsupportedCompression
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.record_batch import InvalidBatch, split_batches, validate_batch
@@ -41,8 +42,11 @@ class BrokerState:
     committer: GroupCommitter = field(default_factory=GroupCommitter)
     producer_states: dict[tuple[str, int], PartitionProducerState] = field(default_factory=dict)
     fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)
-    # The group coordinator adapter (broker/groups.py), set when the broker starts.
-    groups: Any = None
+    # The same few (api version, client id, peer) triples arrive over and over: the
+    # coordinator's view of a request is made once per triple (bounded, see RequestContext).
+    coordinator_contexts: dict[tuple[int, str | None, str], CoordinatorContext] = field(default_factory=dict)
+    # The ApiVersions answer: every served API and its version range (set by the dispatcher).
+    api_versions: list[ApiVersionsResponseApiVersion] = field(default_factory=list)
 
     def producer_state(self, topic: str, partition: int) -> PartitionProducerState:
         key = (topic, partition)
@@ -136,14 +140,6 @@ def _require_keys(batch: memoryview, topic: str) -> None:
                 f"compacted topic {topic!r} cannot accept a record without a key "
                 f"(record {index} of the produced batch)",
             )
-
-
-@dataclass
-class RequestContext:
-    state: BrokerState
-    header: RequestHeader
-    api_version: int
-    client_host: str
 
 
 def load_cluster_id(data_dir: Path | None) -> str:

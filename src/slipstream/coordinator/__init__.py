@@ -1,7 +1,7 @@
 """The group coordinator as a pure state machine (see ``coordinator.py`` and ``result.py``)."""
 
 from .config import DEFAULT_INITIAL_REBALANCE_DELAY_MS, CoordinatorConfig
-from .coordinator import GROUP_EXPIRATION_KEY, HANDLERS, GroupCoordinator
+from .coordinator import GROUP_EXPIRATION_KEY, GroupCoordinator
 from .group import ClassicGroup
 from .member import Member
 from .records import OFFSETS_TOPIC, OffsetAndMetadata, java_string_hash, partition_for
@@ -12,7 +12,6 @@ from .timer import ExpiredTimer, FiredTimer, GuardedTimer, ManualTimer, Timer
 __all__ = [
     "DEFAULT_INITIAL_REBALANCE_DELAY_MS",
     "GROUP_EXPIRATION_KEY",
-    "HANDLERS",
     "OFFSETS_TOPIC",
     "VALID_PREVIOUS_STATES",
     "ClassicGroup",

@@ -75,21 +75,6 @@ CLASSIC_GROUP_TYPE = "classic"
 _KNOWN_GROUP_TYPES = {"classic", "consumer", "share"}
 
 
-# API key -> GroupCoordinator method. FindCoordinator (10) is the broker's: see partition_for.
-HANDLERS: dict[int, str] = {
-    8: "offset_commit",
-    9: "offset_fetch",
-    11: "join_group",
-    12: "heartbeat",
-    13: "leave_group",
-    14: "sync_group",
-    15: "describe_groups",
-    16: "list_groups",
-    42: "delete_groups",
-    47: "offset_delete",
-}
-
-
 def _default_member_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4()}"
 
@@ -206,16 +191,6 @@ class GroupCoordinator:
             # Our own record of a live group: the in-memory group is already ahead of it.
             return
         groups.groups[group_id] = _group_from_record(group_id, value, now_ms)
-
-    # ================================================================ dispatch
-
-    def handle(self, api_key: int, ctx: RequestContext, request: Struct, now_ms: int) -> CoordinatorResult:
-        """Route a decoded request of any group API (see ``HANDLERS``) to its handler."""
-        name = HANDLERS.get(api_key)
-        if name is None:
-            raise ValueError(f"API key {api_key} is not a group coordinator API")
-        handler: Callable[[RequestContext, Struct, int], CoordinatorResult] = getattr(self, name)
-        return handler(ctx, request, now_ms)
 
     # ================================================================ JoinGroup / SyncGroup / Heartbeat / LeaveGroup
 

@@ -268,11 +268,11 @@ async def test_a_commit_does_not_overtake_an_earlier_one_waiting_for_the_lock() 
     broker, adapter = await started(storage="memory")
     try:
         async with adapter._lock:
-            first = asyncio.ensure_future(adapter.handle(8, COMMIT_V9, commit("g", 0, 1)))
+            first = asyncio.ensure_future(adapter.offset_commit(COMMIT_V9, commit("g", 0, 1)))
             await asyncio.sleep(0)  # now waiting for the lock
             # Runs right after the release, before the first commit wakes up: it must not
             # take the lock-free fast path past the first one.
-            second = asyncio.ensure_future(adapter.handle(8, COMMIT_V9, commit("g", 0, 2)))
+            second = asyncio.ensure_future(adapter.offset_commit(COMMIT_V9, commit("g", 0, 2)))
         await asyncio.gather(first, second)
         assert [o for _, _, o in offsets_log_records(adapter, "g")] == [1, 2]
         assert adapter.coordinator.committed_offsets("g")[("t", 0)].offset == 2

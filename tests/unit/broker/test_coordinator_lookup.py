@@ -30,7 +30,7 @@ async def test_a_lookup_during_the_initial_delay_extends_it(version: int) -> Non
     # A 4 s delay: the first wait (1 s) cannot end while the test looks.
     broker = await Broker(port=0, storage="memory", group_initial_rebalance_delay_ms=4_000).start()
     try:
-        adapter = broker.state.groups  # type: ignore[union-attr]
+        adapter = broker.groups
         for _ in range(500):
             if not adapter.coordinator.is_loading:
                 break

@@ -54,7 +54,7 @@ async def started(**settings: Any) -> tuple[Broker, GroupCoordinatorAdapter]:
     broker = await Broker(port=0, group_initial_rebalance_delay_ms=0, **settings).start()
     assert broker.state is not None
     broker.state.topics.create("t", 8, {})
-    adapter = broker.state.groups
+    adapter = broker.groups
     for _ in range(500):
         if not adapter.coordinator.is_loading:
             break
@@ -84,7 +84,7 @@ async def test_concurrent_commits_share_one_append_and_each_is_answered() -> Non
     try:
         before = adapter.appends
         responses = await asyncio.gather(
-            *(adapter.handle(8, COMMIT_V9, commit("g", i % 8, 100 + i)) for i in range(20))
+            *(adapter.offset_commit(COMMIT_V9, commit("g", i % 8, 100 + i)) for i in range(20))
         )
         assert [codes(r) for r in responses] == [[0]] * 20
         assert adapter.appends - before == 1  # twenty commits, one batch
@@ -103,7 +103,7 @@ async def test_commits_of_different_partitions_get_one_append_per_partition() ->
         partitions = {adapter.coordinator.partition_for(g) for g in groups}
         assert len(partitions) > 1
         before = adapter.appends
-        responses = await asyncio.gather(*(adapter.handle(8, COMMIT_V9, commit(g, 0, 7)) for g in groups))
+        responses = await asyncio.gather(*(adapter.offset_commit(COMMIT_V9, commit(g, 0, 7)) for g in groups))
         assert all(codes(r) == [0] for r in responses)
         assert adapter.appends - before == len(partitions)
         assert all(adapter.coordinator.committed_offsets(g)[("t", 0)].offset == 7 for g in groups)
@@ -117,7 +117,7 @@ async def test_commits_of_a_group_are_written_and_applied_in_order() -> None:
         # Several batches' worth, all on one partition, offsets increasing in send order.
         tasks = []
         for i in range(30):
-            tasks.append(asyncio.ensure_future(adapter.handle(8, COMMIT_V9, commit("g", 0, i))))
+            tasks.append(asyncio.ensure_future(adapter.offset_commit(COMMIT_V9, commit("g", 0, i))))
             if i % 7 == 6:
                 await asyncio.sleep(0)  # let a batch go out between sends
         await asyncio.gather(*tasks)
@@ -141,7 +141,7 @@ async def test_each_answer_comes_after_its_records_are_written_and_replayed() ->
         seen: list[int] = []
 
         async def one(i: int) -> None:
-            response = await adapter.handle(8, COMMIT_V9, commit("g", i, 1000 + i))
+            response = await adapter.offset_commit(COMMIT_V9, commit("g", i, 1000 + i))
             assert codes(response) == [0]
             # Answered: the commit is already in the offset cache (replayed), not merely queued.
             seen.append(adapter.coordinator.committed_offsets("g")[("t", i)].offset)
@@ -170,7 +170,7 @@ async def test_fsync_policy_answers_only_after_the_batch_is_synced(tmp_path: Pat
         before = adapter.appends
 
         async def one(i: int) -> None:
-            response = await adapter.handle(8, COMMIT_V9, commit("g", i, i))
+            response = await adapter.offset_commit(COMMIT_V9, commit("g", i, i))
             assert codes(response) == [0]
             events.append("answer")
 
@@ -195,7 +195,7 @@ async def test_batches_waiting_for_fsync_are_answered_in_write_order(tmp_path: P
         answered: list[int] = []
 
         async def one(i: int) -> None:
-            await adapter.handle(8, COMMIT_V9, commit("g", 0, i))
+            await adapter.offset_commit(COMMIT_V9, commit("g", 0, i))
             answered.append(i)
 
         first = [asyncio.ensure_future(one(i)) for i in range(3)]
@@ -218,14 +218,14 @@ async def test_failed_append_fails_every_commit_in_the_batch() -> None:
 
         plog.append = broken  # type: ignore[method-assign]
         before = adapter.appends
-        responses = await asyncio.gather(*(adapter.handle(8, COMMIT_V9, commit("g", i, i)) for i in range(6)))
+        responses = await asyncio.gather(*(adapter.offset_commit(COMMIT_V9, commit("g", i, i)) for i in range(6)))
         # KAFKA_STORAGE_ERROR from the write, answered as Kafka maps it for commits.
         assert [codes(r) for r in responses] == [[ErrorCode.NOT_COORDINATOR]] * 6
         assert adapter.appends == before
         assert adapter.coordinator.committed_offsets("g") == {}
         # Nothing is left pending: a require_stable fetch is not told UNSTABLE_OFFSET_COMMIT.
-        fetched = await adapter.handle(
-            9, FETCH_V7,
+        fetched = await adapter.offset_fetch(
+            FETCH_V7,
             of.OffsetFetchRequest(
                 group_id="g", topics=[of.OffsetFetchRequestTopic(name="t", partition_indexes=[0])],
                 require_stable=True,
@@ -244,7 +244,7 @@ async def test_failed_fsync_fails_the_commits_waiting_for_it(tmp_path: Path) -> 
             raise OSError("fsync failed")
 
         adapter.state.committer.sync = failing_sync  # type: ignore[method-assign]
-        responses = await asyncio.gather(*(adapter.handle(8, COMMIT_V9, commit("g", i, i)) for i in range(4)))
+        responses = await asyncio.gather(*(adapter.offset_commit(COMMIT_V9, commit("g", i, i)) for i in range(4)))
         assert [codes(r) for r in responses] == [[ErrorCode.NOT_COORDINATOR]] * 4
     finally:
         await broker.stop()
@@ -253,12 +253,12 @@ async def test_failed_fsync_fails_the_commits_waiting_for_it(tmp_path: Path) -> 
 async def test_any_other_request_first_writes_out_the_queued_commits() -> None:
     broker, adapter = await started(storage="memory")
     try:
-        tasks = [asyncio.ensure_future(adapter.handle(8, COMMIT_V9, commit("g", i, 50 + i))) for i in range(3)]
+        tasks = [asyncio.ensure_future(adapter.offset_commit(COMMIT_V9, commit("g", i, 50 + i))) for i in range(3)]
         await asyncio.sleep(0)  # the commits are handled and queued; their write has not run yet
         assert not any(t.done() for t in tasks)
         assert adapter.coordinator.committed_offsets("g") == {}
-        fetched = await adapter.handle(
-            9, FETCH_V7,
+        fetched = await adapter.offset_fetch(
+            FETCH_V7,
             of.OffsetFetchRequest(
                 group_id="g", topics=[of.OffsetFetchRequestTopic(name="t", partition_indexes=[0, 1, 2])],
                 require_stable=True,
@@ -280,7 +280,7 @@ async def test_a_rejected_commit_is_answered_without_a_write(generation: int) ->
         request = commit("nobody", 0, 1)
         request.generation_id_or_member_epoch = generation
         request.member_id = "ghost"
-        response = await adapter.handle(8, COMMIT_V9, request)
+        response = await adapter.offset_commit(COMMIT_V9, request)
         assert codes(response) == [ErrorCode.GROUP_ID_NOT_FOUND]
         assert adapter.appends == before
     finally:

@@ -1,23 +1,96 @@
-"""One module per API. Each declares SPEC (the protocol ApiSpec), MIN_VERSION, MAX_VERSION
-and ``async def handle(ctx, request)``; the ApiVersions answer is built from these.
+"""One module per API, listed in ``HANDLERS`` (the ApiVersions answer is built from it).
+
+Each module declares ``SPEC`` (the protocol ApiSpec), ``MIN_VERSION``, ``MAX_VERSION``
+and ``async def handle(ctx, request)``.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-from types import ModuleType
+from collections.abc import Awaitable
+from typing import Any, Protocol
 
-HANDLERS: dict[int, ModuleType] = {}
+from ...protocol.api import ApiSpec
+from ..request_context import RequestContext
+from . import (
+    alter_configs,
+    api_versions,
+    create_partitions,
+    create_topics,
+    delete_groups,
+    delete_records,
+    delete_topics,
+    describe_cluster,
+    describe_configs,
+    describe_groups,
+    describe_topic_partitions,
+    fetch,
+    find_coordinator,
+    heartbeat,
+    incremental_alter_configs,
+    init_producer_id,
+    join_group,
+    leave_group,
+    list_groups,
+    list_offsets,
+    metadata,
+    offset_commit,
+    offset_delete,
+    offset_fetch,
+    produce,
+    sasl_handshake,
+    sync_group,
+)
 
 
-def load_all() -> dict[int, ModuleType]:
-    for info in pkgutil.iter_modules(__path__):
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        spec = getattr(module, "SPEC", None)
-        if spec is None:
-            continue
-        if spec.key in HANDLERS and HANDLERS[spec.key] is not module:
-            raise RuntimeError(f"two handler modules for API key {spec.key}")
-        HANDLERS[spec.key] = module
-    return HANDLERS
+class Handler(Protocol):
+    """What a handler module provides (a module satisfies this protocol)."""
+
+    SPEC: ApiSpec
+    MIN_VERSION: int
+    MAX_VERSION: int
+
+    def handle(self, ctx: RequestContext, request: Any, /) -> Awaitable[Any]: ...
+
+
+_MODULES: tuple[Handler, ...] = (
+    produce,
+    fetch,
+    list_offsets,
+    metadata,
+    offset_commit,
+    offset_fetch,
+    find_coordinator,
+    join_group,
+    heartbeat,
+    leave_group,
+    sync_group,
+    describe_groups,
+    list_groups,
+    sasl_handshake,
+    api_versions,
+    create_topics,
+    delete_topics,
+    delete_records,
+    init_producer_id,
+    describe_configs,
+    alter_configs,
+    create_partitions,
+    delete_groups,
+    incremental_alter_configs,
+    offset_delete,
+    describe_cluster,
+    describe_topic_partitions,
+)
+
+
+def _by_key(modules: tuple[Handler, ...]) -> dict[int, Handler]:
+    table: dict[int, Handler] = {}
+    for module in modules:
+        key = module.SPEC.key
+        if key in table:
+            raise RuntimeError(f"two handler modules for API key {key}")
+        table[key] = module
+    return table
+
+
+HANDLERS: dict[int, Handler] = _by_key(_MODULES)

@@ -28,7 +28,8 @@ from ...protocol.apis.alter_configs import (
     AlterConfigsResponseResource,
 )
 from ...protocol.errors import ErrorCode, KafkaError
-from ..state import BrokerState, RequestContext
+from ..request_context import RequestContext
+from ..state import BrokerState
 from ..topics import Topic, check_topic_name
 from .describe_configs import (
     RESOURCE_BROKER,

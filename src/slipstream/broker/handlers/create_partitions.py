@@ -25,7 +25,8 @@ from ...protocol.apis.create_partitions import (
     CreatePartitionsResponseTopic,
 )
 from ...protocol.errors import ErrorCode, KafkaError
-from ..state import BrokerState, RequestContext
+from ..request_context import RequestContext
+from ..state import BrokerState
 from ..topics import OFFSETS_TOPIC
 
 MIN_VERSION = 0

@@ -17,7 +17,8 @@ from ...protocol.apis.create_topics import (
     CreateTopicsResponseTopic,
 )
 from ...protocol.errors import ErrorCode, KafkaError
-from ..state import BrokerState, RequestContext
+from ..request_context import RequestContext
+from ..state import BrokerState
 from . import config_views
 
 MIN_VERSION = 2

@@ -4,16 +4,14 @@
 from __future__ import annotations
 
 from ...protocol.apis.delete_groups import SPEC, DeleteGroupsRequest, DeleteGroupsResponse
-from ..state import RequestContext
-from ._group import call_coordinator
+from ..request_context import RequestContext
 
 MIN_VERSION = 0
 MAX_VERSION = 2
 
 
 async def handle(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
-    response: DeleteGroupsResponse = await call_coordinator(ctx, SPEC.key, request)
-    return response
+    return await ctx.groups.delete_groups(ctx.coordinator_context(), request)
 
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "SPEC", "handle"]

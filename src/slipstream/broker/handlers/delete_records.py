@@ -26,7 +26,8 @@ from ...protocol.apis.delete_records import (
     DeleteRecordsResponseTopic,
 )
 from ...protocol.errors import ErrorCode
-from ..state import BrokerState, RequestContext
+from ..request_context import RequestContext
+from ..state import BrokerState
 
 MIN_VERSION = 0
 MAX_VERSION = 2

@@ -16,7 +16,7 @@ from ...protocol.apis.delete_topics import (
 )
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.primitives import ZERO_UUID
-from ..state import RequestContext
+from ..request_context import RequestContext
 
 MIN_VERSION = 1
 MAX_VERSION = 6

@@ -18,7 +18,7 @@ from ...protocol.apis.describe_cluster import (
     DescribeClusterResponse,
     DescribeClusterResponseBroker,
 )
-from ..state import RequestContext
+from ..request_context import RequestContext
 
 MIN_VERSION = 0
 MAX_VERSION = 1

@@ -32,7 +32,8 @@ from ...protocol.apis.describe_configs import (
 )
 from ...protocol.errors import ErrorCode, KafkaError
 from ..config import BrokerConfig
-from ..state import BrokerState, RequestContext
+from ..request_context import RequestContext
+from ..state import BrokerState
 from ..topics import check_topic_name
 from . import config_views
 from .config_views import ConfigEntry

@@ -33,7 +33,7 @@ from ...protocol.apis.describe_topic_partitions import (
 )
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.primitives import ZERO_UUID
-from ..state import RequestContext
+from ..request_context import RequestContext
 from ..topics import Topic, check_topic_name
 
 MIN_VERSION = 0

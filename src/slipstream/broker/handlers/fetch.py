@@ -26,7 +26,8 @@ from ...protocol.apis.fetch import (
 )
 from ...protocol.errors import ErrorCode
 from ..fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, FetchSession, PartitionKey
-from ..state import BrokerState, RequestContext
+from ..request_context import RequestContext
+from ..state import BrokerState
 from ..topics import Topic
 
 MIN_VERSION = 4

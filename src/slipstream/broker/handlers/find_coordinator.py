@@ -14,7 +14,7 @@ from ...protocol.apis.find_coordinator import (
     FindCoordinatorResponseCoordinator,
 )
 from ...protocol.errors import ErrorCode
-from ..state import RequestContext
+from ..request_context import RequestContext
 
 MIN_VERSION = 0
 MAX_VERSION = 6
@@ -27,9 +27,9 @@ async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCo
     state = ctx.state
     node, host, port = state.config.node_id, state.advertised_host, state.advertised_port
     is_group = request.key_type == KEY_TYPE_GROUP
-    if is_group and state.groups is not None:
+    if is_group:
         # Lookups hint that members are on their way (group.initial.rebalance.delay.ms).
-        state.groups.note_coordinator_lookup(
+        ctx.groups.note_coordinator_lookup(
             request.coordinator_keys if ctx.api_version >= 4 else [request.key], ctx.client_host
         )
     if ctx.api_version >= 4:

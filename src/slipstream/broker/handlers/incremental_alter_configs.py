@@ -31,7 +31,8 @@ from ...protocol.apis.incremental_alter_configs import (
     IncrementalAlterConfigsResponseResource,
 )
 from ...protocol.errors import ErrorCode, KafkaError
-from ..state import BrokerState, RequestContext
+from ..request_context import RequestContext
+from ..state import BrokerState
 from ..topic_config import TOPIC_CONFIG_KEYS
 from ..topics import Topic
 from .alter_configs import (

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ...protocol.apis.init_producer_id import SPEC, InitProducerIdRequest, InitProducerIdResponse
 from ...protocol.errors import ErrorCode
-from ..state import RequestContext
+from ..request_context import RequestContext
 
 MIN_VERSION = 0
 MAX_VERSION = 5

@@ -9,16 +9,14 @@ rejoining a stable group. The behaviour lives in coordinator/.
 from __future__ import annotations
 
 from ...protocol.apis.join_group import SPEC, JoinGroupRequest, JoinGroupResponse
-from ..state import RequestContext
-from ._group import call_coordinator
+from ..request_context import RequestContext
 
 MIN_VERSION = 0
 MAX_VERSION = 9
 
 
 async def handle(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
-    response: JoinGroupResponse = await call_coordinator(ctx, SPEC.key, request)
-    return response
+    return await ctx.groups.join_group(ctx.coordinator_context(), request)
 
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "SPEC", "handle"]

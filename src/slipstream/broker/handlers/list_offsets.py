@@ -17,7 +17,7 @@ from ...protocol.apis.list_offsets import (
     ListOffsetsResponseTopic,
 )
 from ...protocol.errors import ErrorCode
-from ..state import RequestContext
+from ..request_context import RequestContext
 
 MIN_VERSION = 1
 MAX_VERSION = 9

@@ -22,7 +22,8 @@ from ...protocol.apis.metadata import (
 )
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.primitives import ZERO_UUID
-from ..state import BrokerState, RequestContext
+from ..request_context import RequestContext
+from ..state import BrokerState
 from ..topics import Topic, check_topic_name
 
 MIN_VERSION = 0

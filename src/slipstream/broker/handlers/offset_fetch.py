@@ -7,16 +7,14 @@ require_stable.
 from __future__ import annotations
 
 from ...protocol.apis.offset_fetch import SPEC, OffsetFetchRequest, OffsetFetchResponse
-from ..state import RequestContext
-from ._group import call_coordinator
+from ..request_context import RequestContext
 
 MIN_VERSION = 0
 MAX_VERSION = 9
 
 
 async def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
-    response: OffsetFetchResponse = await call_coordinator(ctx, SPEC.key, request)
-    return response
+    return await ctx.groups.offset_fetch(ctx.coordinator_context(), request)
 
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "SPEC", "handle"]

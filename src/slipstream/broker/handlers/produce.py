@@ -18,7 +18,7 @@ from ...protocol.apis.produce import (
     ProduceResponseTopic,
 )
 from ...protocol.errors import ErrorCode, KafkaError
-from ..state import RequestContext
+from ..request_context import RequestContext
 
 MIN_VERSION = 3
 MAX_VERSION = 11

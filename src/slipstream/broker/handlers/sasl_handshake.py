@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 
 from ...protocol.apis.sasl_handshake import SPEC, SaslHandshakeRequest, SaslHandshakeResponse
-from ..state import RequestContext
+from ..request_context import RequestContext
 
 MIN_VERSION = 0
 MAX_VERSION = 1

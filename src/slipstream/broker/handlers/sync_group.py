@@ -7,16 +7,14 @@ v5 checks protocol type and name.
 from __future__ import annotations
 
 from ...protocol.apis.sync_group import SPEC, SyncGroupRequest, SyncGroupResponse
-from ..state import RequestContext
-from ._group import call_coordinator
+from ..request_context import RequestContext
 
 MIN_VERSION = 0
 MAX_VERSION = 5
 
 
 async def handle(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupResponse:
-    response: SyncGroupResponse = await call_coordinator(ctx, SPEC.key, request)
-    return response
+    return await ctx.groups.sync_group(ctx.coordinator_context(), request)
 
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "SPEC", "handle"]

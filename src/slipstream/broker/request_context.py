@@ -1,0 +1,39 @@
+"""What a handler is given for one request: the broker's state, the group coordinator
+adapter, the request header and version, and the peer's address."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..coordinator.result import RequestContext as CoordinatorContext
+from ..protocol.api import RequestHeader
+from .groups import GroupCoordinatorAdapter
+from .state import BrokerState
+
+_MAX_COORDINATOR_CONTEXTS = 4096
+
+
+@dataclass
+class RequestContext:
+    state: BrokerState
+    groups: GroupCoordinatorAdapter
+    header: RequestHeader
+    api_version: int
+    client_host: str
+
+    def coordinator_context(self) -> CoordinatorContext:
+        """What the group coordinator sees of this request: version, client id, client host."""
+        key = (self.api_version, self.header.client_id, self.client_host)
+        cache = self.state.coordinator_contexts
+        found = cache.get(key)
+        if found is not None:
+            return found
+        host = self.client_host.rsplit(":", 1)[0]
+        # Kafka shows client hosts as InetAddress.toString(): "/127.0.0.1".
+        made = CoordinatorContext(
+            api_version=self.api_version, client_id=self.header.client_id or "", client_host=f"/{host}"
+        )
+        if len(cache) >= _MAX_COORDINATOR_CONTEXTS:
+            cache.clear()
+        cache[key] = made
+        return made
