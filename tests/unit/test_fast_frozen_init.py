@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from slipstream.coordinator.records import OffsetAndMetadata
+from slipstream.coordinator.offset_and_metadata import OffsetAndMetadata
 from slipstream.coordinator.result import Completion, Pending, Record
 from slipstream.protocol.api import RequestHeader
 from slipstream.protocol.schema import fast_frozen_init

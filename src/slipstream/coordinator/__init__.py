@@ -4,7 +4,8 @@ from .config import DEFAULT_INITIAL_REBALANCE_DELAY_MS, CoordinatorConfig
 from .coordinator import GROUP_EXPIRATION_KEY, GroupCoordinator
 from .group import ClassicGroup
 from .member import Member
-from .records import OFFSETS_TOPIC, OffsetAndMetadata, java_string_hash, partition_for
+from .offset_and_metadata import OffsetAndMetadata
+from .records import OFFSETS_TOPIC, java_string_hash, partition_for
 from .result import Completion, CoordinatorResult, Pending, Record, RequestContext, TimerCallback
 from .state import VALID_PREVIOUS_STATES, GroupState, IllegalStateTransition
 from .timer import ExpiredTimer, FiredTimer, GuardedTimer, ManualTimer, Timer

@@ -59,8 +59,8 @@ from .config import CoordinatorConfig
 from .group import ClassicGroup
 from .group_manager import GroupManager, append_error_for_group, join_response
 from .member import Member
+from .offset_and_metadata import OffsetAndMetadata
 from .offset_manager import OffsetManager, PartitionExists, commit_error_response
-from .records import OffsetAndMetadata
 from .result import Completion, CoordinatorResult, Pending, Record, RequestContext
 from .state import GroupState
 from .timer import GuardedTimer, Timer

@@ -38,7 +38,7 @@ from . import records as rec
 from .config import CoordinatorConfig
 from .group import ClassicGroup
 from .group_manager import NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND, GroupManager
-from .records import OffsetAndMetadata
+from .offset_and_metadata import OffsetAndMetadata
 from .result import Completion, CoordinatorResult, Pending, RequestContext
 from .state import GroupState
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..protocol import group_records as gr
-from ..protocol.schema import fast_frozen_init
+from .offset_and_metadata import OffsetAndMetadata
 from .result import Record
 
 if TYPE_CHECKING:
@@ -34,37 +34,6 @@ def partition_for(group_id: str, num_partitions: int) -> int:
     # Utils.abs maps Integer.MIN_VALUE to 0 instead of overflowing.
     positive = 0 if h == -(1 << 31) else abs(h)
     return positive % num_partitions
-
-
-@fast_frozen_init  # made on every request: see schema.fast_frozen_init
-@dataclass(frozen=True, slots=True)
-class OffsetAndMetadata:
-    """A committed offset as the coordinator keeps it (-1 = absent for epoch/expiry)."""
-
-    offset: int
-    leader_epoch: int
-    metadata: str
-    commit_timestamp_ms: int
-    expire_timestamp_ms: int = -1
-
-    @classmethod
-    def from_value(cls, value: gr.OffsetCommitValue) -> OffsetAndMetadata:
-        return cls(
-            offset=value.offset,
-            leader_epoch=value.leader_epoch,
-            metadata=value.metadata,
-            commit_timestamp_ms=value.commit_timestamp,
-            expire_timestamp_ms=value.expire_timestamp,
-        )
-
-    def to_value(self) -> gr.OffsetCommitValue:
-        return gr.OffsetCommitValue(
-            offset=self.offset,
-            leader_epoch=self.leader_epoch,
-            metadata=self.metadata,
-            commit_timestamp=self.commit_timestamp_ms,
-            expire_timestamp=self.expire_timestamp_ms,
-        )
 
 
 def offset_commit_record(partition: int, group_id: str, topic: str, index: int, om: OffsetAndMetadata) -> Record:

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 from ..protocol.schema import Struct, fast_frozen_init
 
 if TYPE_CHECKING:
-    from .records import OffsetAndMetadata
+    from .offset_and_metadata import OffsetAndMetadata
 
 
 @dataclass(frozen=True, slots=True)

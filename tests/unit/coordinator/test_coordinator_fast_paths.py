@@ -12,7 +12,7 @@ from coord_context import SESSION_MS, GroupContext
 
 from slipstream.coordinator import GroupCoordinator, GroupState, ManualTimer
 from slipstream.coordinator import records as rec
-from slipstream.coordinator.records import OffsetAndMetadata
+from slipstream.coordinator.offset_and_metadata import OffsetAndMetadata
 from slipstream.protocol import group_records as gr
 from slipstream.protocol.errors import ErrorCode
 
