@@ -76,9 +76,11 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _script(args: argparse.Namespace) -> int:
-    from .spark import submit
+    # The script is package data to spark-submit: found by path, not imported (it imports
+    # the CLI itself, and runs it only as __main__).
+    from importlib.resources import files
 
-    print(submit.__file__)
+    print(files("slipstream.spark").joinpath("submit.py"))
     return 0
 
 

@@ -318,3 +318,17 @@ def test_unreachable_cluster(capsys: pytest.CaptureFixture[str]) -> None:
     _, err = capsys.readouterr()
     assert code == 1
     assert "cannot reach" in err or "no bootstrap server reachable" in err
+
+
+def test_pipeline_script_prints_the_spark_submit_entry_script(capsys: pytest.CaptureFixture[str]) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    assert main(["pipeline", "script"]) == 0
+    script = Path(capsys.readouterr().out.strip())
+    assert script.is_file() and script.name == "submit.py"
+    # Run as spark-submit runs it (a plain script): it is the pipeline command.
+    done = subprocess.run([sys.executable, str(script), "list"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "pageview-stats" in done.stdout
