@@ -65,7 +65,6 @@ or the new segments survive, never a mix.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import shutil
@@ -80,9 +79,17 @@ from slipstream.log.api import PartitionLog
 from slipstream.log.checkpoint import sync_directory
 from slipstream.log.index import SegmentIndexes
 from slipstream.log.memory import MemoryLog, MemorySegment
+from slipstream.log.partition_log import DiskLog
 from slipstream.log.policy import INT32_MAX
 from slipstream.log.segment import DiskSegment, data_path
 from slipstream.log.segmented import Segment, SegmentedLog
+from slipstream.log.swap import (
+    SEGMENT_SUFFIXES,
+    STAGING_DIR,
+    SWAP_MARKER,
+    segment_file,
+    write_swap_marker,
+)
 from slipstream.protocol import compression as _compression
 from slipstream.protocol.primitives import write_varint
 from slipstream.protocol.record_batch import (
@@ -97,10 +104,6 @@ from slipstream.protocol.record_batch import (
 
 log = logging.getLogger(__name__)
 
-STAGING_DIR = "cleaning"
-SWAP_MARKER = "compaction.swap"
-_MARKER_VERSION = 1
-_SUFFIXES = (".index", ".timeindex", ".log")  # the order files are moved in: data last
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _UINT32 = struct.Struct(">I")
 _READ_WINDOW = 1 << 20
@@ -663,7 +666,7 @@ class CompactionJob:
             for result in self._results:
                 base = result.old[0].base_offset
                 fds[base] = os.open(data_path(staging, base), os.O_RDWR | os.O_APPEND)
-            _write_marker(
+            write_swap_marker(
                 directory,
                 [(r.old[0].base_offset, [s.base_offset for s in r.old]) for r in self._results],
             )
@@ -679,8 +682,8 @@ class CompactionJob:
         _step("replaced-deleted")
         for result in self._results:
             base = result.old[0].base_offset
-            for suffix in _SUFFIXES:
-                os.replace(_name(staging, base, suffix), _name(directory, base, suffix))
+            for suffix in SEGMENT_SUFFIXES:
+                os.replace(segment_file(staging, base, suffix), segment_file(directory, base, suffix))
                 _step(f"moved{suffix}")
             result.old[0].close()  # its files were just replaced: close, don't unlink
         sync_directory(directory)
@@ -719,26 +722,6 @@ def _release(log_: SegmentedLog) -> None:
         _busy.discard(log_)
 
 
-def _name(directory: Path, base: int, suffix: str) -> Path:
-    return directory / f"{base:020d}{suffix}"
-
-
-def _write_marker(directory: Path, groups: list[tuple[int, list[int]]]) -> None:
-    body = {
-        "version": _MARKER_VERSION,
-        "groups": [{"base": base, "replaces": replaces} for base, replaces in groups],
-    }
-    tmp = directory / (SWAP_MARKER + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, json.dumps(body).encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, directory / SWAP_MARKER)
-    sync_directory(directory)
-
-
 # ------------------------------------------------------------------ entry points
 
 
@@ -767,8 +750,6 @@ def plan_compaction(
         assert isinstance(last, MemorySegment)
         active = _MemorySource(last.batches(), "active segment")
     else:
-        from slipstream.log.partition_log import DiskLog  # here: partition_log imports recovery
-
         if not isinstance(log_, DiskLog) or log_.closed:
             return None
         directory = log_.directory
@@ -802,51 +783,11 @@ def compact(log_: PartitionLog, *, now_ms: int, delete_retention_ms: int) -> Com
     return job.install()
 
 
-# ------------------------------------------------------------------ recovery
-
-
-def finish_interrupted_compaction(directory: Path) -> None:
-    """Before a disk log's segments are opened: complete a swap that passed its commit
-    point, or discard one that did not (see the module docstring)."""
-    marker = directory / SWAP_MARKER
-    staging = directory / STAGING_DIR
-    (directory / (SWAP_MARKER + ".tmp")).unlink(missing_ok=True)
-    groups = None
-    if marker.exists():
-        try:
-            body = json.loads(marker.read_text())
-            if body.get("version") != _MARKER_VERSION:
-                raise ValueError(f"unknown version {body.get('version')!r}")
-            groups = [(int(g["base"]), [int(b) for b in g["replaces"]]) for g in body["groups"]]
-        except (ValueError, KeyError, TypeError) as exc:
-            # Written atomically, so only outside damage gets here: keep the old segments.
-            log.error("ignoring unreadable compaction marker %s: %s", marker, exc)
-    if groups is not None:
-        for base, replaces in groups:
-            for old in replaces:
-                if old != base:
-                    for suffix in _SUFFIXES:
-                        _name(directory, old, suffix).unlink(missing_ok=True)
-            if _name(staging, base, ".log").exists():
-                for suffix in _SUFFIXES:  # a staged file already moved is simply absent
-                    staged = _name(staging, base, suffix)
-                    if staged.exists():
-                        os.replace(staged, _name(directory, base, suffix))
-        sync_directory(directory)
-        log.info("completed an interrupted compaction swap in %s", directory)
-    if staging.exists():
-        shutil.rmtree(staging, ignore_errors=True)
-    if marker.exists():
-        marker.unlink()
-        sync_directory(directory)
-
-
 __all__ = [
     "CompactionCancelled",
     "CompactionError",
     "CompactionJob",
     "CompactionStats",
     "compact",
-    "finish_interrupted_compaction",
     "plan_compaction",
 ]

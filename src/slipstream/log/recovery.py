@@ -11,7 +11,7 @@
   index, or a bad header in that walk, sends the segment through the full validation.
 - The data file is read in bounded windows, never whole.
 - Leftovers are cleaned: temporary files and index files without a data file; an
-  interrupted compaction swap is completed or discarded first (``compaction.py``).
+  interrupted compaction swap is completed or discarded first (``swap.py``).
 - Sealed segments may have offset gaps between batches (compaction); the last segment
   is never compacted and must stay contiguous.
 - A ``log-start-offset`` checkpoint beyond the recovered end truncates the log fully
@@ -25,10 +25,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from slipstream.log.checkpoint import read_offset
-from slipstream.log.compaction import finish_interrupted_compaction
 from slipstream.log.index import SegmentIndexes
 from slipstream.log.policy import INT32_MAX
 from slipstream.log.segment import CorruptSegment, DiskSegment, HeaderReader, data_path
+from slipstream.log.swap import finish_interrupted_compaction
 from slipstream.protocol.record_batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,

@@ -15,9 +15,10 @@ from log_env import LogEnv
 
 from slipstream.log import compaction
 from slipstream.log.api import LogConfig, PartitionLog
-from slipstream.log.compaction import SWAP_MARKER, compact, plan_compaction
+from slipstream.log.compaction import compact, plan_compaction
 from slipstream.log.partition_log import DiskLog
 from slipstream.log.segmented import SegmentedLog
+from slipstream.log.swap import STAGING_DIR, SWAP_MARKER
 from slipstream.protocol import compression
 from slipstream.protocol.record_batch import DELETE_HORIZON_MASK, BatchHeader, parse_header
 from slipstream.protocol.records import (
@@ -310,7 +311,7 @@ def test_install_is_dropped_when_retention_removed_planned_segments(env: LogEnv)
     assert records(log) == [(1, b"a", b"2"), (2, b"b", b"1")]
     assert run(log).installed  # the next pass is free to go
     if isinstance(log, DiskLog):
-        assert not (log.directory / compaction.STAGING_DIR).exists()
+        assert not (log.directory / STAGING_DIR).exists()
 
 
 def test_cancelled_job_leaves_the_log_alone(env: LogEnv) -> None:
@@ -440,7 +441,7 @@ def test_crash_during_the_swap_recovers_old_or_new(
     job = plan_compaction(log, now_ms=0, delete_retention_ms=DAY)
     assert job is not None
     job.run()
-    assert (tmp_path / compaction.STAGING_DIR).is_dir()
+    assert (tmp_path / STAGING_DIR).is_dir()
 
     class Crash(Exception):
         pass
@@ -464,7 +465,7 @@ def test_crash_during_the_swap_recovers_old_or_new(
     assert got == (old if crash_at == "staged" else new)
     assert (reopened.log_start_offset, reopened.log_end_offset) == (0, 10)
     names = _files(tmp_path)
-    assert compaction.STAGING_DIR not in names and SWAP_MARKER not in names
+    assert STAGING_DIR not in names and SWAP_MARKER not in names
     logs = sorted(n for n in names if n.endswith(".log"))
     expected_logs = 4 if crash_at == "staged" else 2
     assert len(logs) == expected_logs
@@ -479,7 +480,7 @@ def test_crash_during_the_swap_recovers_old_or_new(
 def test_recovery_discards_a_torn_marker_and_stray_files(tmp_path: Path) -> None:
     log, old = _disk_log(tmp_path)
     log.close()
-    staging = tmp_path / compaction.STAGING_DIR
+    staging = tmp_path / STAGING_DIR
     staging.mkdir()
     (staging / "00000000000000000000.log").write_bytes(b"partial")
     (tmp_path / (SWAP_MARKER + ".tmp")).write_bytes(b"{")
