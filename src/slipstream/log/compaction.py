@@ -1,65 +1,10 @@
 """Log compaction (``cleanup.policy=compact``): keep the latest record of every key.
 
-What a pass keeps (Kafka's cleaner rules; the differences are marked *ours*):
-
-- The offset map holds, for every key, the highest offset at which the key occurs in
-  the log as it was when the pass was planned: closed segments *and* the active one.
-  (*ours*: Kafka's map stops at the active segment. Looking further only lets more
-  superseded records go; the latest record of a key is never removed.) Records of
-  transactional and control batches are neither entered in the map nor removed (*ours*:
-  Kafka also removes aborted transactions and, later, their markers).
-- Only closed segments are rewritten; the active segment is never touched, so the log
-  end offset cannot move.
-- A record is removed when the map holds a higher offset for its key. Records without
-  a key are kept (*ours*: Kafka's cleaner drops them; its produce path refuses them on
-  compacted topics in the first place).
-- Tombstones (a key with a null value) follow KIP-534's delete horizon. The first pass
-  that keeps a tombstone stamps its batch with ``horizon = now + delete.retention.ms``
-  (attribute bit 6; the horizon is stored as the batch's base timestamp and each
-  record's timestamp delta is re-expressed from it, so clients read the same record
-  timestamps). A later pass at or after the horizon removes the tombstone. A tombstone
-  therefore survives at least ``delete.retention.ms`` after its segment was first
-  cleaned, however old its own timestamp is: a consumer that read the key's earlier
-  value has that long to see the delete.
-- Batches keep their base offset and last offset delta (so offset and sequence ranges
-  are unchanged), producer id/epoch/base sequence, partition leader epoch, timestamp
-  type and compression codec. Retained records keep their offsets and their bytes
-  (only the timestamp delta changes when a horizon is stamped). The max timestamp is
-  recomputed from the retained records (CreateTime) or kept (LogAppendTime). A batch
-  that loses nothing and needs no horizon is copied byte for byte; a batch left empty
-  is dropped (*ours*: Kafka keeps each producer's last batch as an empty batch so its
-  sequence survives; our broker does not rebuild producer state from the log).
-- Segments: consecutive closed segments are grouped while their total size stays
-  within ``segment.bytes`` (and their offsets within an int32 of the group's base).
-  A group becomes one segment with the base offset of its first segment, even when
-  nothing is left in it, so the log start offset never moves. A group of one segment
-  in which nothing changes is left alone. Offsets inside a segment may now have gaps;
-  reads return the first batch at or after the asked offset.
-
-Concurrency (the broker's event loop must not wait on a pass):
-
-1. ``plan_compaction`` (loop thread, cheap): picks the closed segments, groups them,
-   and snapshots what the worker will read: the memory log's batch lists, or the disk
-   log's file paths and sizes, including the active segment up to its current end.
-2. ``CompactionJob.run`` (worker thread): builds the offset map, filters batches and
-   writes the cleaned segments (memory: new segment objects; disk: complete, fsynced
-   segment files with their indexes in the ``cleaning/`` staging directory). Closed
-   segments are immutable and the active one only grows, so nothing here races with
-   appends, reads or flushes.
-3. ``CompactionJob.install`` (loop thread, short): checks that the planned segments are
-   still in the log (retention or DeleteRecords may have removed some meanwhile: then
-   the pass is dropped) and swaps the cleaned segments in. Appends made since the plan
-   are untouched; their keys simply were not in the map.
-
-Crash safety on disk. The commit point is the ``compaction.swap`` marker (written to a
-temporary file, fsynced, renamed, directory fsynced), which names each group's new
-base offset and the base offsets of the segments it replaces. Then: the replaced
-segments other than the first are deleted, the staged ``.index``, ``.timeindex`` and
-finally ``.log`` are renamed over the first one's files, the directory is fsynced and
-the marker removed. ``finish_interrupted_compaction`` runs before recovery opens any
-segment: without a marker the staging directory is discarded (the old segments are
-intact); with one, the swap is completed (every step is idempotent). Either the old
-or the new segments survive, never a mix.
+``plan_compaction`` (loop thread, cheap) snapshots the closed segments to clean;
+``CompactionJob.run`` (worker thread) builds the key -> offset map and writes cleaned
+segments; ``CompactionJob.install`` (loop thread) swaps them in, on disk through the
+crash-safe marker of ``swap.py``. Which records survive, and why, is written down in
+docs/ARCHITECTURE.md ("Log compaction").
 """
 
 from __future__ import annotations
@@ -68,7 +13,6 @@ import contextlib
 import logging
 import os
 import shutil
-import struct
 import threading
 import weakref
 from collections.abc import Generator, Sequence
@@ -81,6 +25,14 @@ from slipstream.log.index import SegmentIndexes
 from slipstream.log.memory import MemoryLog, MemorySegment
 from slipstream.log.partition_log import DiskLog
 from slipstream.log.policy import INT32_MAX
+from slipstream.log.record_filter import (
+    RecordSpan,
+    UnreadableRecords,
+    delete_horizon,
+    is_skipped,
+    rebuild_batch,
+    record_spans,
+)
 from slipstream.log.segment import DiskSegment, data_path
 from slipstream.log.segmented import Segment, SegmentedLog
 from slipstream.log.swap import (
@@ -90,11 +42,7 @@ from slipstream.log.swap import (
     segment_file,
     write_swap_marker,
 )
-from slipstream.protocol import compression as _compression
-from slipstream.protocol.primitives import write_varint
 from slipstream.protocol.record_batch import (
-    CRC_OFFSET,
-    DELETE_HORIZON_MASK,
     HEADER_SIZE,
     LOG_OVERHEAD,
     BatchHeader,
@@ -104,8 +52,6 @@ from slipstream.protocol.record_batch import (
 
 log = logging.getLogger(__name__)
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-_UINT32 = struct.Struct(">I")
 _READ_WINDOW = 1 << 20
 _INT64_MAX = (1 << 63) - 1
 
@@ -143,74 +89,6 @@ class CompactionStats:
 
 
 # ------------------------------------------------------------------ reading batches
-
-
-class _Unreadable(Exception):
-    pass
-
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    raw = 0
-    shift = 0
-    while True:
-        if pos >= len(buf):
-            raise _Unreadable("varint runs past the end of the records")
-        byte = buf[pos]
-        pos += 1
-        raw |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
-        if shift > 63:
-            raise _Unreadable("varint longer than 10 bytes")
-
-
-@dataclass(slots=True)
-class _Rec:
-    start: int  # the record's first byte (its length varint) in the records section
-    end: int
-    body: int  # the attributes byte
-    rest: int  # first byte after the offset delta (the key length)
-    ts_delta: int
-    offset_delta: int
-    key: bytes | None
-    tombstone: bool
-
-
-def _records(header: BatchHeader, batch: bytes | memoryview) -> tuple[bytes, list[_Rec]]:
-    """The (decompressed) records section and where each record sits in it."""
-    section = memoryview(batch)[HEADER_SIZE : header.size]
-    try:
-        data = (
-            bytes(section)
-            if header.compression == _compression.NONE
-            else _compression.decompress(header.compression, section)
-        )
-    except Exception as exc:  # unknown codec or undecodable data
-        raise _Unreadable(str(exc)) from exc
-    out: list[_Rec] = []
-    pos = 0
-    end = len(data)
-    for _ in range(header.record_count):
-        length, body = _varint(data, pos)
-        stop = body + length
-        if length < 3 or stop > end:
-            raise _Unreadable("record length does not fit the batch")
-        ts_delta, p = _varint(data, body + 1)
-        offset_delta, rest = _varint(data, p)
-        key_len, p = _varint(data, rest)
-        key = None
-        if key_len >= 0:
-            key = data[p : p + key_len]
-            p += key_len
-        value_len, p = _varint(data, p)
-        if p + max(value_len, 0) > stop:
-            raise _Unreadable("record fields overrun the record")
-        out.append(_Rec(pos, stop, body, rest, ts_delta, offset_delta, key, value_len < 0))
-        pos = stop
-    if pos != end:
-        raise _Unreadable("bytes after the last record")
-    return data, out
 
 
 def _checked(header: BatchHeader, batch: bytes | memoryview, where: str) -> None:
@@ -277,68 +155,6 @@ class _FileSource:
 
 
 _Source = _MemorySource | _FileSource
-
-
-# ------------------------------------------------------------------ cleaning batches
-
-
-def _is_skipped(header: BatchHeader) -> bool:
-    """Batches compaction leaves alone and keeps out of the offset map."""
-    return header.is_control or header.is_transactional
-
-
-def _horizon(header: BatchHeader) -> int | None:
-    return header.base_timestamp if header.attributes & DELETE_HORIZON_MASK else None
-
-
-def _rebuild(header: BatchHeader, data: bytes, kept: Sequence[_Rec], horizon: int | None) -> bytes:
-    """The batch with only ``kept`` records: same offsets range, producer fields, codec."""
-    old_base = header.base_timestamp
-    new_base = horizon if horizon is not None else old_base
-    shift = old_base - new_base
-    records = bytearray()
-    max_ts = -1
-    for rec in kept:
-        ts = old_base + rec.ts_delta
-        if ts > max_ts:
-            max_ts = ts
-        if shift == 0:
-            records += data[rec.start : rec.end]
-        else:
-            body = bytearray(data[rec.body : rec.body + 1])
-            write_varint(body, rec.ts_delta + shift)
-            write_varint(body, rec.offset_delta)
-            body += data[rec.rest : rec.end]
-            write_varint(records, len(body))
-            records += body
-    if header.is_log_append_time:
-        max_ts = header.max_timestamp
-    codec = header.compression
-    section = records if codec == _compression.NONE else _compression.compress(codec, records)
-    attributes = header.attributes & ~DELETE_HORIZON_MASK
-    if horizon is not None:
-        attributes |= DELETE_HORIZON_MASK
-    out = bytearray(HEADER_SIZE)
-    out += section
-    _HEADER.pack_into(
-        out,
-        0,
-        header.base_offset,
-        len(out) - LOG_OVERHEAD,
-        header.partition_leader_epoch,
-        2,
-        0,
-        attributes,
-        header.last_offset_delta,
-        new_base,
-        max_ts,
-        header.producer_id,
-        header.producer_epoch,
-        header.base_sequence,
-        len(kept),
-    )
-    _UINT32.pack_into(out, CRC_OFFSET, compute_crc(memoryview(out)))
-    return bytes(out)
 
 
 # ------------------------------------------------------------------ group outputs
@@ -416,7 +232,7 @@ def _group_segments(closed: Sequence[Segment], max_bytes: int) -> list[list[Segm
 
 class CompactionJob:
     """One pass over one partition log: ``run`` on a worker thread, then ``install`` (or
-    ``cancel``) on the thread that owns the log. See the module docstring."""
+    ``cancel``) on the thread that owns the log. See docs/ARCHITECTURE.md ("Log compaction")."""
 
     def __init__(
         self,
@@ -486,11 +302,11 @@ class CompactionJob:
         for source in [*sources, self._active]:
             for header, batch in source.batches():
                 self._check_cancel()
-                if _is_skipped(header):
+                if is_skipped(header):
                     continue
                 try:
-                    _, records = _records(header, batch)
-                except _Unreadable:
+                    _, records = record_spans(header, batch)
+                except UnreadableRecords:
                     continue
                 base = header.base_offset
                 for rec in records:
@@ -547,17 +363,17 @@ class CompactionJob:
     ) -> bytes | memoryview | None:
         """``batch`` itself when it stays as it is, the rewritten batch, or None."""
         stats = self.stats
-        if _is_skipped(header):
+        if is_skipped(header):
             return batch
         try:
-            data, records = _records(header, batch)
-        except _Unreadable:
+            data, records = record_spans(header, batch)
+        except UnreadableRecords:
             stats.batches_unreadable += 1
             return batch
-        horizon = _horizon(header)
+        horizon = delete_horizon(header)
         expired = horizon is not None and self._now >= horizon
         base = header.base_offset
-        kept: list[_Rec] = []
+        kept: list[RecordSpan] = []
         tombstones = False
         for rec in records:
             if rec.key is not None:
@@ -580,10 +396,10 @@ class CompactionJob:
             assert horizon is not None
             if stats.next_delete_horizon_ms is None or horizon < stats.next_delete_horizon_ms:
                 stats.next_delete_horizon_ms = horizon
-        if len(kept) == len(records) and horizon == _horizon(header):
+        if len(kept) == len(records) and horizon == delete_horizon(header):
             return batch
         stats.batches_rewritten += 1
-        return _rebuild(header, data, kept, horizon)
+        return rebuild_batch(header, data, kept, horizon)
 
     def _abandon_outputs(self) -> None:
         for result in self._results:

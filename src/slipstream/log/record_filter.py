@@ -1,0 +1,149 @@
+"""The pure part of compaction: reading the records of a batch and rebuilding a batch
+with only the records that survive (no I/O; the compaction job decides which)."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from slipstream.protocol import compression as _compression
+from slipstream.protocol.primitives import write_varint
+from slipstream.protocol.record_batch import (
+    CRC_OFFSET,
+    DELETE_HORIZON_MASK,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    compute_crc,
+)
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_UINT32 = struct.Struct(">I")
+
+
+class UnreadableRecords(Exception):
+    pass
+
+
+def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    raw = 0
+    shift = 0
+    while True:
+        if pos >= len(buf):
+            raise UnreadableRecords("varint runs past the end of the records")
+        byte = buf[pos]
+        pos += 1
+        raw |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return (raw >> 1) ^ -(raw & 1), pos
+        shift += 7
+        if shift > 63:
+            raise UnreadableRecords("varint longer than 10 bytes")
+
+
+@dataclass(slots=True)
+class RecordSpan:
+    start: int  # the record's first byte (its length varint) in the records section
+    end: int
+    body: int  # the attributes byte
+    rest: int  # first byte after the offset delta (the key length)
+    ts_delta: int
+    offset_delta: int
+    key: bytes | None
+    tombstone: bool
+
+
+def record_spans(header: BatchHeader, batch: bytes | memoryview) -> tuple[bytes, list[RecordSpan]]:
+    """The (decompressed) records section and where each record sits in it."""
+    section = memoryview(batch)[HEADER_SIZE : header.size]
+    try:
+        data = (
+            bytes(section)
+            if header.compression == _compression.NONE
+            else _compression.decompress(header.compression, section)
+        )
+    except Exception as exc:  # unknown codec or undecodable data
+        raise UnreadableRecords(str(exc)) from exc
+    out: list[RecordSpan] = []
+    pos = 0
+    end = len(data)
+    for _ in range(header.record_count):
+        length, body = _read_varint(data, pos)
+        stop = body + length
+        if length < 3 or stop > end:
+            raise UnreadableRecords("record length does not fit the batch")
+        ts_delta, p = _read_varint(data, body + 1)
+        offset_delta, rest = _read_varint(data, p)
+        key_len, p = _read_varint(data, rest)
+        key = None
+        if key_len >= 0:
+            key = data[p : p + key_len]
+            p += key_len
+        value_len, p = _read_varint(data, p)
+        if p + max(value_len, 0) > stop:
+            raise UnreadableRecords("record fields overrun the record")
+        out.append(RecordSpan(pos, stop, body, rest, ts_delta, offset_delta, key, value_len < 0))
+        pos = stop
+    if pos != end:
+        raise UnreadableRecords("bytes after the last record")
+    return data, out
+
+
+def is_skipped(header: BatchHeader) -> bool:
+    """Batches compaction leaves alone and keeps out of the offset map."""
+    return header.is_control or header.is_transactional
+
+
+def delete_horizon(header: BatchHeader) -> int | None:
+    return header.base_timestamp if header.attributes & DELETE_HORIZON_MASK else None
+
+
+def rebuild_batch(header: BatchHeader, data: bytes, kept: Sequence[RecordSpan], horizon: int | None) -> bytes:
+    """The batch with only ``kept`` records: same offsets range, producer fields, codec."""
+    old_base = header.base_timestamp
+    new_base = horizon if horizon is not None else old_base
+    shift = old_base - new_base
+    records = bytearray()
+    max_ts = -1
+    for rec in kept:
+        ts = old_base + rec.ts_delta
+        if ts > max_ts:
+            max_ts = ts
+        if shift == 0:
+            records += data[rec.start : rec.end]
+        else:
+            body = bytearray(data[rec.body : rec.body + 1])
+            write_varint(body, rec.ts_delta + shift)
+            write_varint(body, rec.offset_delta)
+            body += data[rec.rest : rec.end]
+            write_varint(records, len(body))
+            records += body
+    if header.is_log_append_time:
+        max_ts = header.max_timestamp
+    codec = header.compression
+    section = records if codec == _compression.NONE else _compression.compress(codec, records)
+    attributes = header.attributes & ~DELETE_HORIZON_MASK
+    if horizon is not None:
+        attributes |= DELETE_HORIZON_MASK
+    out = bytearray(HEADER_SIZE)
+    out += section
+    _HEADER.pack_into(
+        out,
+        0,
+        header.base_offset,
+        len(out) - LOG_OVERHEAD,
+        header.partition_leader_epoch,
+        2,
+        0,
+        attributes,
+        header.last_offset_delta,
+        new_base,
+        max_ts,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        len(kept),
+    )
+    _UINT32.pack_into(out, CRC_OFFSET, compute_crc(memoryview(out)))
+    return bytes(out)
