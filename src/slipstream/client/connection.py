@@ -23,11 +23,16 @@ from ..protocol.apis.api_versions import SPEC as API_VERSIONS
 from ..protocol.apis.api_versions import ApiVersionsRequest
 from ..protocol.errors import ErrorCode, KafkaError
 from .core import ConnectionCore, ProtocolError, Received
+from .failure_log import RateLimitedWarnings
 
 log = logging.getLogger(__name__)
 
 CLOSE_TIMEOUT_S = 1.0
 """How long ``close`` lets the socket flush before aborting it."""
+
+# Failed connects are retried by whoever needs the broker; each address is reported at
+# WARNING at most every 10 s, so a client pointed at nothing says so.
+connect_failures = RateLimitedWarnings(log)
 
 
 class ConnectionClosed(ConnectionError):
@@ -77,7 +82,9 @@ class BrokerConnection:
             async with asyncio.timeout(self.connect_timeout_s):
                 self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
         except (OSError, TimeoutError) as exc:
-            raise ConnectionClosed(f"cannot connect to {self.address}: {exc}") from exc
+            reason = str(exc) or f"no answer within {self.connect_timeout_s:g} s"
+            connect_failures.warn(self.address, f"cannot connect to {self.address}: {reason}")
+            raise ConnectionClosed(f"cannot connect to {self.address}: {reason}") from exc
         self._read_task = asyncio.get_running_loop().create_task(
             self._read_loop(), name=f"read-{self.address}"
         )

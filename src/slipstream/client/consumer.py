@@ -87,6 +87,7 @@ from .membership import (
 from .offsets import GroupOffsets, OffsetAndMetadata
 from .retry import backoff_s
 from .subscription import TopicPattern
+from .tasks import deadline
 
 log = logging.getLogger(__name__)
 
@@ -434,7 +435,7 @@ class ConsumerCore:
         self.fetcher.add(positions)
 
     async def position(self, tp: TopicPartition, timeout_s: float) -> int:
-        async with asyncio.timeout(timeout_s):
+        async with deadline(timeout_s, f"finding the position of {tp[0]}-{tp[1]}"):
             while True:
                 pos = self.fetcher.position(tp)
                 if pos is not None:

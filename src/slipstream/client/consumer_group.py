@@ -95,6 +95,7 @@ from .membership import (
     RebalanceListener,
 )
 from .offsets import CommitFailedError, GroupOffsets, OffsetAndMetadata, reset_offsets
+from .tasks import deadline
 
 log = logging.getLogger(__name__)
 
@@ -625,12 +626,16 @@ class ConsumerGroup:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def consume(self, topics: Iterable[str], handler: Any) -> None:
+    async def consume(
+        self, topics: Iterable[str], handler: Any, *, join_timeout_s: float | None = None
+    ) -> None:
         """Run one session of ``handler`` over this member's partitions of ``topics``.
 
         Joins the group if needed and returns when the session ends (a
         rebalance, a ``consume_claim`` returning, or close). Call it in a loop.
-        Raises the handler's exception, or the membership's fatal error.
+        Raises the handler's exception, or the membership's fatal error; with
+        ``join_timeout_s``, a TimeoutError naming the group when joining takes longer
+        (e.g. no broker answers).
         """
         if self._closed:
             raise ConsumerGroupClosedError("the consumer group is closed")
@@ -642,25 +647,34 @@ class ConsumerGroup:
         self._consuming = True
         try:
             self._membership.subscribe(topic_list)
-            while True:
-                try:
-                    generation = await self._membership.ensure_active()
-                except RuntimeError:
-                    if self._closed:
-                        return
-                    raise
-                if self._closed:
-                    return
-                if self._membership.rejoin_needed or self._membership.generation != generation:
-                    continue
+            if join_timeout_s is None:
+                generation = await self._active_generation()
+            else:
+                async with deadline(join_timeout_s, f"joining consumer group {self.group_id!r}"):
+                    generation = await self._active_generation()
+            if generation is not None:
                 await self._run_session(generation, handler)
-                return
         finally:
             self._consuming = False
             self._consume_task = None
             if self._shutdown_deferred:
                 self._shutdown_deferred = False
                 await self._shutdown()
+
+    async def _active_generation(self) -> Generation | None:
+        """The stable generation to run a session in, or None once the group is closed."""
+        while True:
+            try:
+                generation = await self._membership.ensure_active()
+            except RuntimeError:
+                if self._closed:
+                    return None
+                raise
+            if self._closed:
+                return None
+            if self._membership.rejoin_needed or self._membership.generation != generation:
+                continue
+            return generation
 
     async def commit(self) -> None:
         """Commit the running session's marked offsets (no-op without a session)."""

@@ -51,6 +51,7 @@ from .connection import BrokerConnection, ConnectionClosed
 from .consumer_config import ConsumerConfig
 from .membership import CoordinatorLocator, FatalGroupError, Generation
 from .retry import backoff_s
+from .tasks import deadline
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -153,7 +154,7 @@ class GroupOffsets:
         if not wanted:
             return {}
         timeout = self.config.request_timeout_ms / 1000.0 * 2 if timeout_s is None else timeout_s
-        async with asyncio.timeout(timeout):
+        async with deadline(timeout, f"fetching the committed offsets of group {self.group_id!r}"):
             return await self._retrying("OffsetFetch", lambda conn: self._fetch_once(conn, wanted))
 
     async def _fetch_once(
@@ -269,7 +270,7 @@ class GroupOffsets:
                     f"cannot commit negative offset {om.offset} for {topic}-{partition}"
                 )
         timeout = self.config.request_timeout_ms / 1000.0 * 2 if timeout_s is None else timeout_s
-        async with asyncio.timeout(timeout), self._commit_lock:
+        async with deadline(timeout, f"committing offsets of group {self.group_id!r}"), self._commit_lock:
             await self._retrying(
                 "OffsetCommit", lambda conn: self._commit_once(conn, normalized, generation)
             )
@@ -392,7 +393,7 @@ async def list_offsets(
     remaining = dict(targets)
     out: dict[TopicPartition, tuple[int, int]] = {}
     attempt = 0
-    async with asyncio.timeout(timeout_s):
+    async with deadline(timeout_s, f"listing offsets of {len(remaining)} partition(s)"):
         while remaining:
             failed: dict[TopicPartition, int] = {}
             refresh = False

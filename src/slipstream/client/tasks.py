@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+import contextlib
+from collections.abc import AsyncIterator, Iterable
 
 
 async def cancel_and_wait(tasks: Iterable[asyncio.Task[None] | None]) -> None:
@@ -24,3 +25,15 @@ async def cancel_and_wait(tasks: Iterable[asyncio.Task[None] | None]) -> None:
     for t in all_tasks:
         if not t.cancelled():
             t.exception()  # retrieved: no "exception was never retrieved" warning
+
+
+@contextlib.asynccontextmanager
+async def deadline(seconds: float, what: str) -> AsyncIterator[None]:
+    """``asyncio.timeout(seconds)`` whose TimeoutError says what was waited for and how long
+    (a bare ``TimeoutError()`` tells a user nothing)."""
+    try:
+        async with asyncio.timeout(seconds):
+            yield
+    except TimeoutError as exc:
+        detail = f" ({exc})" if str(exc) else ""
+        raise TimeoutError(f"{what}: gave up after {seconds:g} s{detail}") from exc
