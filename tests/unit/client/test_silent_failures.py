@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import socket
 
 import pytest
@@ -68,7 +69,7 @@ def test_consumer_pointed_at_nothing_warns_and_names_its_timeout(caplog: pytest.
 async def test_consumer_group_join_timeout_names_the_group() -> None:
     group = ConsumerGroup(closed_port(), "g-join")
     try:
-        with pytest.raises(TimeoutError, match="joining consumer group 'g-join': gave up after 0.5 s"):
+        with pytest.raises(TimeoutError, match=re.escape("joining consumer group 'g-join': gave up after 0.5 s")):
             await group.consume(["t"], ConsumerGroupHandler(), join_timeout_s=0.5)
     finally:
         await group.close()
