@@ -35,7 +35,9 @@ def test_group_metadata_key_layout() -> None:
 
 
 def test_other_key_versions_are_unknown_not_errors() -> None:
-    assert gr.decode_key(b"\x00\x03" + _s("grp")) == gr.UnknownKey(3)
+    # Key 4 (consumer-group partition metadata, unused since Kafka 4.1) and share-group keys.
+    assert gr.decode_key(b"\x00\x04" + _s("grp")) == gr.UnknownKey(4)
+    assert gr.decode_key(b"\x00\x0b" + _s("grp")) == gr.UnknownKey(11)
     with pytest.raises(gr.RecordFormatError):
         gr.decode_key(b"\x00")
     with pytest.raises(gr.RecordFormatError):

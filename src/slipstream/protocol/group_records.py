@@ -13,8 +13,13 @@ the record is:
   protocol, leader, current_state_timestamp v2+, members with
   group_instance_id v3+ and rebalance_timeout v1+). Kafka 2.3+ writes v3; v4
   is the first flexible version.
-- key v3+ belong to KIP-848 consumer/share groups; we neither write nor
-  interpret them (``decode_key`` returns ``UnknownKey``).
+- keys 3, 5, 6, 7, 8 and 16 are a KIP-848 consumer group's records (the key
+  version is the record type; every value is v0 and flexible): the group's epoch
+  (3), a member's metadata (5), the target assignment epoch (6) and each member's
+  target assignment (7), a member's current assignment and epochs (8), and a
+  regular expression's resolved topics (16). Key 4 (partition metadata, no longer
+  written since Kafka 4.1) and other types (share/streams groups) decode as
+  ``UnknownKey``.
 
 A tombstone (null value) deletes the key: an offset, or a whole group.
 """
@@ -22,11 +27,13 @@ A tombstone (null value) deletes the key: an offset, or a whole group.
 from __future__ import annotations
 
 import struct
+import uuid
 from dataclasses import dataclass
+from typing import ClassVar
 
 from . import codec
 from . import primitives as p
-from .schema import BYTES, INT32, INT64, STRING, Array, Struct, field
+from .schema import BYTES, INT8, INT32, INT64, STRING, UUID, Array, Struct, field
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -74,6 +81,140 @@ class GroupMetadataValue(Struct):
     leader: str | None = field(STRING, nullable="0+")
     current_state_timestamp: int = field(INT64, v="2+", default=-1)
     members: list[GroupMetadataValueMemberMetadata] = field(Array(GroupMetadataValueMemberMetadata))
+
+
+# ------------------------------------------------------------------ KIP-848 consumer groups
+
+CONSUMER_GROUP_VALUE_VERSION = 0
+
+
+class ConsumerGroupMetadataKey(Struct):
+    version: ClassVar[int] = 3
+    group: str = field(STRING)
+
+
+class ConsumerGroupMetadataValue(Struct):
+    epoch: int = field(INT32)
+    metadata_hash: int = field(INT64, tag=0, default=0)
+    creation_time_ms: int = field(INT64, tag=1, default=-1)
+
+
+class ConsumerGroupMemberMetadataKey(Struct):
+    version: ClassVar[int] = 5
+    group: str = field(STRING)
+    member_id: str = field(STRING)
+
+
+class ClassicProtocol(Struct):
+    name: str = field(STRING)
+    metadata: bytes = field(BYTES)
+
+
+class ClassicMemberMetadata(Struct):
+    """Set for a member that speaks the classic protocol in a consumer group (migration)."""
+
+    session_timeout_ms: int = field(INT32)
+    supported_protocols: list[ClassicProtocol] = field(Array(ClassicProtocol))
+
+
+class ConsumerGroupMemberMetadataValue(Struct):
+    instance_id: str | None = field(STRING, nullable="0+", default=None)
+    rack_id: str | None = field(STRING, nullable="0+", default=None)
+    client_id: str = field(STRING)
+    client_host: str = field(STRING)
+    subscribed_topic_names: list[str] = field(Array(STRING))
+    subscribed_topic_regex: str | None = field(STRING, nullable="0+", default=None)
+    rebalance_timeout_ms: int = field(INT32, default=-1)
+    server_assignor: str | None = field(STRING, nullable="0+", default=None)
+    classic_member_metadata: ClassicMemberMetadata | None = field(
+        ClassicMemberMetadata, nullable="0+", tag=0, default=None
+    )
+
+
+class ConsumerGroupTargetAssignmentMetadataKey(Struct):
+    version: ClassVar[int] = 6
+    group: str = field(STRING)
+
+
+class ConsumerGroupTargetAssignmentMetadataValue(Struct):
+    assignment_epoch: int = field(INT32)
+    assignment_timestamp: int = field(INT64, tag=0, default=0)
+
+
+class ConsumerGroupTargetAssignmentMemberKey(Struct):
+    version: ClassVar[int] = 7
+    group: str = field(STRING)
+    member_id: str = field(STRING)
+
+
+class TargetTopicPartitions(Struct):
+    topic_id: uuid.UUID = field(UUID)
+    partitions: list[int] = field(Array(INT32))
+
+
+class ConsumerGroupTargetAssignmentMemberValue(Struct):
+    topic_partitions: list[TargetTopicPartitions] = field(Array(TargetTopicPartitions))
+
+
+class ConsumerGroupCurrentMemberAssignmentKey(Struct):
+    version: ClassVar[int] = 8
+    group: str = field(STRING)
+    member_id: str = field(STRING)
+
+
+class CurrentTopicPartitions(Struct):
+    topic_id: uuid.UUID = field(UUID)
+    partitions: list[int] = field(Array(INT32))
+    # The epoch at which each partition was assigned (KIP-1251), aligned with partitions.
+    assignment_epochs: list[int] | None = field(Array(INT32), nullable="0+", tag=0, default=None)
+
+
+class ConsumerGroupCurrentMemberAssignmentValue(Struct):
+    member_epoch: int = field(INT32)
+    previous_member_epoch: int = field(INT32)
+    state: int = field(INT8)
+    assigned_partitions: list[CurrentTopicPartitions] = field(Array(CurrentTopicPartitions))
+    partitions_pending_revocation: list[CurrentTopicPartitions] = field(Array(CurrentTopicPartitions))
+
+
+class ConsumerGroupRegularExpressionKey(Struct):
+    version: ClassVar[int] = 16
+    group: str = field(STRING)
+    regular_expression: str = field(STRING)
+
+
+class ConsumerGroupRegularExpressionValue(Struct):
+    topics: list[str] = field(Array(STRING))
+    version: int = field(INT64)
+    timestamp: int = field(INT64)
+
+
+ConsumerGroupKey = (
+    ConsumerGroupMetadataKey
+    | ConsumerGroupMemberMetadataKey
+    | ConsumerGroupTargetAssignmentMetadataKey
+    | ConsumerGroupTargetAssignmentMemberKey
+    | ConsumerGroupCurrentMemberAssignmentKey
+    | ConsumerGroupRegularExpressionKey
+)
+ConsumerGroupValue = (
+    ConsumerGroupMetadataValue
+    | ConsumerGroupMemberMetadataValue
+    | ConsumerGroupTargetAssignmentMetadataValue
+    | ConsumerGroupTargetAssignmentMemberValue
+    | ConsumerGroupCurrentMemberAssignmentValue
+    | ConsumerGroupRegularExpressionValue
+)
+
+# Record type (the key version) -> (key class, value class).
+CONSUMER_GROUP_RECORDS: dict[int, tuple[type[Struct], type[Struct]]] = {
+    3: (ConsumerGroupMetadataKey, ConsumerGroupMetadataValue),
+    5: (ConsumerGroupMemberMetadataKey, ConsumerGroupMemberMetadataValue),
+    6: (ConsumerGroupTargetAssignmentMetadataKey, ConsumerGroupTargetAssignmentMetadataValue),
+    7: (ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValue),
+    8: (ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupCurrentMemberAssignmentValue),
+    16: (ConsumerGroupRegularExpressionKey, ConsumerGroupRegularExpressionValue),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +275,12 @@ def group_metadata_key(group: str) -> bytes:
     return _versioned(GROUP_METADATA_KEY_VERSION, GroupMetadataKey(group=group))
 
 
-def decode_key(data: bytes | memoryview) -> OffsetCommitKey | GroupMetadataKey | UnknownKey:
+def encode_consumer_group_key(key: ConsumerGroupKey) -> bytes:
+    """A consumer-group record key: the record type as version, then the fields (not flexible)."""
+    return _versioned(key.version, key)
+
+
+def decode_key(data: bytes | memoryview) -> OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey | UnknownKey:
     version = _version_of(data, "record key")
     if version in (0, 1):
         key = _decode_body(OffsetCommitKey, data, version, "OffsetCommitKey")
@@ -146,6 +292,13 @@ def decode_key(data: bytes | memoryview) -> OffsetCommitKey | GroupMetadataKey |
         return gkey
     if version < 0:
         raise RecordFormatError(f"record key has negative version {version}")
+    types = CONSUMER_GROUP_RECORDS.get(version)
+    if types is not None:
+        try:
+            ckey, _ = codec.decode_at(types[0], memoryview(data), 2, version, False)
+        except p.DecodeError as exc:
+            raise RecordFormatError(f"malformed {types[0].__name__}: {exc}") from exc
+        return ckey
     return UnknownKey(version)
 
 
@@ -194,4 +347,23 @@ def decode_group_metadata_value(data: bytes | memoryview) -> GroupMetadataValue:
         raise RecordFormatError(f"unknown GroupMetadataValue version {version}")
     value = _decode_body(GroupMetadataValue, data, version, "GroupMetadataValue")
     assert isinstance(value, GroupMetadataValue)
+    return value
+
+
+def encode_consumer_group_value(value: ConsumerGroupValue) -> bytes:
+    """A consumer-group record value: version 0, flexible (unknown tags are kept out)."""
+    return _versioned(CONSUMER_GROUP_VALUE_VERSION, value, flexible=True)
+
+
+def decode_consumer_group_value(key: ConsumerGroupKey, data: bytes | memoryview) -> ConsumerGroupValue:
+    """The value of a consumer-group record whose key is ``key`` (tagged fields we do not
+    know, written by newer brokers, are skipped)."""
+    value_type = CONSUMER_GROUP_RECORDS[key.version][1]
+    version = _version_of(data, value_type.__name__)
+    if version != CONSUMER_GROUP_VALUE_VERSION:
+        raise RecordFormatError(f"unknown {value_type.__name__} version {version}")
+    try:
+        value, _ = codec.decode_at(value_type, memoryview(data), 2, version, True)
+    except p.DecodeError as exc:
+        raise RecordFormatError(f"malformed {value_type.__name__}: {exc}") from exc
     return value
