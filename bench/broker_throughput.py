@@ -49,6 +49,8 @@ import psutil
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from slipstream.testing.ports import free_port
+
 HOST = "127.0.0.1"
 MB = 1_000_000
 DEFAULT_VALUE_SIZES = (100, 1024)
@@ -183,11 +185,6 @@ def _proc_status_kib(pid: int, key: str) -> int | None:
         return None
     return None
 
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
 
 
 def metadata_request(correlation_id: int) -> bytes:

@@ -44,6 +44,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from slipstream.testing.ports import free_port
+
 HOST = "127.0.0.1"
 MB = 1_000_000
 MIB = 1024 * 1024
@@ -95,11 +97,6 @@ def _on_signal(signum: int, _frame: object) -> None:
     _stop_all()
     sys.exit(128 + signum)
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
 
 
 def start_broker(port: int, timeout: float) -> subprocess.Popen[bytes]:

@@ -41,16 +41,12 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 from slipstream.client.admin import Admin
 from slipstream.client.cluster import Cluster
 from slipstream.client.producer import Producer
+from slipstream.testing.ports import free_port
 
 
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start_broker(data_dir: Path, storage: str) -> tuple[subprocess.Popen[bytes], str]:

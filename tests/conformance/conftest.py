@@ -26,16 +26,12 @@ import pytest
 from conformance_helpers import JavaDriver
 
 from slipstream.testing.peers import missing_peer
+from slipstream.testing.ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 JAVA_SRC = Path(__file__).resolve().parent / "java" / "SlipstreamDriver.java"
 JAVA_JARS = ("kafka-clients.jar", "lz4-java.jar", "snappy-java.jar", "zstd-jni.jar", "slf4j-api.jar")
 
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class BrokerProcess:

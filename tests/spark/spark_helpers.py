@@ -15,12 +15,7 @@ from typing import Any
 
 from slipstream.client.admin import Admin
 from slipstream.client.cluster import Cluster
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from slipstream.testing.ports import free_port
 
 
 class BrokerProc:
