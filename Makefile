@@ -1,6 +1,7 @@
 # Slipstream developer entry points.
 #   make serve   - create .venv on first use, install, run a broker on 127.0.0.1:9092
 #   make test    - same set-up plus the test peers, then ruff, mypy and the whole pytest suite
+#   make bench-quick - every benchmark at smoke size (installs the bench extra)
 # Every step is idempotent; stamp files make re-runs fast.
 
 PYTHON ?= python3
@@ -10,7 +11,7 @@ TOOLS  := .tools
 JAVA_JARS := $(TOOLS)/java/kafka-clients.jar
 PYTEST_ARGS ?=
 
-.PHONY: serve test venv install install-test peers java-peer kcat lint typecheck pytest clean-tools
+.PHONY: serve test venv install install-test install-bench peers java-peer kcat lint typecheck pytest bench-quick clean-tools
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,8 +26,13 @@ $(VENV)/.stamp-install-test: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[test,fast,spark]'
 	touch $@ $(VENV)/.stamp-install
 
+$(VENV)/.stamp-install-bench: pyproject.toml $(VENV)/.stamp-install-test
+	$(BIN)/pip install -q -e '.[test,fast,spark,bench]'
+	touch $@
+
 install: $(VENV)/.stamp-install
 install-test: $(VENV)/.stamp-install-test
+install-bench: $(VENV)/.stamp-install-bench
 
 serve: install
 	$(BIN)/slipstream serve
@@ -45,18 +51,26 @@ peers: java-peer kcat
 
 # --- checks -------------------------------------------------------------------
 lint: install-test
-	$(BIN)/ruff check src tests
+	$(BIN)/ruff check src tests bench
 
 typecheck: install-test
-	$(BIN)/mypy src
+	$(BIN)/mypy src bench
 
 pytest: install-test peers
 	$(BIN)/pytest -q $(PYTEST_ARGS)
 
 test: install-test peers
-	$(BIN)/ruff check src tests
-	$(BIN)/mypy src
+	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy src bench
 	$(BIN)/pytest -q $(PYTEST_ARGS)
+
+# Every benchmark in its smoke size (a few minutes on 2 cores): the scripts run, the
+# tables print. The figures in the README come from full runs (see each table's command).
+bench-quick: install-bench
+	$(BIN)/python bench/broker_throughput.py --quick
+	$(BIN)/python bench/client_throughput.py --quick
+	$(BIN)/python bench/group_coordinator.py --quick
+	$(BIN)/python bench/spark_source.py --quick
 
 clean-tools:
 	rm -rf $(TOOLS)

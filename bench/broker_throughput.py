@@ -47,7 +47,7 @@ from typing import IO, Any
 import confluent_kafka
 import psutil
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from slipstream.testing.ports import free_port
 

@@ -533,7 +533,7 @@ class Row:
 
 
 def create_topics(bs: str, topics: dict[str, int]) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+    from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bs})
     futures = admin.create_topics(

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import gc
 import json
 import os
@@ -472,7 +473,7 @@ async def rate_main(
         pipes: list[_Pipelined] = []
         for _ in range(connections):
             _t, pipe = await loop.create_connection(
-                lambda f=frame, s=spec, v=version: _Pipelined(f, depth, s, v, None), HOST, port
+                functools.partial(_Pipelined, frame, depth, spec, version, None), HOST, port
             )
             pipes.append(pipe)
         cpu0 = time.process_time()
