@@ -11,7 +11,7 @@ import itertools
 import logging
 import struct
 from collections import Counter, deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ..protocol.apis.fetch import (
@@ -271,6 +271,10 @@ class FetchCore:
         self.max_processing_s = config.max_processing_time_ms / 1000.0
         self.parts: dict[TopicPartition, PartitionState] = {}
         self._rotation: Counter[int] = Counter()
+        self._drain_start = 0
+        self.wake_nodes: set[int] = set()
+        """Leaders of partitions whose buffers shrank: their loops may fetch again
+        (the adapter wakes them and clears this)."""
 
     def state(self, tp: TopicPartition) -> PartitionState:
         try:
@@ -287,20 +291,107 @@ class FetchCore:
             and is_fetchable(st, now, self.buffer_limit, self.max_processing_s)
         ]
 
+    def drain(
+        self,
+        max_records: int,
+        partitions: Iterable[TopicPartition] | None,
+        cls: type[MessageFields],
+        now: float,
+    ) -> list[tuple[PartitionState, list[MessageFields]]]:
+        """Up to ``max_records`` buffered records, rotating over the non-paused partitions
+        (all, or ``partitions``) so none starves. If a partition has an error and nothing
+        was taken yet, raises it (once; the partition then waits for a seek)."""
+        if max_records <= 0:
+            raise ValueError("max_records must be positive")
+        parts = self.parts
+        if partitions is None:
+            states = list(parts.values())
+        else:
+            states = [parts[tp] for tp in partitions if tp in parts]
+        n = len(states)
+        if n == 0:
+            return []
+        start = self._drain_start % n
+        self._drain_start += 1
+        out: list[tuple[PartitionState, list[MessageFields]]] = []
+        taken = 0
+        for st in itertools.chain(states[start:], states[:start]):
+            if taken >= max_records:
+                break
+            if st.paused:
+                continue
+            if st.error is not None:
+                if out:
+                    break
+                self.raise_error(st)
+            if st.index >= len(st.records) and not st.chunks:
+                continue
+            records = self.take(st, max_records - taken, cls, now)
+            if records:
+                out.append((st, records))
+                taken += len(records)
+            elif st.error is not None and not out:
+                self.raise_error(st)
+        return out
+
+    def raise_error(self, st: PartitionState) -> None:
+        """Raise the partition's error once; it is not fetched again until seeked."""
+        error, st.error = st.error, None
+        st.blocked = True
+        assert error is not None
+        raise error
+
+    def unread(self, records: Iterable[MessageFields]) -> bool:
+        """Put records taken by a drain back in front of their partitions' buffers;
+        whether a non-paused partition got some (data to announce).
+
+        The records must be the latest ones taken from each partition, in order, with
+        nothing done to those partitions since (a read-ahead the consumer did not hand
+        out). Positions move back to the first of them; records of partitions no
+        longer assigned are dropped.
+        """
+        by_tp: dict[TopicPartition, list[MessageFields]] = {}
+        for r in records:
+            tp = (r.topic, r.partition)
+            got = by_tp.get(tp)
+            if got is None:
+                by_tp[tp] = [r]
+            else:
+                got.append(r)
+        deliverable = False
+        for tp, recs in by_tp.items():
+            st = self.parts.get(tp)
+            if st is None:
+                continue
+            rest = st.records[st.index :]
+            if not rest:
+                # Once these are taken again the position is back where it is now.
+                st.batch_next = st.position
+            st.records = recs + rest
+            st.index = 0
+            st.position = recs[0].offset
+            if not st.paused:
+                st.ready.set()
+                deliverable = True
+        return deliverable
+
     def take(
         self,
         st: PartitionState,
         limit: int,
         cls: type[MessageFields],
+        now: float,
         one_batch: bool = False,
     ) -> list[MessageFields]:
         """Up to ``limit`` buffered records of ``st``, decoded into ``cls``; moves the position.
 
         ``one_batch``: stop at the end of the decoded batch (decode at most one more).
-        The caller restarts the processing timer and wakes the partition's loop.
+        Restarts the partition's processing timer and adds its leader to ``wake_nodes``
+        when the buffer shrank.
         """
         taken: list[MessageFields] = []
         got = 0
+        before = st.buffered_bytes
         while got < limit:
             records = st.records
             index = st.index
@@ -335,6 +426,10 @@ class FetchCore:
             got += len(part)
             if one_batch:
                 break
+        if got or st.buffered_bytes != before:
+            st.waiting_since = now if st.has_buffered else None
+            if st.leader is not None:
+                self.wake_nodes.add(st.leader)
         return taken
 
     def load_batch(self, st: PartitionState, cls: type[MessageFields]) -> bool:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 import time
 from collections import Counter
@@ -103,7 +102,6 @@ class Fetcher:
         self._metadata_needed = asyncio.Event()
         self._reset_needed = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
-        self._drain_start = 0
         self._closed = False
         self.fetch_requests: Counter[int] = Counter()
         """Fetch requests sent, per broker node id (for tests and metrics)."""
@@ -265,79 +263,21 @@ class Fetcher:
     def _drain(
         self, max_records: int, partitions: Iterable[TopicPartition] | None
     ) -> list[tuple[PartitionState, list[MessageFields]]]:
-        if max_records <= 0:
-            raise ValueError("max_records must be positive")
-        if partitions is None:
-            states = list(self._parts.values())
-        else:
-            states = [self._parts[tp] for tp in partitions if tp in self._parts]
-        n = len(states)
-        if n == 0:
-            return []
-        start = self._drain_start % n
-        self._drain_start += 1
-        out: list[tuple[PartitionState, list[MessageFields]]] = []
-        taken = 0
-        cls = self.message_type
-        for st in itertools.chain(states[start:], states[:start]):
-            if taken >= max_records:
-                break
-            if st.paused:
-                continue
-            if st.error is not None:
-                if out:
-                    break
-                self._raise(st)
-            if st.index >= len(st.records) and not st.chunks:
-                continue
-            records = self._take(st, max_records - taken, cls)
-            if records:
-                out.append((st, records))
-                taken += len(records)
-            elif st.error is not None and not out:
-                self._raise(st)
-        return out
+        try:
+            return self.core.drain(max_records, partitions, self.message_type, self.clock())
+        finally:
+            self._wake_nodes()
 
     def has_error(self) -> bool:
         """Whether some non-paused partition has an error waiting to be raised by a drain."""
         return any(st.error is not None and not st.paused for st in self._parts.values())
 
     def unread(self, records: Iterable[MessageFields]) -> None:
-        """Put records taken by a drain back in front of their partitions' buffers.
+        """Put records taken by a drain back in front of their partitions' buffers
+        (see :meth:`FetchCore.unread`)."""
+        if self.core.unread(records):
+            self._data_event.set()
 
-        The records must be the latest ones taken from each partition, in order, with
-        nothing done to those partitions since (a read-ahead the consumer did not hand
-        out). Positions move back to the first of them; records of partitions no
-        longer assigned are dropped.
-        """
-        by_tp: dict[TopicPartition, list[MessageFields]] = {}
-        for r in records:
-            tp = (r.topic, r.partition)
-            got = by_tp.get(tp)
-            if got is None:
-                by_tp[tp] = [r]
-            else:
-                got.append(r)
-        for tp, recs in by_tp.items():
-            st = self._parts.get(tp)
-            if st is None:
-                continue
-            rest = st.records[st.index :]
-            if not rest:
-                # Once these are taken again the position is back where it is now.
-                st.batch_next = st.position
-            st.records = recs + rest
-            st.index = 0
-            st.position = recs[0].offset
-            if not st.paused:
-                st.ready.set()
-                self._data_event.set()
-
-    def _raise(self, st: PartitionState) -> None:
-        error, st.error = st.error, None
-        st.blocked = True
-        assert error is not None
-        raise error
 
     def drain_partition(
         self,
@@ -356,10 +296,10 @@ class Fetcher:
         if st is None or st.paused:
             return []
         if st.error is not None:
-            self._raise(st)
+            self.core.raise_error(st)
         records = self._take(st, max_records, message_type or self.message_type, one_batch)
         if not records and st.error is not None:
-            self._raise(st)
+            self.core.raise_error(st)
         return records
 
     async def wait_for_data(
@@ -542,12 +482,19 @@ class Fetcher:
         cls: type[MessageFields],
         one_batch: bool = False,
     ) -> list[MessageFields]:
-        before = st.buffered_bytes
-        taken = self.core.take(st, limit, cls, one_batch)
-        if taken or st.buffered_bytes != before:
-            st.waiting_since = self.clock() if st.has_buffered else None
-            self._wake(st)
+        taken = self.core.take(st, limit, cls, self.clock(), one_batch)
+        self._wake_nodes()
         return taken
+
+    def _wake_nodes(self) -> None:
+        """Wake the loops of the brokers whose partitions the consumer drained."""
+        nodes = self.core.wake_nodes
+        if nodes:
+            for node_id in nodes:
+                event = self._node_wakeup.get(node_id)
+                if event is not None:
+                    event.set()
+            nodes.clear()
 
     # ------------------------------------------------------------ broker loops
 
