@@ -5,12 +5,10 @@ decoding into the consumer's message type. See docs/architecture/fetcher.md.
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import itertools
 import logging
-import struct
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -26,8 +24,6 @@ from ..protocol.errors import name as error_name
 from ..protocol.primitives import ZERO_UUID, DecodeError
 from ..protocol.record_batch import (
     CONTROL_MASK,
-    HEADER_SIZE,
-    LOG_OVERHEAD,
     InvalidBatch,
     parse_header,
 )
@@ -35,8 +31,29 @@ from ..protocol.records import CONTROL_ABORT, MessageFields, decode_batch, decod
 from .assignors import TopicPartition
 from .cluster import TopicInfo
 from .consumer_config import ConsumerConfig
+from .fetch_state import (
+    BATCH_HEAD,
+    BatchChunk,
+    FetchError,
+    OffsetOutOfRangeError,
+    PartitionState,
+    complete_batches,
+    copy_batches,
+    is_fetchable,
+)
 
 log = logging.getLogger(__name__)
+
+__all__ = [
+    "FetchCore",
+    "FetchError",
+    "FetchOutcome",
+    "OffsetOutOfRangeError",
+    "PartitionResult",
+    "PartitionState",
+    "complete_batches",
+    "is_fetchable",
+]
 
 Sent = dict[TopicPartition, tuple[int, int]]
 """Per partition in a request: (its epoch, the fetch offset asked for)."""
@@ -55,183 +72,11 @@ _LEADERSHIP_ERRORS = frozenset(
         ErrorCode.OFFSET_NOT_AVAILABLE,
     }
 )
-_FIRST_FETCH_VERSION = 4  # magic 2 record batches
+FIRST_FETCH_VERSION = 4  # magic 2 record batches
 _HELD_BACK_MAX_WAIT_MS = 10
 _MIN_TOP_UP_BYTES = 64 * 1024
-_TOPIC_ID_VERSION = 13
-_epochs = itertools.count(1)
+TOPIC_ID_VERSION = 13
 
-
-class FetchError(KafkaError):
-    """A partition cannot be fetched any further until it is seeked."""
-
-    def __init__(self, code: int, partition: TopicPartition, message: str) -> None:
-        super().__init__(code, message)
-        self.partition = partition
-
-
-class OffsetOutOfRangeError(KafkaError):
-    """The position is outside the log and auto_offset_reset is "none"."""
-
-    def __init__(self, partition: TopicPartition, offset: int) -> None:
-        self.partition = partition
-        self.offset = offset
-        super().__init__(
-            ErrorCode.OFFSET_OUT_OF_RANGE,
-            f"offset {offset} is out of range for {partition[0]}-{partition[1]} and "
-            "auto_offset_reset is 'none': seek to a valid offset",
-        )
-
-
-# The struct of the first 27 header bytes: base_offset, batch_length,
-# partition_leader_epoch, magic, crc, attributes, last_offset_delta.
-_HEAD = struct.Struct(">qiibIhi")
-_MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
-
-
-@dataclass(slots=True)
-class _Chunk:
-    """The complete batches one response returned for one partition (private copies)."""
-
-    batches: deque[bytes]
-    aborted: list[tuple[int, int]] = field(default_factory=list)
-    """read_committed: (first_offset, producer_id) of aborted transactions, sorted."""
-    aborted_producers: set[int] = field(default_factory=set)
-
-
-class PartitionState:
-    """Everything the fetcher knows about one assigned partition."""
-
-    __slots__ = (
-        "batch_bytes",
-        "batch_next",
-        "blocked",
-        "buffered_bytes",
-        "chunks",
-        "epoch",
-        "error",
-        "fetch_offset",
-        "fetches",
-        "high_watermark",
-        "in_flight",
-        "index",
-        "largest_batch",
-        "last_stable_offset",
-        "leader",
-        "log_start_offset",
-        "paused",
-        "position",
-        "ready",
-        "records",
-        "reset_policy",
-        "tp",
-        "waiting_since",
-    )
-
-    def __init__(self, tp: TopicPartition) -> None:
-        self.tp = tp
-        self.position: int | None = None
-        """Offset of the next record to hand to the consumer."""
-        self.fetch_offset: int | None = None
-        """Offset to fetch next (past everything buffered)."""
-        self.reset_policy: str | None = None
-        self.paused = False
-        self.epoch = next(_epochs)
-        self.leader: int | None = None
-        self.in_flight = False
-        self.chunks: deque[_Chunk] = deque()
-        self.records: list[MessageFields] = []
-        """The decoded batch being handed out (from ``index`` on)."""
-        self.index = 0
-        self.batch_next: int | None = None
-        self.batch_bytes = 0
-        """Wire size of the decoded batch: counted as buffered until it is all handed out."""
-        self.largest_batch = 0
-        """The largest batch fetched so far (top-up fetches never ask for less)."""
-        self.buffered_bytes = 0
-        self.error: Exception | None = None
-        self.blocked = False
-        self.waiting_since: float | None = None
-        self.high_watermark = -1
-        self.log_start_offset = -1
-        self.last_stable_offset = -1
-        self.fetches = 0
-        self.ready = asyncio.Event()
-
-    @property
-    def has_buffered(self) -> bool:
-        return self.index < len(self.records) or bool(self.chunks)
-
-    @property
-    def deliverable(self) -> bool:
-        return not self.paused and (self.error is not None or self.has_buffered)
-
-    def clear(self) -> None:
-        self.chunks.clear()
-        self.records = []
-        self.index = 0
-        self.batch_next = None
-        self.batch_bytes = 0
-        self.buffered_bytes = 0
-        self.waiting_since = None
-        self.error = None
-        self.blocked = False
-        self.epoch = next(_epochs)
-
-
-def is_fetchable(
-    st: PartitionState, now: float, buffer_limit: int, max_processing_s: float
-) -> bool:
-    """Whether a partition goes into the next fetch request (the backpressure rule)."""
-    if st.paused or st.position is None or st.fetch_offset is None or st.reset_policy is not None:
-        return False
-    if st.error is not None or st.blocked or st.leader is None or st.in_flight:
-        return False
-    if st.buffered_bytes >= buffer_limit and st.buffered_bytes > 0:
-        return False
-    return not (
-        st.buffered_bytes > 0
-        and st.waiting_since is not None
-        and now - st.waiting_since > max_processing_s
-    )
-
-
-def _copy_batches(view: memoryview) -> tuple[deque[bytes], int, int | None, int]:
-    """The complete batches at the start of ``view``, each copied into its own bytes
-    (nothing keeps the response alive): (batches, their total size, the offset after
-    them, the largest one's size)."""
-    pos = 0
-    end = len(view)
-    out: deque[bytes] = deque()
-    next_offset: int | None = None
-    largest = 0
-    unpack = _HEAD.unpack_from
-    while end - pos >= HEADER_SIZE:
-        base_offset, length, _epoch, _magic, _crc, _attrs, last_delta = unpack(view, pos)
-        size = LOG_OVERHEAD + length
-        if length < _MIN_BATCH_LENGTH or pos + size > end:
-            break
-        out.append(view[pos : pos + size].tobytes())
-        next_offset = base_offset + last_delta + 1
-        if size > largest:
-            largest = size
-        pos += size
-    return out, pos, next_offset, largest
-
-
-def complete_batches(view: memoryview) -> tuple[int, int | None]:
-    """(bytes of complete batches at the start of ``view``, offset after the last of them)."""
-    pos = 0
-    end = len(view)
-    next_offset: int | None = None
-    while end - pos >= HEADER_SIZE:
-        header = parse_header(view, pos)
-        size = header.size
-        if header.batch_length < HEADER_SIZE - 12 or pos + size > end:
-            break
-        next_offset = header.next_offset
-        pos += size
-    return pos, next_offset
 
 
 class PartitionResult(enum.Enum):
@@ -281,6 +126,53 @@ class FetchCore:
             return self.parts[tp]
         except KeyError:
             raise KeyError(f"{tp[0]}-{tp[1]} is not assigned to this consumer") from None
+
+    def resets_pending(self) -> dict[TopicPartition, tuple[PartitionState, int, str]]:
+        """The partitions waiting for an offset reset: (state, its epoch now, policy)."""
+        return {
+            tp: (st, st.epoch, st.reset_policy)
+            for tp, st in self.parts.items()
+            if st.reset_policy is not None
+        }
+
+    def resets_failed(
+        self, pending: Mapping[TopicPartition, tuple[PartitionState, int, str]], exc: KafkaError
+    ) -> None:
+        """A non-retriable ListOffsets error: the still-pending partitions get it."""
+        for tp, (st, epoch, _policy) in pending.items():
+            if st.epoch == epoch and st.reset_policy is not None:
+                st.reset_policy = None
+                st.error = FetchError(
+                    exc.code, tp, f"resetting the offset of {tp[0]}-{tp[1]} failed: {exc}"
+                )
+                st.ready.set()
+
+    def resets_done(
+        self,
+        pending: Mapping[TopicPartition, tuple[PartitionState, int, str]],
+        offsets: Mapping[TopicPartition, int],
+    ) -> list[PartitionState]:
+        """Position the partitions still waiting for these resets; returns them."""
+        done: list[PartitionState] = []
+        for tp, offset in offsets.items():
+            target = self.parts.get(tp)
+            if target is None or target.epoch != pending[tp][1] or target.reset_policy is None:
+                continue
+            log.info("%s-%d: offset reset (%s) to %d", tp[0], tp[1], target.reset_policy, offset)
+            target.position = target.fetch_offset = offset
+            target.reset_policy = None
+            done.append(target)
+        return done
+
+    @staticmethod
+    def max_version(parts: list[PartitionState], topics_info: Mapping[str, TopicInfo]) -> int | None:
+        """The highest Fetch version usable for ``parts`` (names only while a topic id is
+        unknown), or None for no limit."""
+        for st in parts:
+            info = topics_info.get(st.tp[0])
+            if info is None or info.topic_id == ZERO_UUID:
+                return TOPIC_ID_VERSION - 1
+        return None
 
     def fetchable(self, node_id: int, now: float) -> list[PartitionState]:
         """The partitions led by ``node_id`` that go into its next fetch."""
@@ -446,7 +338,7 @@ class FetchCore:
             if not chunk.batches:
                 chunks.popleft()
             size = len(data)
-            base_offset, _len, _epoch, _magic, _crc, attributes, last_delta = _HEAD.unpack_from(
+            base_offset, _len, _epoch, _magic, _crc, attributes, last_delta = BATCH_HEAD.unpack_from(
                 data
             )
             next_offset = base_offset + last_delta + 1
@@ -603,13 +495,13 @@ class FetchCore:
         """
         outcome = FetchOutcome()
         by_id: dict[object, str] = {}
-        if version >= _TOPIC_ID_VERSION:
+        if version >= TOPIC_ID_VERSION:
             for topic in {tp[0] for tp in sent}:
                 info = topics_info.get(topic)
                 if info is not None:
                     by_id[info.topic_id] = topic
         for t in response.responses:
-            topic = by_id.get(t.topic_id, "") if version >= _TOPIC_ID_VERSION else t.topic
+            topic = by_id.get(t.topic_id, "") if version >= TOPIC_ID_VERSION else t.topic
             for p in t.partitions:
                 tp = (topic, p.partition_index)
                 st = self.parts.get(tp)
@@ -645,13 +537,13 @@ class FetchCore:
                 if not isinstance(records, list)
                 else memoryview(b"".join(records))
             )
-            batches, size, next_offset, largest = _copy_batches(view)
+            batches, size, next_offset, largest = copy_batches(view)
             if next_offset is None or st.fetch_offset is None or next_offset <= st.fetch_offset:
                 return PartitionResult.NOTHING  # only a partial batch (it comes whole once this partition is first)
             aborted: list[tuple[int, int]] = []
             if self.config.isolation_level_code == 1 and p.aborted_transactions:
                 aborted = sorted((a.first_offset, a.producer_id) for a in p.aborted_transactions)
-            st.chunks.append(_Chunk(batches, aborted))
+            st.chunks.append(BatchChunk(batches, aborted))
             if largest > st.largest_batch:
                 st.largest_batch = largest
             if st.buffered_bytes == 0:

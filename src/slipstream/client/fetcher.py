@@ -24,15 +24,13 @@ from ..protocol.apis.fetch import SPEC as FETCH
 from ..protocol.apis.fetch import FetchResponse
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.errors import name as error_name
-from ..protocol.primitives import ZERO_UUID
 from ..protocol.records import MessageFields
 from .assignors import TopicPartition
 from .cluster import Cluster
 from .connection import BrokerConnection, ConnectionClosed
 from .consumer_config import ConsumerConfig
 from .fetch_core import (
-    _FIRST_FETCH_VERSION,
-    _TOPIC_ID_VERSION,
+    FIRST_FETCH_VERSION,
     FetchCore,
     FetchError,
     OffsetOutOfRangeError,
@@ -433,26 +431,15 @@ class Fetcher:
         while not self._closed:
             await self._reset_needed.wait()
             self._reset_needed.clear()
-            pending = {tp: st for tp, st in self._parts.items() if st.reset_policy is not None}
+            pending = self.core.resets_pending()
             if not pending:
                 continue
-            epochs = {tp: st.epoch for tp, st in pending.items()}
-            policies = {
-                tp: st.reset_policy for tp, st in pending.items() if st.reset_policy is not None
-            }
+            policies = {tp: policy for tp, (_st, _epoch, policy) in pending.items()}
             try:
                 offsets = await reset_offsets(self.cluster, policies, self.config)
             except (ConnectionClosed, OSError, TimeoutError, KafkaError) as exc:
                 if isinstance(exc, KafkaError) and not exc.retriable:
-                    for tp, st in pending.items():
-                        if st.epoch == epochs[tp] and st.reset_policy is not None:
-                            st.reset_policy = None
-                            st.error = FetchError(
-                                exc.code,
-                                tp,
-                                f"resetting the offset of {tp[0]}-{tp[1]} failed: {exc}",
-                            )
-                            st.ready.set()
+                    self.core.resets_failed(pending, exc)
                     self._data_event.set()
                     continue
                 log.debug("offset reset failed (%s); retrying", exc)
@@ -465,15 +452,8 @@ class Fetcher:
                 self._reset_needed.set()
                 continue
             attempt = 0
-            for tp, offset in offsets.items():
-                target = self._parts.get(tp)
-                if target is None or target.epoch != epochs[tp] or target.reset_policy is None:
-                    continue
-                log.info(
-                    "%s-%d: offset reset (%s) to %d", tp[0], tp[1], target.reset_policy, offset
-                )
-                self._set_position(target, offset)
-                self._wake(target)
+            for st in self.core.resets_done(pending, offsets):
+                self._wake(st)
 
     def _take(
         self,
@@ -559,8 +539,8 @@ class Fetcher:
                     continue
             try:
                 conn = await self._connection(node_id)
-                version = conn.version_for(FETCH, self._max_version(parts))
-                if version < _FIRST_FETCH_VERSION:
+                version = conn.version_for(FETCH, self.core.max_version(parts, self.cluster.topics))
+                if version < FIRST_FETCH_VERSION:
                     raise KafkaError(
                         ErrorCode.UNSUPPORTED_VERSION,
                         f"broker {node_id} only serves Fetch v{version} (record format v0/v1)",
@@ -624,13 +604,6 @@ class Fetcher:
                 if st.leader == node_id:
                     self._lose_leader(st, f"connection to broker {node_id} failed: {exc}")
         return failures + 1
-
-    def _max_version(self, parts: list[PartitionState]) -> int | None:
-        for st in parts:
-            info = self.cluster.topics.get(st.tp[0])
-            if info is None or info.topic_id == ZERO_UUID:
-                return _TOPIC_ID_VERSION - 1
-        return None
 
     def handle_response(
         self, node_id: int, response: FetchResponse, sent: Sent, version: int
