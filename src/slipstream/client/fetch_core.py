@@ -41,6 +41,7 @@ from .fetch_state import (
     copy_batches,
     is_fetchable,
 )
+from .offsets import NoOffsetForPartitionError
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +77,6 @@ FIRST_FETCH_VERSION = 4  # magic 2 record batches
 _HELD_BACK_MAX_WAIT_MS = 10
 _MIN_TOP_UP_BYTES = 64 * 1024
 TOPIC_ID_VERSION = 13
-
 
 
 class PartitionResult(enum.Enum):
@@ -127,6 +127,24 @@ class FetchCore:
         except KeyError:
             raise KeyError(f"{tp[0]}-{tp[1]} is not assigned to this consumer") from None
 
+    def set_reset(self, st: PartitionState, policy: str) -> bool:
+        """Drop the position to reset it by ``policy``; whether ListOffsets is needed
+        (False: policy "none", the partition got a NoOffsetForPartitionError instead)."""
+        st.position = st.fetch_offset = None
+        if policy == "none":
+            st.reset_policy = None
+            st.error = NoOffsetForPartitionError([st.tp])
+            st.ready.set()
+            return False
+        st.reset_policy = policy
+        return True
+
+    def fail(self, parts: Iterable[PartitionState], exc: KafkaError) -> None:
+        """``parts`` cannot be fetched (e.g. the broker's Fetch is too old): ``exc`` for each."""
+        for st in parts:
+            st.error = FetchError(exc.code, st.tp, str(exc))
+            st.ready.set()
+
     def resets_pending(self) -> dict[TopicPartition, tuple[PartitionState, int, str]]:
         """The partitions waiting for an offset reset: (state, its epoch now, policy)."""
         return {
@@ -159,13 +177,14 @@ class FetchCore:
             if target is None or target.epoch != pending[tp][1] or target.reset_policy is None:
                 continue
             log.info("%s-%d: offset reset (%s) to %d", tp[0], tp[1], target.reset_policy, offset)
-            target.position = target.fetch_offset = offset
-            target.reset_policy = None
+            target.set_position(offset)
             done.append(target)
         return done
 
     @staticmethod
-    def max_version(parts: list[PartitionState], topics_info: Mapping[str, TopicInfo]) -> int | None:
+    def max_version(
+        parts: list[PartitionState], topics_info: Mapping[str, TopicInfo]
+    ) -> int | None:
         """The highest Fetch version usable for ``parts`` (names only while a topic id is
         unknown), or None for no limit."""
         for st in parts:
@@ -338,8 +357,8 @@ class FetchCore:
             if not chunk.batches:
                 chunks.popleft()
             size = len(data)
-            base_offset, _len, _epoch, _magic, _crc, attributes, last_delta = BATCH_HEAD.unpack_from(
-                data
+            base_offset, _len, _epoch, _magic, _crc, attributes, last_delta = (
+                BATCH_HEAD.unpack_from(data)
             )
             next_offset = base_offset + last_delta + 1
             position = st.position if st.position is not None else 0
@@ -539,7 +558,9 @@ class FetchCore:
             )
             batches, size, next_offset, largest = copy_batches(view)
             if next_offset is None or st.fetch_offset is None or next_offset <= st.fetch_offset:
-                return PartitionResult.NOTHING  # only a partial batch (it comes whole once this partition is first)
+                return (
+                    PartitionResult.NOTHING
+                )  # only a partial batch (it comes whole once this partition is first)
             aborted: list[tuple[int, int]] = []
             if self.config.isolation_level_code == 1 and p.aborted_transactions:
                 aborted = sorted((a.first_offset, a.producer_id) for a in p.aborted_transactions)

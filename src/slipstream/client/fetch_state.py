@@ -113,6 +113,11 @@ class PartitionState:
         self.fetches = 0
         self.ready = asyncio.Event()
 
+    def set_position(self, offset: int) -> None:
+        """Fetch and deliver from ``offset`` next."""
+        self.position = self.fetch_offset = offset
+        self.reset_policy = None
+
     @property
     def has_buffered(self) -> bool:
         return self.index < len(self.records) or bool(self.chunks)

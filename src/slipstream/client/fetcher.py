@@ -39,7 +39,7 @@ from .fetch_core import (
     complete_batches,
     is_fetchable,
 )
-from .offsets import NoOffsetForPartitionError, reset_offsets
+from .offsets import reset_offsets
 from .retry import backoff_s
 from .tasks import cancel_and_wait
 
@@ -67,7 +67,7 @@ class FetchedRecord(MessageFields):
 
 
 class Fetcher:
-    """Fetches the assigned partitions, one loop per leader broker; see the module docstring.
+    """Fetches the assigned partitions, one loop per leader broker (docs/architecture/fetcher.md).
 
     Consumer side: :meth:`drain` (poll style, many partitions) or
     :meth:`fetch_partition` (one partition, awaits data). Both advance the
@@ -137,7 +137,7 @@ class Fetcher:
             if position is None:
                 self._set_reset(st, self.config.auto_offset_reset)
             else:
-                self._set_position(st, position)
+                st.set_position(position)
             self._route(st)
 
     def remove(self, partitions: Iterable[TopicPartition]) -> None:
@@ -154,7 +154,7 @@ class Fetcher:
             raise ValueError(f"cannot seek {tp[0]}-{tp[1]} to negative offset {offset}")
         st = self._state(tp)
         st.clear()
-        self._set_position(st, offset)
+        st.set_position(offset)
         self._wake(st)
 
     def seek_to_beginning(self, partitions: Iterable[TopicPartition]) -> None:
@@ -217,20 +217,11 @@ class Fetcher:
     def _state(self, tp: TopicPartition) -> PartitionState:
         return self.core.state(tp)
 
-    def _set_position(self, st: PartitionState, offset: int) -> None:
-        st.position = st.fetch_offset = offset
-        st.reset_policy = None
-
     def _set_reset(self, st: PartitionState, policy: str) -> None:
-        st.position = st.fetch_offset = None
-        if policy == "none":
-            st.reset_policy = None
-            st.error = NoOffsetForPartitionError([st.tp])
-            st.ready.set()
+        if self.core.set_reset(st, policy):
+            self._reset_needed.set()
+        else:
             self._data_event.set()
-            return
-        st.reset_policy = policy
-        self._reset_needed.set()
 
     # ------------------------------------------------------------ consuming
 
@@ -275,7 +266,6 @@ class Fetcher:
         (see :meth:`FetchCore.unread`)."""
         if self.core.unread(records):
             self._data_event.set()
-
 
     def drain_partition(
         self,
@@ -588,9 +578,7 @@ class Fetcher:
             with contextlib.suppress(Exception):
                 await conn.close()
         if isinstance(exc, KafkaError) and exc.code == ErrorCode.UNSUPPORTED_VERSION:
-            for st in parts:
-                st.error = FetchError(exc.code, st.tp, str(exc))
-                st.ready.set()
+            self.core.fail(parts, exc)
             self._data_event.set()
             return failures
         # The broker may be gone for good: look the leaders up again after the backoff.
