@@ -5,12 +5,10 @@ decoding into the consumer's message type. See docs/architecture/fetcher.md.
 
 from __future__ import annotations
 
-import enum
 import itertools
 import logging
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 
 from ..protocol.apis.fetch import (
     FetchRequest,
@@ -35,7 +33,9 @@ from .fetch_state import (
     BATCH_HEAD,
     BatchChunk,
     FetchError,
+    FetchOutcome,
     OffsetOutOfRangeError,
+    PartitionResult,
     PartitionState,
     complete_batches,
     copy_batches,
@@ -77,31 +77,6 @@ FIRST_FETCH_VERSION = 4  # magic 2 record batches
 _HELD_BACK_MAX_WAIT_MS = 10
 _MIN_TOP_UP_BYTES = 64 * 1024
 TOPIC_ID_VERSION = 13
-
-
-class PartitionResult(enum.Enum):
-    """What one partition's answer needs from the adapter."""
-
-    NOTHING = enum.auto()
-    """No new data (or only a partial batch)."""
-    DELIVER = enum.auto()
-    """Records or an error are ready for the consumer."""
-    RESET = enum.auto()
-    """OFFSET_OUT_OF_RANGE: reset the position by ``auto_offset_reset`` (ListOffsets)."""
-    LEADER_LOST = enum.auto()
-    """A leadership error: refresh the metadata and move to the new leader."""
-    RETRY = enum.auto()
-    """Another retriable error: fetched again next round."""
-
-
-@dataclass(slots=True)
-class FetchOutcome:
-    """What one Fetch response needs from the adapter."""
-
-    got_data: bool = False
-    resets: list[PartitionState] = field(default_factory=list)
-    leader_lost: list[tuple[PartitionState, str]] = field(default_factory=list)
-    """(partition, reason)."""
 
 
 class FetchCore:

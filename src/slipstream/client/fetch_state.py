@@ -1,9 +1,11 @@
-"""Per-partition fetch state (sans-I/O): position, pause, buffered batches, errors, and
-the backpressure rule that decides whether a partition is fetched."""
+"""Per-partition fetch state (sans-I/O): position, pause, buffered batches, errors, the
+backpressure rule that decides whether a partition is fetched, and the decisions the
+fetch core returns to its adapter."""
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import itertools
 import struct
 from collections import deque
@@ -192,3 +194,28 @@ def complete_batches(view: memoryview) -> tuple[int, int | None]:
         next_offset = header.next_offset
         pos += size
     return pos, next_offset
+
+
+class PartitionResult(enum.Enum):
+    """What one partition's answer needs from the adapter."""
+
+    NOTHING = enum.auto()
+    """No new data (or only a partial batch)."""
+    DELIVER = enum.auto()
+    """Records or an error are ready for the consumer."""
+    RESET = enum.auto()
+    """OFFSET_OUT_OF_RANGE: reset the position by ``auto_offset_reset`` (ListOffsets)."""
+    LEADER_LOST = enum.auto()
+    """A leadership error: refresh the metadata and move to the new leader."""
+    RETRY = enum.auto()
+    """Another retriable error: fetched again next round."""
+
+
+@dataclass(slots=True)
+class FetchOutcome:
+    """What one Fetch response needs from the adapter."""
+
+    got_data: bool = False
+    resets: list[PartitionState] = field(default_factory=list)
+    leader_lost: list[tuple[PartitionState, str]] = field(default_factory=list)
+    """(partition, reason)."""
