@@ -13,6 +13,7 @@ from slipstream.client.cluster import Cluster
 from slipstream.client.consumer import Message
 from slipstream.client.consumer_config import ConsumerConfig
 from slipstream.client.consumer_group import ConsumerMessage
+from slipstream.client.fetch_core import PartitionResult
 from slipstream.client.fetcher import FetchedRecord, Fetcher, PartitionState, is_fetchable
 from slipstream.protocol.apis.fetch import FetchResponsePartition
 from slipstream.protocol.records import ProducerRecord, build_batch
@@ -43,7 +44,7 @@ def fetcher(*tps: tuple[str, int], **settings: Any) -> Fetcher:
         st = PartitionState(tp)
         st.position = st.fetch_offset = 0
         st.leader = 0
-        f._parts[tp] = st
+        f.core.parts[tp] = st
     return f
 
 
@@ -52,7 +53,7 @@ def feed(f: Fetcher, tp: tuple[str, int], data: bytes | memoryview) -> bool:
         partition_index=tp[1], error_code=0, high_watermark=10**6, last_stable_offset=10**6,
         log_start_offset=0, records=memoryview(data),
     )
-    return f._handle_partition(f._parts[tp], response)
+    return f.core.handle_partition(f.core.parts[tp], response, f.clock()) is PartitionResult.DELIVER
 
 
 def test_records_come_decoded_as_the_configured_message_type() -> None:
@@ -82,7 +83,7 @@ def test_each_batch_is_freed_when_decoded_and_unbuffered_when_handed_out() -> No
     f = fetcher()
     b1, b2 = batch(0, 4), batch(4, 4)
     feed(f, T0, b1 + b2)
-    st = f._parts[T0]
+    st = f.core.parts[T0]
     assert f.buffered_bytes() == len(b1) + len(b2) and len(st.chunks[0].batches) == 2
     assert [r.offset for r in f.drain_records(2)] == [0, 1]
     # b1 is decoded (its bytes gone from the chunk) but still counted until handed out.
@@ -145,18 +146,18 @@ def test_unread_of_a_paused_partition_is_kept_until_resumed() -> None:
 
 def test_top_up_fetch_sizes() -> None:
     f = fetcher(max_partition_fetch_bytes=1 << 20, partition_buffer_bytes=1 << 20)
-    st = f._parts[T0]
-    assert f._fetch_size(st) == 1 << 20  # empty buffer: a full fetch
+    st = f.core.parts[T0]
+    assert f.core.fetch_size(st) == 1 << 20  # empty buffer: a full fetch
     st.buffered_bytes = (1 << 20) - 300_000
-    assert f._fetch_size(st) == 300_000  # top up to partition_buffer_bytes
+    assert f.core.fetch_size(st) == 300_000  # top up to partition_buffer_bytes
     st.buffered_bytes = (1 << 20) - 10
-    assert f._fetch_size(st) == 64 * 1024  # but never less than 64 KiB ...
+    assert f.core.fetch_size(st) == 64 * 1024  # but never less than 64 KiB ...
     st.largest_batch = 200_000
-    assert f._fetch_size(st) == 200_000  # ... nor than the largest batch seen
+    assert f.core.fetch_size(st) == 200_000  # ... nor than the largest batch seen
     small = fetcher(max_partition_fetch_bytes=16 * 1024, partition_buffer_bytes=16 * 1024)
-    s2 = small._parts[T0]
+    s2 = small.core.parts[T0]
     s2.buffered_bytes = 100
-    assert small._fetch_size(s2) == 16 * 1024  # never more than max_partition_fetch_bytes
+    assert small.core.fetch_size(s2) == 16 * 1024  # never more than max_partition_fetch_bytes
 
 
 @pytest.mark.parametrize(("mpfb", "pbb"), [(4096, 4096), (256 * 1024, 256 * 1024), (64 * 1024, 300 * 1024)])
@@ -164,14 +165,14 @@ def test_buffered_bytes_stay_within_the_documented_bound(mpfb: int, pbb: int) ->
     """Simulate a fetch loop against a slow consumer: fetch whenever the rule allows,
     with the size the fetcher asks for; the buffer never exceeds pbb + mpfb."""
     f = fetcher(max_partition_fetch_bytes=mpfb, partition_buffer_bytes=pbb, max_processing_time_ms=10**6)
-    st = f._parts[T0]
+    st = f.core.parts[T0]
     one = len(batch(0, 10, size=100))
     log = [batch(o, 10, size=100) for o in range(0, 4000, 10)]
     peak = 0
     next_batch = 0
     for _ in range(300):
         if is_fetchable(st, 100.0, f.buffer_limit, f.max_processing_s):
-            want = f._fetch_size(st)
+            want = f.core.fetch_size(st)
             data = bytearray()
             while next_batch < len(log) and (not data or len(data) + one <= want):
                 data += log[next_batch]
@@ -186,13 +187,13 @@ def test_buffered_bytes_stay_within_the_documented_bound(mpfb: int, pbb: int) ->
 
 def test_short_wait_while_another_partition_is_held_back_by_its_full_buffer() -> None:
     f = fetcher(T0, T1, fetch_max_wait_ms=500, partition_buffer_bytes=100)
-    s0, s1 = f._parts[T0], f._parts[T1]
-    request, _sent = f._build_request(0, [s0, s1], 12)
+    s0, s1 = f.core.parts[T0], f.core.parts[T1]
+    request, _sent = f.core.build_request(0, [s0, s1], {})
     assert request.max_wait_ms == 500
     feed(f, T1, batch(0, 3))  # T1's buffer is now full: it is left out of the next fetch
     assert not is_fetchable(s1, 100.0, f.buffer_limit, f.max_processing_s)
-    request, _sent = f._build_request(0, [s0], 12)
+    request, _sent = f.core.build_request(0, [s0], {})
     assert request.max_wait_ms == 10
     f.pause([T1])  # paused: nothing to wait for
-    request, _sent = f._build_request(0, [s0], 12)
+    request, _sent = f.core.build_request(0, [s0], {})
     assert request.max_wait_ms == 500

@@ -63,7 +63,7 @@ def fetcher(*tps: tuple[str, int], clock: Clock | None = None, **settings: Any) 
         st = PartitionState(tp)
         st.position = st.fetch_offset = 0
         st.leader = 0
-        f._parts[tp] = st
+        f.core.parts[tp] = st
     return f
 
 
@@ -74,7 +74,9 @@ def feed(f: Fetcher, tp: tuple[str, int], data: bytes, *, code: int = 0, aborted
         aborted_transactions=[FetchResponseAbortedTransaction(producer_id=p, first_offset=o) for p, o in aborted or []],
         records=memoryview(data),
     )
-    return f._handle_partition(f._parts[tp], response)
+    st = f.core.parts[tp]
+    sent = {tp: (st.epoch, st.fetch_offset if st.fetch_offset is not None else -1)}
+    return f.handle_response(0, FetchResponse(responses=[FetchResponseTopic(topic=tp[0], partitions=[response])]), sent, 12)
 
 
 def offsets(f: Fetcher, tp: tuple[str, int] = T0) -> list[int]:
@@ -84,7 +86,7 @@ def offsets(f: Fetcher, tp: tuple[str, int] = T0) -> list[int]:
 def test_control_batches_are_skipped_and_the_position_moves_past_them() -> None:
     f = fetcher()
     assert feed(f, T0, batch(0, 3) + marker(3, CONTROL_COMMIT, 5) + batch(4, 1))
-    assert f._parts[T0].fetch_offset == 5
+    assert f.core.parts[T0].fetch_offset == 5
     assert offsets(f) == [0, 1, 2, 4]
     assert f.position(T0) == 5
 
@@ -125,7 +127,7 @@ def test_records_before_the_position_are_skipped() -> None:
 def test_a_response_with_only_a_partial_batch_is_ignored() -> None:
     f = fetcher()
     assert not feed(f, T0, batch(0, 5)[:-4])
-    assert f.buffered_bytes() == 0 and f._parts[T0].fetch_offset == 0
+    assert f.buffered_bytes() == 0 and f.core.parts[T0].fetch_offset == 0
 
 
 def test_corrupt_batch_raises_once_then_waits_for_a_seek() -> None:
@@ -137,7 +139,7 @@ def test_corrupt_batch_raises_once_then_waits_for_a_seek() -> None:
         f.drain(10)
     assert err.value.code == ErrorCode.CORRUPT_MESSAGE and err.value.partition == T0
     assert f.drain(10) == {}
-    st = f._parts[T0]
+    st = f.core.parts[T0]
     assert not is_fetchable(st, 100.0, 1 << 20, 1.0)
     f.seek(T0, 3)
     assert is_fetchable(st, 100.0, 1 << 20, 1.0)
@@ -148,19 +150,19 @@ def test_corrupt_batch_raises_once_then_waits_for_a_seek() -> None:
 def test_leadership_errors_send_the_partition_back_to_the_metadata(code: int) -> None:
     f = fetcher()
     feed(f, T0, b"", code=code)
-    assert f._parts[T0].leader is None
+    assert f.core.parts[T0].leader is None
     assert f._metadata_needed.is_set()
 
 
 def test_stale_answer_after_a_seek_is_dropped() -> None:
     f = fetcher()
-    st = f._parts[T0]
+    st = f.core.parts[T0]
     sent = {T0: (st.epoch, st.fetch_offset or 0)}
     f.seek(T0, 10)
     response = FetchResponse(responses=[FetchResponseTopic(topic="t", partitions=[FetchResponsePartition(
         partition_index=0, error_code=0, high_watermark=5, records=memoryview(batch(0, 5)),
     )])])
-    f._handle_response(0, response, sent, 12)
+    f.handle_response(0, response, sent, 12)
     assert f.buffered_bytes() == 0 and f.position(T0) == 10
 
 
@@ -183,7 +185,7 @@ def test_paused_partition_keeps_its_buffer_and_is_not_fetched() -> None:
     feed(f, T0, batch(0, 3))
     f.pause([T0])
     assert f.drain(10) == {}
-    assert not is_fetchable(f._parts[T0], clock.now, 1 << 20, 1.0)
+    assert not is_fetchable(f.core.parts[T0], clock.now, 1 << 20, 1.0)
     f.resume([T0])
     assert offsets(f) == [0, 1, 2]
 
@@ -191,7 +193,7 @@ def test_paused_partition_keeps_its_buffer_and_is_not_fetched() -> None:
 def test_backpressure_follows_the_buffer_limit_and_the_processing_time() -> None:
     clock = Clock()
     f = fetcher(clock=clock, partition_buffer_bytes=1, max_processing_time_ms=100)
-    st = f._parts[T0]
+    st = f.core.parts[T0]
     assert is_fetchable(st, clock.now, f.buffer_limit, f.max_processing_s)
     feed(f, T0, batch(0, 3))
     assert not is_fetchable(st, clock.now, f.buffer_limit, f.max_processing_s)  # buffer full
@@ -199,7 +201,7 @@ def test_backpressure_follows_the_buffer_limit_and_the_processing_time() -> None
     assert is_fetchable(st, clock.now, f.buffer_limit, f.max_processing_s)
 
     f = fetcher(clock=clock, partition_buffer_bytes=1 << 20, max_processing_time_ms=100)
-    st = f._parts[T0]
+    st = f.core.parts[T0]
     feed(f, T0, batch(0, 3))
     assert is_fetchable(st, clock.now, f.buffer_limit, f.max_processing_s)
     clock.now += 0.2
