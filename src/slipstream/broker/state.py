@@ -127,19 +127,29 @@ class BrokerState:
         return topic_config.log_config(self.topics.effective_configs(t))
 
 
+class InvalidRecords(KafkaError):
+    """INVALID_RECORD naming the bad records of a batch (KIP-467: Produce v8+ answers them
+    as record_errors, so a client fails those records and can retry the others)."""
+
+    def __init__(self, message: str, record_errors: list[tuple[int, str]]) -> None:
+        super().__init__(ErrorCode.INVALID_RECORD, message)
+        self.record_errors = record_errors
+
+
 def _require_keys(batch: memoryview, topic: str) -> None:
     """Compaction keeps the latest value per key, so a keyless record has no place in it."""
     try:
         _, records = decode_batch(batch, verify_crc=False)  # the CRC was checked already
     except UnsupportedCompression as exc:
         raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(exc)) from None
-    for index, record in enumerate(records):
-        if record.key is None:
-            raise KafkaError(
-                ErrorCode.INVALID_RECORD,
-                f"compacted topic {topic!r} cannot accept a record without a key "
-                f"(record {index} of the produced batch)",
-            )
+    why = f"compacted topic {topic!r} cannot accept a record without a key"
+    keyless = [(index, why) for index, record in enumerate(records) if record.key is None]
+    if keyless:
+        first = keyless[0][0]
+        raise InvalidRecords(
+            f"{why} ({len(keyless)} of the batch's {len(records)} records, the first at index {first})",
+            keyless,
+        )
 
 
 def load_cluster_id(data_dir: Path | None) -> str:

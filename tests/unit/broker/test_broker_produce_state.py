@@ -93,3 +93,34 @@ def test_compacted_topic_keyless_produce_fails_for_a_real_client() -> None:
         assert p.flush(10) == 0
         assert errors[0] is not None and errors[0].name() == "INVALID_RECORD"  # type: ignore[attr-defined]
         assert errors[1] is None
+
+
+@pytest.mark.parametrize("version", [7, 8, 11])
+async def test_keyless_records_are_named_in_record_errors(version: int) -> None:
+    """KIP-467: Produce v8+ names each refused record by its index in the batch."""
+    from slipstream.client.connection import BrokerConnection
+    from slipstream.protocol.apis import produce as pr
+
+    async with Broker(storage="memory", port=0) as b:
+        b.state.topics.create("c", 1, {"cleanup.policy": "compact"})
+        records = [ProducerRecord(b"k0", b"v0"), ProducerRecord(None, b"v1"), ProducerRecord(b"k2", b"v2"),
+                   ProducerRecord(None, b"v3")]
+        request = pr.ProduceRequest(
+            acks=-1, timeout_ms=5000,
+            topic_data=[pr.ProduceRequestTopicData(name="c", partition_data=[
+                pr.ProduceRequestPartitionData(index=0, records=memoryview(build_batch(records)))
+            ])],
+        )
+        conn = await BrokerConnection("127.0.0.1", b.port).connect()
+        try:
+            response = await conn.request(pr.SPEC, request, version=version)
+        finally:
+            await conn.close()
+        part = response.responses[0].partition_responses[0]
+        assert part.error_code == ErrorCode.INVALID_RECORD and part.base_offset == -1
+        if version >= 8:
+            assert [e.batch_index for e in part.record_errors] == [1, 3]
+            assert all("without a key" in (e.batch_index_error_message or "") for e in part.record_errors)
+            assert "2 of the batch's 4 records" in (part.error_message or "")
+        plog = b.state.topics.partition("c", 0)
+        assert plog is not None and plog.log_end_offset == 0  # nothing of the batch written

@@ -2,7 +2,8 @@
 
 acks=0 gets no response at all; acks=1 and acks=-1 are answered after the append
 (with the fsync durability policy, acks=-1 also waits for the group-commit fsync).
-v8+ carries record_errors/error_message; v10+ tagged current_leader/node_endpoints
+v8+ carries error_message and record_errors: the index of each bad record in its
+batch (keyless records to a compacted topic), so a client fails just those (KIP-467); v10+ tagged current_leader/node_endpoints
 (only sent for NOT_LEADER errors, which a single node never returns).
 """
 
@@ -14,11 +15,13 @@ from ...protocol.apis.produce import (
     SPEC,
     ProduceRequest,
     ProduceResponse,
+    ProduceResponseBatchIndexAndErrorMessage,
     ProduceResponsePartition,
     ProduceResponseTopic,
 )
 from ...protocol.errors import ErrorCode, KafkaError
 from ..request_context import RequestContext
+from ..state import InvalidRecords
 
 MIN_VERSION = 3
 MAX_VERSION = 11
@@ -54,6 +57,13 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                 except KafkaError as exc:
                     resp.error_code = exc.code
                     resp.error_message = exc.message
+                    if isinstance(exc, InvalidRecords):
+                        resp.record_errors = [
+                            ProduceResponseBatchIndexAndErrorMessage(
+                                batch_index=index, batch_index_error_message=why
+                            )
+                            for index, why in exc.record_errors
+                        ]
                     if exc.code not in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,):
                         log.info("produce to %s-%d rejected: %s", topic_data.name, part.index, exc)
             partitions.append(resp)
