@@ -72,6 +72,14 @@ class BrokerState:
         configs = self.topics.effective_configs(self.topics.topics[topic])
         max_batch = int(configs["max.message.bytes"])
         compacted = "compact" in configs["cleanup.policy"]
+        if acks == -1 and configs["min.insync.replicas"] != "1":
+            # One replica is all there is: acks=all cannot meet a higher minimum (as Kafka).
+            raise KafkaError(
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                f"topic {topic!r} has min.insync.replicas={configs['min.insync.replicas']} but this "
+                "broker keeps one replica; acks=all cannot be satisfied",
+            )
+        timestamp_window = _timestamp_window(configs, self.clock())
         batches = []
         headers = []
         try:
@@ -82,6 +90,8 @@ class BrokerState:
                         f"record batch of {len(batch)} bytes exceeds max.message.bytes={max_batch}",
                     )
                 header = validate_batch(batch)
+                if timestamp_window is not None and not header.is_log_append_time:
+                    _check_timestamps(header.base_timestamp, header.max_timestamp, timestamp_window, topic)
                 if header.is_transactional or header.is_control:
                     raise KafkaError(
                         ErrorCode.INVALID_TXN_STATE,
@@ -125,6 +135,27 @@ class BrokerState:
     def topic_log_config(self, topic: str) -> Any:
         t = self.topics.topics[topic]
         return topic_config.log_config(self.topics.effective_configs(t))
+
+
+_LONG_MAX = str((1 << 63) - 1)
+
+
+def _timestamp_window(configs: dict[str, str], now_ms: int) -> tuple[int, int] | None:
+    """(earliest, latest) CreateTime accepted, or None when neither bound is set."""
+    before, after = configs["message.timestamp.before.max.ms"], configs["message.timestamp.after.max.ms"]
+    if before == _LONG_MAX and after == _LONG_MAX:
+        return None
+    return now_ms - int(before), now_ms + int(after)
+
+
+def _check_timestamps(first: int, last: int, window: tuple[int, int], topic: str) -> None:
+    earliest, latest = window
+    if first < earliest or last > latest:
+        raise KafkaError(
+            ErrorCode.INVALID_TIMESTAMP,
+            f"record timestamps {first}..{last} fall outside topic {topic!r}'s accepted window "
+            f"{earliest}..{latest} (message.timestamp.before.max.ms / after.max.ms)",
+        )
 
 
 class InvalidRecords(KafkaError):

@@ -27,16 +27,17 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:alter_configs has been deprecated:DeprecationWarning"),
 ]
 
+# Kafka's topic configs (3.9/4.x LogConfig / TopicConfig), all described.
 TOPIC_KEYS = {
-    "cleanup.policy",
-    "delete.retention.ms",
-    "max.message.bytes",
-    "message.timestamp.type",
-    "min.insync.replicas",
-    "retention.bytes",
-    "retention.ms",
-    "segment.bytes",
-    "segment.ms",
+    "cleanup.policy", "compression.type", "compression.gzip.level", "compression.lz4.level",
+    "compression.zstd.level", "delete.retention.ms", "file.delete.delay.ms", "flush.messages", "flush.ms",
+    "follower.replication.throttled.replicas", "index.interval.bytes", "leader.replication.throttled.replicas",
+    "local.retention.bytes", "local.retention.ms", "max.compaction.lag.ms", "max.message.bytes",
+    "message.timestamp.after.max.ms", "message.timestamp.before.max.ms", "message.timestamp.type",
+    "min.cleanable.dirty.ratio", "min.compaction.lag.ms", "min.insync.replicas", "preallocate",
+    "remote.log.copy.disable", "remote.log.delete.on.disable", "remote.storage.enable", "retention.bytes",
+    "retention.ms", "segment.bytes", "segment.index.bytes", "segment.jitter.ms", "segment.ms",
+    "unclean.leader.election.enable",
 }
 
 
@@ -389,3 +390,70 @@ def test_alter_validate_only(broker: Broker, admin: AdminClient) -> None:
     )
     assert raw_request(broker, ac.SPEC, 2, request).responses[0].error_code == 0
     assert describe_topic(admin, "alter-dry")["retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
+
+
+# ---------------------------------------------------------------- Kafka's ordinary topic configs
+
+
+def test_ordinary_kafka_topic_configs_are_accepted_and_described(admin: AdminClient) -> None:
+    configs = {"compression.type": "lz4", "min.cleanable.dirty.ratio": "0.2", "preallocate": "true",
+               "max.compaction.lag.ms": "60000", "segment.index.bytes": "1048576"}
+    create_topic(admin, "ordinary", 1, configs)
+    described = describe_topic(admin, "ordinary")
+    for name, value in configs.items():
+        assert described[name].value == value
+        assert described[name].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    assert described["compression.zstd.level"].value == "3"
+    assert described["compression.zstd.level"].source == ConfigSource.DEFAULT_CONFIG.value
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("min.cleanable.dirty.ratio", "1.5"), ("compression.type", "brotli"), ("preallocate", "maybe"),
+     ("compression.gzip.level", "10"), ("min.insync.replicas", "0"), ("segment.index.bytes", "3"),
+     ("max.compaction.lag.ms", "0")],
+)
+def test_out_of_range_topic_configs_are_refused(admin: AdminClient, name: str, value: str) -> None:
+    with pytest.raises(KafkaException) as refused:
+        create_topic(admin, f"bad-{name.replace('.', '-')}", 1, {name: value})
+    assert refused.value.args[0].code() == KafkaError.INVALID_CONFIG
+    assert name in refused.value.args[0].str()
+
+
+async def test_min_insync_replicas_above_one_refuses_acks_all() -> None:
+    from slipstream.protocol.errors import ErrorCode
+    from slipstream.protocol.errors import KafkaError as SlipstreamError
+    from slipstream.protocol.records import ProducerRecord, build_batch
+
+    async with Broker(storage="memory", port=0) as b:
+        b.state.topics.create("strict", 1, {"min.insync.replicas": "2"})
+        batch = memoryview(bytearray(build_batch([ProducerRecord(b"k", b"v")])))
+        with pytest.raises(SlipstreamError) as refused:
+            await b.state.append("strict", 0, batch, acks=-1)
+        assert refused.value.code == ErrorCode.NOT_ENOUGH_REPLICAS
+        assert "min.insync.replicas=2" in refused.value.message
+        info = await b.state.append("strict", 0, memoryview(bytearray(build_batch([ProducerRecord(b"k", b"v")]))),
+                                    acks=1)
+        assert info.base_offset == 0  # acks=1 needs only the leader
+
+
+async def test_timestamps_outside_the_topic_window_are_refused() -> None:
+    from slipstream.protocol.errors import ErrorCode
+    from slipstream.protocol.errors import KafkaError as SlipstreamError
+    from slipstream.protocol.records import ProducerRecord, build_batch
+
+    async with Broker(storage="memory", port=0) as b:
+        now = [1_000_000_000]
+        b.state.clock = lambda: now[0]
+        b.state.topics.create("window", 1, {"message.timestamp.before.max.ms": "1000",
+                                            "message.timestamp.after.max.ms": "500"})
+
+        def batch_at(ts: int) -> memoryview:
+            return memoryview(bytearray(build_batch([ProducerRecord(b"k", b"v", timestamp_ms=ts)])))
+
+        assert (await b.state.append("window", 0, batch_at(now[0] - 1000), acks=1)).base_offset == 0
+        assert (await b.state.append("window", 0, batch_at(now[0] + 500), acks=1)).base_offset == 1
+        for ts in (now[0] - 1001, now[0] + 501):
+            with pytest.raises(SlipstreamError) as refused:
+                await b.state.append("window", 0, batch_at(ts), acks=1)
+            assert refused.value.code == ErrorCode.INVALID_TIMESTAMP
