@@ -12,9 +12,16 @@ from typing import Any
 from ..coordinator.result import RequestContext as CoordinatorContext
 from ..log.api import AppendInfo
 from ..protocol.apis.api_versions import ApiVersionsResponseApiVersion
-from ..protocol.compression import UnsupportedCompression
+from ..protocol.compression import CorruptCompressedData, UnsupportedCompression
 from ..protocol.errors import ErrorCode, KafkaError
-from ..protocol.record_batch import InvalidBatch, split_batches, validate_batch
+from ..protocol.record_batch import (
+    BatchHeader,
+    InvalidBatch,
+    parse_header,
+    recompress,
+    split_batches,
+    validate_batch,
+)
 from ..protocol.records import decode_batch
 from . import topic_config
 from .config import BrokerConfig
@@ -80,6 +87,8 @@ class BrokerState:
                 "broker keeps one replica; acks=all cannot be satisfied",
             )
         timestamp_window = _timestamp_window(configs, self.clock())
+        # compression.type "producer" (the default) stores batches as sent: zero-copy.
+        topic_codec = _TOPIC_CODECS.get(configs["compression.type"])
         batches = []
         headers = []
         try:
@@ -99,6 +108,9 @@ class BrokerState:
                     )
                 if compacted:
                     _require_keys(batch, topic)
+                if topic_codec is not None and header.compression != topic_codec:
+                    batch = _recompressed(batch, header, topic_codec, topic)
+                    header = parse_header(batch)
                 batches.append(batch)
                 headers.append(header)
         except InvalidBatch as exc:
@@ -138,6 +150,8 @@ class BrokerState:
 
 
 _LONG_MAX = str((1 << 63) - 1)
+# A topic's compression.type -> the codec its batches are stored with (absent: as produced).
+_TOPIC_CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 
 def _timestamp_window(configs: dict[str, str], now_ms: int) -> tuple[int, int] | None:
@@ -146,6 +160,17 @@ def _timestamp_window(configs: dict[str, str], now_ms: int) -> tuple[int, int] |
     if before == _LONG_MAX and after == _LONG_MAX:
         return None
     return now_ms - int(before), now_ms + int(after)
+
+
+def _recompressed(batch: memoryview, header: BatchHeader, codec: int, topic: str) -> memoryview:
+    try:
+        return memoryview(recompress(batch, header, codec))
+    except UnsupportedCompression as exc:
+        raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(exc)) from None
+    except CorruptCompressedData as exc:
+        raise KafkaError(
+            ErrorCode.CORRUPT_MESSAGE, f"cannot recompress a batch for topic {topic!r}: {exc}"
+        ) from None
 
 
 def _check_timestamps(first: int, last: int, window: tuple[int, int], topic: str) -> None:

@@ -34,8 +34,9 @@ TOPIC_CONFIG_KEYS: dict[str, ConfigKey] = {
     for k in (
         _key("cleanup.policy", "list", "delete", "delete, compact, or both.", choices=("delete", "compact")),
         _key("compression.type", "string", "producer",
-             "Codec of stored batches; producer keeps what the producer sent.",
-             choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"), acted_on=False),
+             "Codec of stored batches: producer keeps what the producer sent (zero-copy); any other "
+             "codec recompresses batches that differ (at the codec's default level).",
+             choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
         _key("compression.gzip.level", "int", "-1", "gzip level for compression.type=gzip.", low=-1, high=9,
              acted_on=False),
         _key("compression.lz4.level", "int", "9", "lz4 level for compression.type=lz4.", low=1, high=17,

@@ -22,6 +22,8 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from . import compression
+
 HEADER_SIZE = 61
 # base_offset + batch_length: what must be read before the rest of the size is known.
 LOG_OVERHEAD = 12
@@ -39,6 +41,7 @@ NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
+_INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
 _UINT32 = struct.Struct(">I")
 
@@ -188,3 +191,19 @@ def set_log_append_time(batch: bytearray | memoryview, timestamp_ms: int) -> Non
     struct.pack_into(">h", batch, ATTRIBUTES_OFFSET, attributes)
     _INT64.pack_into(batch, MAX_TIMESTAMP_OFFSET, timestamp_ms)
     _UINT32.pack_into(batch, CRC_OFFSET, int(_crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:])))
+
+
+def recompress(batch: memoryview | bytes, header: BatchHeader, codec: int) -> bytearray:
+    """The batch with its records section compressed with ``codec`` instead (a topic's
+    ``compression.type``). Records, offsets, timestamps and producer fields are unchanged;
+    the attributes, length and CRC are rewritten."""
+    section = memoryview(batch)[HEADER_SIZE : header.size]
+    raw = section if header.compression == compression.NONE else compression.decompress(header.compression, section)
+    body = bytes(raw) if codec == compression.NONE else compression.compress(codec, raw)
+    out = bytearray(memoryview(batch)[:HEADER_SIZE])
+    out += body
+    _INT32.pack_into(out, 8, len(out) - LOG_OVERHEAD)
+    attributes = (header.attributes & ~COMPRESSION_MASK) | codec
+    struct.pack_into(">h", out, ATTRIBUTES_OFFSET, attributes)
+    _UINT32.pack_into(out, CRC_OFFSET, int(_crc32c(memoryview(out)[ATTRIBUTES_OFFSET:])))
+    return out

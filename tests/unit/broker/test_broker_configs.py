@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from broker_helpers import create_topic, error_of, raw_request, result
 from confluent_kafka import KafkaError, KafkaException
@@ -457,3 +459,44 @@ async def test_timestamps_outside_the_topic_window_are_refused() -> None:
             with pytest.raises(SlipstreamError) as refused:
                 await b.state.append("window", 0, batch_at(ts), acks=1)
             assert refused.value.code == ErrorCode.INVALID_TIMESTAMP
+
+
+@pytest.mark.parametrize(("topic_codec", "stored"), [("zstd", 4), ("uncompressed", 0), ("producer", 3)])
+async def test_compression_type_recompresses_stored_batches(topic_codec: str, stored: int) -> None:
+    from confluent_kafka import Consumer
+
+    from slipstream.protocol.record_batch import parse_header
+    from slipstream.protocol.records import ProducerRecord, build_batch, iter_records
+
+    async with Broker(storage="memory", port=0) as b:
+        b.state.topics.create("squeezed", 1, {"compression.type": topic_codec})
+        sent = [ProducerRecord(b"k%d" % i, b"value %d " % i * 20, timestamp_ms=1000 + i) for i in range(50)]
+        batch = build_batch(sent, compression=3, producer_id=9, producer_epoch=0, base_sequence=0)  # lz4
+        info = await b.state.append("squeezed", 0, memoryview(bytearray(batch)), acks=1)
+        assert (info.base_offset, info.last_offset) == (0, 49)
+        plog = b.state.topics.partition("squeezed", 0)
+        assert plog is not None
+        chunk = b"".join(bytes(c) for c in plog.read(0, 1 << 20).chunks)
+        header = parse_header(chunk)
+        assert header.compression == stored
+        assert (header.producer_id, header.base_sequence) == (9, 0)  # idempotence fields kept
+        got = [(r.offset, r.key, r.value, r.timestamp) for r in iter_records(chunk)]
+        assert got == [(i, s.key, s.value, s.timestamp_ms) for i, s in enumerate(sent)]
+        # A real client reads what was stored (on a thread: the broker runs on this loop).
+        def consume() -> list[bytes]:
+            consumer = Consumer({"bootstrap.servers": b.bootstrap_servers, "group.id": "sq",
+                                 "auto.offset.reset": "earliest", "enable.auto.commit": False})
+            values: list[bytes] = []
+            try:
+                consumer.subscribe(["squeezed"])
+                for _ in range(150):
+                    msg = consumer.poll(0.2)
+                    if msg is not None and msg.error() is None:
+                        values.append(msg.value())
+                    if len(values) == 50:
+                        break
+            finally:
+                consumer.close()
+            return values
+
+        assert await asyncio.to_thread(consume) == [s.value for s in sent]
