@@ -11,6 +11,7 @@ from typing import Any
 
 from ..coordinator.result import RequestContext as CoordinatorContext
 from ..log.api import AppendInfo
+from ..protocol import compression
 from ..protocol.apis.api_versions import ApiVersionsResponseApiVersion
 from ..protocol.compression import CorruptCompressedData, UnsupportedCompression
 from ..protocol.errors import ErrorCode, KafkaError
@@ -86,7 +87,7 @@ class BrokerState:
                 f"topic {topic!r} has min.insync.replicas={configs['min.insync.replicas']} but this "
                 "broker keeps one replica; acks=all cannot be satisfied",
             )
-        timestamp_window = _timestamp_window(configs, self.clock())
+        timestamp_window = _timestamp_window(configs, self.clock)
         # compression.type "producer" (the default) stores batches as sent: zero-copy.
         topic_codec = _TOPIC_CODECS.get(configs["compression.type"])
         batches = []
@@ -151,14 +152,22 @@ class BrokerState:
 
 _LONG_MAX = str((1 << 63) - 1)
 # A topic's compression.type -> the codec its batches are stored with (absent: as produced).
-_TOPIC_CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+_TOPIC_CODECS = {
+    "uncompressed": compression.NONE,
+    "gzip": compression.GZIP,
+    "snappy": compression.SNAPPY,
+    "lz4": compression.LZ4,
+    "zstd": compression.ZSTD,
+}
 
 
-def _timestamp_window(configs: dict[str, str], now_ms: int) -> tuple[int, int] | None:
-    """(earliest, latest) CreateTime accepted, or None when neither bound is set."""
+def _timestamp_window(configs: dict[str, str], clock: Callable[[], int]) -> tuple[int, int] | None:
+    """(earliest, latest) CreateTime accepted, or None when neither bound is set (the default:
+    no clock read, no per-batch check)."""
     before, after = configs["message.timestamp.before.max.ms"], configs["message.timestamp.after.max.ms"]
     if before == _LONG_MAX and after == _LONG_MAX:
         return None
+    now_ms = clock()
     return now_ms - int(before), now_ms + int(after)
 
 
@@ -174,6 +183,8 @@ def _recompressed(batch: memoryview, header: BatchHeader, codec: int, topic: str
 
 
 def _check_timestamps(first: int, last: int, window: tuple[int, int], topic: str) -> None:
+    # The batch's first and max timestamps stand for its records (Kafka checks each
+    # record; producers write the first record's time as the base).
     earliest, latest = window
     if first < earliest or last > latest:
         raise KafkaError(
