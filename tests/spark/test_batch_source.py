@@ -64,13 +64,7 @@ def test_schema_matches_spark_kafka_source(spark: Any, broker: Any, dataset: Any
     assert [(f.name, f.dataType.simpleString()) for f in df.schema.fields] == columns  # Spark: no headers
     with_headers = read(spark, broker.bootstrap, subscribe=topic)
     assert [(f.name, f.dataType.simpleString()) for f in with_headers.schema.fields] == [
-        ("key", "binary"),
-        ("value", "binary"),
-        ("topic", "string"),
-        ("partition", "int"),
-        ("offset", "bigint"),
-        ("timestamp", "timestamp"),
-        ("timestampType", "int"),
+        *columns,
         ("headers", "array<struct<key:string,value:binary>>"),
     ]
     no_headers = read(spark, broker.bootstrap, subscribe=topic, includeHeaders="false")

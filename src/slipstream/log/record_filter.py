@@ -7,6 +7,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from slipstream.log.record_scan import RecordsUnreadable, read_varint
 from slipstream.protocol import compression as _compression
 from slipstream.protocol.primitives import write_varint
 from slipstream.protocol.record_batch import (
@@ -22,24 +23,9 @@ _HEADER = struct.Struct(">qiibIhiqqqhii")
 _UINT32 = struct.Struct(">I")
 
 
-class UnreadableRecords(Exception):
-    pass
-
-
-def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
-    raw = 0
-    shift = 0
-    while True:
-        if pos >= len(buf):
-            raise UnreadableRecords("varint runs past the end of the records")
-        byte = buf[pos]
-        pos += 1
-        raw |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
-        if shift > 63:
-            raise UnreadableRecords("varint longer than 10 bytes")
+# One reader of the records section's zig-zag varints for the log package; its error is
+# the compaction job's "skip this batch" signal too.
+UnreadableRecords = RecordsUnreadable
 
 
 @dataclass(slots=True)
@@ -69,18 +55,18 @@ def record_spans(header: BatchHeader, batch: bytes | memoryview) -> tuple[bytes,
     pos = 0
     end = len(data)
     for _ in range(header.record_count):
-        length, body = _read_varint(data, pos)
+        length, body = read_varint(data, pos)
         stop = body + length
         if length < 3 or stop > end:
             raise UnreadableRecords("record length does not fit the batch")
-        ts_delta, p = _read_varint(data, body + 1)
-        offset_delta, rest = _read_varint(data, p)
-        key_len, p = _read_varint(data, rest)
+        ts_delta, p = read_varint(data, body + 1)
+        offset_delta, rest = read_varint(data, p)
+        key_len, p = read_varint(data, rest)
         key = None
         if key_len >= 0:
             key = data[p : p + key_len]
             p += key_len
-        value_len, p = _read_varint(data, p)
+        value_len, p = read_varint(data, p)
         if p + max(value_len, 0) > stop:
             raise UnreadableRecords("record fields overrun the record")
         out.append(RecordSpan(pos, stop, body, rest, ts_delta, offset_delta, key, value_len < 0))

@@ -17,7 +17,7 @@ class RecordsUnreadable(ValueError):
     """The records section is malformed or uses a codec that cannot be decoded here."""
 
 
-def _varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+def read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
     raw = 0
     shift = 0
     end = len(buf)
@@ -57,12 +57,12 @@ def record_offsets_and_timestamps(
     append_time = header.max_timestamp if header.is_log_append_time else None
     pos = 0
     for _ in range(header.record_count):
-        length, body = _varint(data, pos)
+        length, body = read_varint(data, pos)
         end = body + length
         if length < 3 or end > len(data):
             raise RecordsUnreadable("record length does not fit the batch")
-        ts_delta, p = _varint(data, body + 1)  # skip the attributes byte
-        offset_delta, _ = _varint(data, p)
+        ts_delta, p = read_varint(data, body + 1)  # skip the attributes byte
+        offset_delta, _ = read_varint(data, p)
         timestamp = append_time if append_time is not None else header.base_timestamp + ts_delta
         yield header.base_offset + offset_delta, timestamp
         pos = end
