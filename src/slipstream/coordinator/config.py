@@ -35,6 +35,13 @@ class CoordinatorConfig:
     offset_metadata_max_bytes: int = 4096
     # offsets.topic.num.partitions: __consumer_offsets partition count.
     offsets_topic_num_partitions: int = 50
+    # Consumer (KIP-848) groups: group.consumer.session.timeout.ms,
+    # group.consumer.heartbeat.interval.ms, group.consumer.max.size and
+    # group.consumer.assignors (the first one is the default), Kafka's defaults.
+    consumer_group_session_timeout_ms: int = 45_000
+    consumer_group_heartbeat_interval_ms: int = 5_000
+    consumer_group_max_size: int = 2**31 - 1
+    consumer_group_assignors: tuple[str, ...] = ("uniform", "range")
 
     def __post_init__(self) -> None:
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
@@ -45,5 +52,11 @@ class CoordinatorConfig:
             raise ValueError("group_max_size must be >= 1")
         if self.offsets_topic_num_partitions < 1:
             raise ValueError("offsets_topic_num_partitions must be >= 1")
+        if self.consumer_group_heartbeat_interval_ms >= self.consumer_group_session_timeout_ms:
+            raise ValueError("consumer_group_heartbeat_interval_ms must be below consumer_group_session_timeout_ms")
+        if self.consumer_group_max_size < 1:
+            raise ValueError("consumer_group_max_size must be >= 1")
+        if not self.consumer_group_assignors:
+            raise ValueError("consumer_group_assignors must name at least one assignor")
         if self.offsets_retention_ms < 1 or self.offsets_retention_check_interval_ms < 1:
             raise ValueError("offset retention settings must be positive")

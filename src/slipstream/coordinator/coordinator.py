@@ -20,7 +20,13 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable
 
+from ..protocol import consumer_protocol as cp
 from ..protocol import group_records as gr
+from ..protocol.apis.consumer_group_describe import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+)
+from ..protocol.apis.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
 from ..protocol.apis.delete_groups import (
     DeleteGroupsRequest,
     DeleteGroupsResponse,
@@ -54,8 +60,11 @@ from ..protocol.apis.offset_fetch import (
 from ..protocol.apis.sync_group import SyncGroupRequest, SyncGroupResponse
 from ..protocol.errors import ErrorCode
 from ..protocol.schema import Struct
+from . import consumer_records as crec
 from . import records as rec
 from .config import CoordinatorConfig
+from .consumer import ConsumerGroup, ConsumerGroupState
+from .consumer_group_manager import ConsumerGroupManager, heartbeat_error, validate_member_fetch
 from .group import ClassicGroup
 from .group_manager import GroupManager, append_error_for_group, join_response
 from .member import Member
@@ -64,6 +73,7 @@ from .offset_manager import OffsetManager, PartitionExists, commit_error_respons
 from .result import Completion, CoordinatorResult, Pending, Record, RequestContext
 from .state import GroupState
 from .timer import GuardedTimer, Timer
+from .topics_image import EMPTY_TOPICS_IMAGE, TopicsImage
 
 log = logging.getLogger("slipstream.coordinator")
 
@@ -72,6 +82,7 @@ DELETE_GROUPS_KEY = 42
 # No authorizer: every operation a group supports is allowed (READ, DELETE, DESCRIBE).
 _GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 CLASSIC_GROUP_TYPE = "classic"
+CONSUMER_GROUP_TYPE = "consumer"
 _KNOWN_GROUP_TYPES = {"classic", "consumer", "share"}
 
 
@@ -87,12 +98,14 @@ class GroupCoordinator:
         timer: Timer,
         partition_exists: PartitionExists | None = None,
         member_id_factory: Callable[[str], str] | None = None,
+        topics: Callable[[], TopicsImage] | None = None,
     ) -> None:
         """``timer``: where the coordinator schedules its work (see ``timer.py``).
         ``partition_exists(topic, partition)``: OffsetCommit/OffsetDelete answer
         UNKNOWN_TOPIC_OR_PARTITION when False (default: everything exists).
         ``member_id_factory(client_id_or_instance_id)``: new member ids
         (default ``<prefix>-<uuid4>``, like Kafka).
+        ``topics()``: the broker's topics now (ids, partition counts), for consumer groups.
         """
         self.config = config or CoordinatorConfig()
         self.timer = GuardedTimer(timer)
@@ -100,7 +113,12 @@ class GroupCoordinator:
         self.group_manager = GroupManager(
             self.config, self.timer, self._new_pending, member_id_factory or _default_member_id
         )
-        self.offset_manager = OffsetManager(self.config, self.group_manager, self._new_pending, partition_exists)
+        self.consumer_groups = ConsumerGroupManager(
+            self.config, self.timer, topics or (lambda: EMPTY_TOPICS_IMAGE), self.partition_for
+        )
+        self.offset_manager = OffsetManager(
+            self.config, self.group_manager, self._new_pending, partition_exists, self.consumer_groups
+        )
         self._loading: set[int] = set()
         self._now_ms = 0
 
@@ -134,6 +152,9 @@ class GroupCoordinator:
         for group in self.group_manager.groups.values():
             if self.partition_for(group.group_id) in done:
                 self.group_manager.on_loaded(group)
+        for consumer_group in self.consumer_groups.groups.values():
+            if self.partition_for(consumer_group.group_id) in done:
+                self.consumer_groups.on_loaded(consumer_group)
         self._schedule_expiration()
 
     def load(self, records: Iterable[tuple[bytes | None, bytes | None]], now_ms: int) -> None:
@@ -160,8 +181,18 @@ class GroupCoordinator:
             elif isinstance(k, gr.GroupMetadataKey):
                 gv = None if value is None else gr.decode_group_metadata_value(value)
                 self._replay_group(k.group, gv, now)
-            else:
+            elif isinstance(k, gr.UnknownKey):
                 log.debug("skipping __consumer_offsets record with key version %s", k.version)
+            else:
+                cv = None if value is None else gr.decode_consumer_group_value(k, value)
+                classic = self.group_manager.get(k.group)
+                if cv is not None and classic is not None and classic.state is GroupState.EMPTY:
+                    # A simple group made to hold offsets (replayed before the consumer group's
+                    # records after compaction) gives way to the consumer group.
+                    self.group_manager.remove_group(k.group, now)
+                if isinstance(k, gr.ConsumerGroupMetadataKey) and value is None:
+                    self.consumer_groups.forget(k.group)
+                crec.replay_consumer_record(self.consumer_groups.groups, k, cv)
         except gr.RecordFormatError as exc:
             log.warning("skipping malformed __consumer_offsets record: %s", exc)
 
@@ -214,7 +245,35 @@ class GroupCoordinator:
             return _answer(
                 join_response(version, error=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, member_id=req.member_id)
             )
+        consumer_group = self.consumer_groups.get(req.group_id)
+        if consumer_group is not None:
+            return self._join_consumer_group(ctx, req, consumer_group)
         return self.group_manager.join_group(ctx, req, now_ms)
+
+    def _join_consumer_group(
+        self, ctx: RequestContext, req: JoinGroupRequest, group: ConsumerGroup
+    ) -> CoordinatorResult:
+        """A classic JoinGroup for a consumer group.
+
+        An empty consumer group is deleted (its offsets stay) and the join goes to a new
+        classic group, as Kafka 4 converts it. Classic members do not join a consumer
+        group with members: INCONSISTENT_GROUP_PROTOCOL (Kafka 3.x's answer; Kafka 4
+        runs such mixed groups, which Slipstream does not yet).
+        """
+        version = ctx.api_version
+        if group.members:
+            return _answer(
+                join_response(version, error=ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id)
+            )
+        log.info("group %s: converting the empty consumer group to a classic group", group.group_id)
+        records = crec.group_tombstones(self.partition_for(group.group_id), group)
+
+        def after_append(error: int, now: int) -> CoordinatorResult:
+            if error:
+                return _answer(join_response(version, error=append_error_for_group(error), member_id=req.member_id))
+            return self.group_manager.join_group(ctx, req, now)
+
+        return CoordinatorResult(records=records, after_append=after_append)
 
     def sync_group(self, ctx: RequestContext, req: SyncGroupRequest, now_ms: int) -> CoordinatorResult:
         self._now_ms = now_ms
@@ -241,6 +300,49 @@ class GroupCoordinator:
             return _answer(LeaveGroupResponse(error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
         return self.group_manager.leave_group(ctx, req, now_ms)
 
+    # ================================================================ consumer (KIP-848) groups
+
+    def consumer_group_heartbeat(
+        self, ctx: RequestContext, req: ConsumerGroupHeartbeatRequest, now_ms: int
+    ) -> CoordinatorResult:
+        self._now_ms = now_ms
+        group_id = req.group_id
+        if group_id and self.is_group_loading(group_id):
+            return _answer(heartbeat_error(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
+        preceding: list[Record] = []
+        classic = self.group_manager.get(group_id)
+        if classic is not None and classic.state is not GroupState.DEAD:
+            if req.member_epoch == 0 and classic.state is GroupState.EMPTY and not classic.pending_join_members:
+                # An empty classic group becomes a consumer group; its committed offsets stay.
+                log.info("group %s: converting the empty classic group to a consumer group", group_id)
+                preceding.append(rec.group_tombstone(self.partition_for(group_id), group_id))
+            else:
+                # Kafka 4's answer when it does not convert a classic group with members.
+                return _answer(
+                    heartbeat_error(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+                )
+        return self.consumer_groups.heartbeat(ctx, req, now_ms, preceding)
+
+    def consumer_group_describe(
+        self, ctx: RequestContext, req: ConsumerGroupDescribeRequest, now_ms: int
+    ) -> CoordinatorResult:
+        self._now_ms = now_ms
+        out = ConsumerGroupDescribeResponse()
+        for group_id in req.group_ids:
+            if self.is_group_loading(group_id):
+                described = self.consumer_groups.describe(group_id, False, 0)
+                described.error_code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+                described.error_message = None
+            elif self.group_manager.get(group_id) is not None and self.consumer_groups.get(group_id) is None:
+                described = self.consumer_groups.describe(group_id, False, 0)
+                described.error_message = f"Group {group_id} is not a consumer group."
+            else:
+                described = self.consumer_groups.describe(
+                    group_id, req.include_authorized_operations, _GROUP_OPERATIONS
+                )
+            out.groups.append(described)
+        return _answer(out)
+
     # ================================================================ offsets
 
     def offset_commit(self, ctx: RequestContext, req: OffsetCommitRequest, now_ms: int) -> CoordinatorResult:
@@ -254,7 +356,10 @@ class GroupCoordinator:
         version = ctx.api_version
         require_stable = version >= 7 and req.require_stable
         if version >= 8:
-            groups = [self._fetch_group(g.group_id, g.topics, require_stable) for g in req.groups]
+            groups = [
+                self._fetch_group(g.group_id, g.topics, require_stable, g.member_id, g.member_epoch)
+                for g in req.groups
+            ]
             return _answer(OffsetFetchResponse(groups=groups))
         topics = None
         if req.topics is not None:
@@ -291,10 +396,20 @@ class GroupCoordinator:
         return _answer(response)
 
     def _fetch_group(
-        self, group_id: str, topics: list[OffsetFetchRequestTopics] | None, require_stable: bool
+        self,
+        group_id: str,
+        topics: list[OffsetFetchRequestTopics] | None,
+        require_stable: bool,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> OffsetFetchResponseGroup:
         if self.is_group_loading(group_id):
             return OffsetFetchResponseGroup(group_id=group_id, error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            error = validate_member_fetch(consumer_group, member_id, member_epoch)
+            if error:
+                return OffsetFetchResponseGroup(group_id=group_id, error_code=error)
         return self.offset_manager.fetch(group_id, topics, require_stable)
 
     def offset_delete(self, ctx: RequestContext, req: OffsetDeleteRequest, now_ms: int) -> CoordinatorResult:
@@ -323,6 +438,9 @@ class GroupCoordinator:
             return DescribeGroupsResponseDescribedGroup(
                 error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, group_id=group_id
             )
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            return self._describe_consumer_group(consumer_group)
         group = self.group_manager.get(group_id)
         if group is None:
             return DescribeGroupsResponseDescribedGroup(group_id=group_id, group_state=str(GroupState.DEAD))
@@ -348,6 +466,40 @@ class GroupCoordinator:
             authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
         )
 
+    def _describe_consumer_group(self, group: ConsumerGroup) -> DescribeGroupsResponseDescribedGroup:
+        """A consumer group in DescribeGroups' classic shape (as Kafka's ``asDescribedGroup``):
+        protocol type "consumer", the assignor as protocol, subscriptions and assignments
+        encoded with the classic consumer protocol."""
+        image = self.consumer_groups.topics()
+        members = []
+        for m in sorted(group.members.values(), key=lambda m: m.member_id):
+            topics = sorted(group.member_subscribed_topics(m))
+            assigned = [
+                cp.ConsumerProtocolTopicPartition(topic=name, partitions=sorted(parts))
+                for topic_id, parts in sorted(m.assigned_partitions.items())
+                if (name := image.name_of(topic_id)) is not None
+            ]
+            members.append(
+                DescribeGroupsResponseDescribedGroupMember(
+                    member_id=m.member_id,
+                    group_instance_id=m.instance_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    member_metadata=cp.encode_subscription(cp.ConsumerProtocolSubscription(topics=topics), 0),
+                    member_assignment=cp.encode_assignment(
+                        cp.ConsumerProtocolAssignment(assigned_partitions=assigned), 0
+                    ),
+                )
+            )
+        return DescribeGroupsResponseDescribedGroup(
+            group_id=group.group_id,
+            group_state=group.state.value,
+            protocol_type=CONSUMER_GROUP_TYPE,
+            protocol_data=self.consumer_groups.assignor_name(group),
+            members=members,
+            authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        )
+
     def list_groups(self, ctx: RequestContext, req: ListGroupsRequest, now_ms: int) -> CoordinatorResult:
         self._now_ms = now_ms
         if self._loading:
@@ -369,6 +521,20 @@ class GroupCoordinator:
                     protocol_type=group.protocol_type or "",
                     group_state=str(group.state),
                     group_type=CLASSIC_GROUP_TYPE,
+                )
+            )
+        if types and CONSUMER_GROUP_TYPE not in types:
+            return _answer(out)
+        for consumer_group in self.consumer_groups.groups.values():
+            state = consumer_group.state
+            if state is ConsumerGroupState.DEAD or (states and state.value.lower() not in states):
+                continue
+            out.groups.append(
+                ListGroupsResponseListedGroup(
+                    group_id=consumer_group.group_id,
+                    protocol_type=CONSUMER_GROUP_TYPE,
+                    group_state=state.value,
+                    group_type=CONSUMER_GROUP_TYPE,
                 )
             )
         return _answer(out)
@@ -398,18 +564,30 @@ class GroupCoordinator:
     def _delete_group_records(self, group_id: str, records: list[Record]) -> int:
         if self.is_group_loading(group_id):
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        partition = self.partition_for(group_id)
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            if consumer_group.members:
+                return ErrorCode.NON_EMPTY_GROUP
+            self._offset_tombstones(group_id, records)
+            records.extend(crec.group_tombstones(partition, consumer_group))
+            log.info("deleting consumer group %s", group_id)
+            return ErrorCode.NONE
         group = self.group_manager.get(group_id)
         if group is None or group.state is GroupState.DEAD:
             return ErrorCode.GROUP_ID_NOT_FOUND
         if group.state is not GroupState.EMPTY:
             return ErrorCode.NON_EMPTY_GROUP
+        self._offset_tombstones(group_id, records)
+        records.append(rec.group_tombstone(partition, group_id))
+        log.info("deleting group %s", group_id)
+        return ErrorCode.NONE
+
+    def _offset_tombstones(self, group_id: str, records: list[Record]) -> None:
         partition = self.partition_for(group_id)
         for topic, by_partition in self.offset_manager.offsets.get(group_id, {}).items():
             for index in by_partition:
                 records.append(rec.offset_tombstone(partition, group_id, topic, index))
-        records.append(rec.group_tombstone(partition, group_id))
-        log.info("deleting group %s", group_id)
-        return ErrorCode.NONE
 
     # ================================================================ retention
 
@@ -445,7 +623,10 @@ class GroupCoordinator:
         return self.group_manager.get(group_id)
 
     def group_ids(self) -> list[str]:
-        return list(self.group_manager.groups)
+        return list(self.group_manager.groups) + list(self.consumer_groups.groups)
+
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        return self.consumer_groups.get(group_id)
 
     def committed_offsets(self, group_id: str) -> dict[tuple[str, int], OffsetAndMetadata]:
         return {

@@ -36,6 +36,7 @@ from ..protocol.errors import ErrorCode
 from ..protocol.schema import Struct
 from . import records as rec
 from .config import CoordinatorConfig
+from .consumer_group_manager import ConsumerGroupManager, validate_member_commit
 from .group import ClassicGroup
 from .group_manager import NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND, GroupManager
 from .offset_and_metadata import OffsetAndMetadata
@@ -81,9 +82,11 @@ class OffsetManager:
         groups: GroupManager,
         new_pending: Callable[[int, int], Pending],
         partition_exists: PartitionExists | None = None,
+        consumer_groups: ConsumerGroupManager | None = None,
     ) -> None:
         self.config = config
         self.groups = groups
+        self.consumer_groups = consumer_groups
         self._new_pending = new_pending
         self.partition_exists: PartitionExists = partition_exists or _all_exist
         # group -> topic -> partition -> committed offset (insertion ordered).
@@ -109,7 +112,8 @@ class OffsetManager:
                 del self.offsets[group_id]
             return
         # Offsets without group membership live in a "simple" group: Empty, no protocol type.
-        self.groups.get_or_create(group_id, now_ms)
+        if self.consumer_groups is None or self.consumer_groups.get(group_id) is None:
+            self.groups.get_or_create(group_id, now_ms)
         self.offsets.setdefault(group_id, {}).setdefault(topic, {})[partition] = om
 
     def drop_group(self, group_id: str) -> None:
@@ -146,13 +150,21 @@ class OffsetManager:
         generation = req.generation_id_or_member_epoch if version >= 1 else -1
         member_id = req.member_id if version >= 1 else ""
 
-        error, group = self._validate_commit(group_id, member_id, req.group_instance_id, generation, version, now_ms)
-        if error:
-            return CoordinatorResult(response=commit_error_response(req, error))
-        assert group is not None
-        if group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE) and member_id in group.members:
-            # A classic member's commit keeps its session alive.
-            self.groups.reschedule_heartbeat(group, group.member(member_id), now_ms)
+        consumer_group = None if self.consumer_groups is None else self.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            error = validate_member_commit(consumer_group, member_id, generation, version)
+            if error:
+                return CoordinatorResult(response=commit_error_response(req, error))
+        else:
+            error, group = self._validate_commit(
+                group_id, member_id, req.group_instance_id, generation, version, now_ms
+            )
+            if error:
+                return CoordinatorResult(response=commit_error_response(req, error))
+            assert group is not None
+            if group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE) and member_id in group.members:
+                # A classic member's commit keeps its session alive.
+                self.groups.reschedule_heartbeat(group, group.member(member_id), now_ms)
 
         expire_ms = -1
         if 2 <= version <= 4 and req.retention_time_ms != -1:
@@ -245,6 +257,8 @@ class OffsetManager:
         """One group's answer; ``topics`` None means every partition with a committed offset."""
         group = self.groups.get(group_id)
         known = group is not None and group.state is not GroupState.DEAD
+        if not known and self.consumer_groups is not None:
+            known = self.consumer_groups.get(group_id) is not None
         by_topic = self.offsets.get(group_id, {}) if known else {}
         out = OffsetFetchResponseGroup(group_id=group_id)
         if topics is None:

@@ -24,6 +24,7 @@ from slipstream.coordinator import (
     RequestContext,
 )
 from slipstream.coordinator.group_manager import initial_wait_ms
+from slipstream.coordinator.topics_image import TopicsImage
 from slipstream.protocol import consumer_protocol as cp
 from slipstream.protocol.apis.delete_groups import DeleteGroupsRequest
 from slipstream.protocol.apis.describe_groups import DescribeGroupsRequest
@@ -119,6 +120,8 @@ class GroupContext:
     config: CoordinatorConfig = field(default_factory=lambda: CoordinatorConfig(offsets_topic_num_partitions=4))
     partition_exists: Any = None
     start_loaded: bool = True
+    # The broker's topics as consumer (KIP-848) groups see them; tests replace it.
+    topics: TopicsImage = field(default_factory=TopicsImage)
 
     def __post_init__(self) -> None:
         self.timer = ManualTimer(start_ms=1_000_000)
@@ -128,6 +131,7 @@ class GroupContext:
             timer=self.timer,
             partition_exists=self.partition_exists,
             member_id_factory=lambda prefix: f"{prefix}-{next(ids)}",
+            topics=lambda: self.topics,
         )
         self.log: list[Record] = []
         self.answers: dict[Pending, Struct] = {}
@@ -166,6 +170,7 @@ class GroupContext:
         if result.pending is not None:
             assert result.pending not in self.parked, "pending handle reused"
             self.parked.add(result.pending)
+            self.last_pending = result.pending
         error = ErrorCode.NONE
         if result.records:
             if self.fail_appends_with is not None:
@@ -178,7 +183,11 @@ class GroupContext:
             assert c.pending not in self.answers, f"{c.pending} answered twice"
             self.answers[c.pending] = c.response
         if result.after_append is not None:
-            self.process(result.after_append(error, self.now))
+            # A result whose own answer comes after its records (e.g. a JoinGroup that
+            # first deletes an empty consumer group) answers through the next result.
+            later = self.process(result.after_append(error, self.now))
+            if result.response is None:
+                return later
         return result.response
 
     def send(self, method: str, request: Struct, version: int, client_id: str = "client") -> Call:
@@ -186,8 +195,9 @@ class GroupContext:
         result = getattr(self.coordinator, method)(ctx, request, self.now)
         assert isinstance(result, CoordinatorResult)
         assert not (result.response is not None and result.pending is not None)
+        self.last_pending: Pending | None = None
         immediate = self.process(result)
-        return Call(self, result.pending, immediate)
+        return Call(self, self.last_pending if immediate is None else None, immediate)
 
     # ------------------------------------------------------------ requests
 

@@ -179,7 +179,8 @@ def test_malformed_and_foreign_records_are_skipped(caplog: pytest.LogCaptureFixt
     records = [
         (b"\x00", b""),  # too short
         (b"\x00\x01\x00\x05ab", b""),  # truncated key
-        (b"\x00\x03\x00\x01g", b"\x00\x00"),  # KIP-848 record type: not ours
+        (b"\x00\x04\x00\x01g", b"\x00\x00"),  # a record type we do not use (partition metadata)
+        (b"\x00\x03\x00\x01g", b"\x00\x00"),  # consumer group epoch with a truncated value
         (gr.offset_commit_key("g", "t", 1), b"\x00\x09garbage"),  # unknown value version
         (gr.group_metadata_key("g"), b"\x00\x03\x00"),  # truncated value
         (None, b"ignored"),
@@ -188,7 +189,8 @@ def test_malformed_and_foreign_records_are_skipped(caplog: pytest.LogCaptureFixt
     with caplog.at_level(logging.WARNING, logger="slipstream.coordinator"):
         coordinator.load(records, 0)
     assert coordinator.committed_offsets("g")[("t", 0)].offset == 4
-    assert sum("skipping malformed" in r.message for r in caplog.records) == 4
+    assert sum("skipping malformed" in r.message for r in caplog.records) == 5
+    assert coordinator.consumer_group("g") is None
 
 
 def test_group_tombstone_then_new_generation_in_the_log() -> None:

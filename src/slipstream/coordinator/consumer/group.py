@@ -56,6 +56,12 @@ class ConsumerGroup:
         # regex -> topic names it matched at its last resolution.
         self._resolved_regexes: dict[str, frozenset[str]] = {}
         self._state = ConsumerGroupState.EMPTY
+        # Digest of the subscribed topics' metadata at the last group epoch bump
+        # (stored in the group's metadata record).
+        self.metadata_hash = 0
+        # In memory only: the topics image version the metadata hash and regexes were
+        # last checked against (-1: never, e.g. after a restart).
+        self.checked_topics_version = -1
 
     # ----- reads -----
 
@@ -126,6 +132,11 @@ class ConsumerGroup:
         """HOMOGENEOUS when every member consumes the same topics (Kafka counts names)."""
         subscriptions = {self.member_subscribed_topics(m) for m in self._members.values()}
         return SubscriptionType.HOMOGENEOUS if len(subscriptions) <= 1 else SubscriptionType.HETEROGENEOUS
+
+    @property
+    def server_assignor_counts(self) -> Mapping[str, int]:
+        """Assignor name -> number of members that asked for it."""
+        return self._server_assignors
 
     def preferred_server_assignor(self) -> str | None:
         """The assignor named by most members (ties: the smallest name), or None."""

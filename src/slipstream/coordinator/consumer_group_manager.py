@@ -1,0 +1,586 @@
+"""ConsumerGroupHeartbeat: the consumer (KIP-848) group protocol, as a pure state machine.
+
+One heartbeat does what Kafka's ``GroupMetadataManager.consumerGroupHeartbeat`` does,
+in the same order, and returns the records that say what changed:
+
+1. find or create the group and the member (static members may take over the
+   place of a member that left with epoch -2), and check the member's epoch;
+2. apply the heartbeat's optional fields to the member; a changed subscription,
+   a regex that resolves to other topics, or other subscribed topic metadata
+   (the hash of the topics image) bumps the group epoch;
+3. if the group epoch is ahead of the target assignment, run the server-side
+   assignor for the new epoch;
+4. reconcile the member towards its target (``consumer/reconciliation.py``);
+5. answer with the member's epoch and, when it changed or was asked for in
+   full, its assignment.
+
+Nothing here changes the groups directly: ``replay`` (``consumer_records.py``)
+applies the records once the log accepted them. Timers: a member's session
+(``group.consumer.session.timeout.ms``), and its rebalance timeout while it
+holds partitions it must revoke; either expiring fences the member.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable
+
+from ..protocol.apis.consumer_group_describe import (
+    ConsumerGroupDescribeResponseAssignment,
+    ConsumerGroupDescribeResponseGroup,
+    ConsumerGroupDescribeResponseMember,
+    ConsumerGroupDescribeResponseTopicPartitions,
+)
+from ..protocol.apis.consumer_group_heartbeat import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+    ConsumerGroupHeartbeatResponseAssignment,
+    ConsumerGroupHeartbeatResponseTopicPartitions,
+)
+from ..protocol.errors import ErrorCode, KafkaError
+from . import consumer_records as crec
+from .config import CoordinatorConfig
+from .consumer import (
+    ASSIGNORS,
+    ConsumerGroup,
+    ConsumerGroupMember,
+    MemberState,
+    PartitionAssignor,
+    PartitionAssignorError,
+    PartitionMap,
+    TargetAssignmentBuilder,
+    matching_topics,
+    reconcile,
+    replacement_for_static_member,
+    validate_member_epoch,
+    validate_subscription_regex,
+)
+from .consumer.member import (
+    JOIN_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+)
+from .result import CoordinatorResult, Record, RequestContext
+from .timer import GuardedTimer
+from .topics_image import TopicsImage
+
+log = logging.getLogger("slipstream.coordinator")
+
+# ConsumerGroupHeartbeat v1 (KIP-1082): the consumer generates its member id.
+CONSUMER_GENERATED_MEMBER_ID_VERSION = 1
+CONSUMER_MEMBER_TYPE = 1
+
+
+def session_key(group_id: str, member_id: str) -> str:
+    return f"consumer-session-{group_id}-{member_id}"
+
+
+def rebalance_key(group_id: str, member_id: str) -> str:
+    return f"consumer-rebalance-{group_id}-{member_id}"
+
+
+def heartbeat_error(code: int, message: str | None = None) -> ConsumerGroupHeartbeatResponse:
+    return ConsumerGroupHeartbeatResponse(
+        throttle_time_ms=0, error_code=code, error_message=message, member_epoch=0, heartbeat_interval_ms=0
+    )
+
+
+def _invalid(message: str) -> KafkaError:
+    return KafkaError(ErrorCode.INVALID_REQUEST, message)
+
+
+def owned_partitions(req: ConsumerGroupHeartbeatRequest) -> PartitionMap | None:
+    if req.topic_partitions is None:
+        return None
+    out: dict[uuid.UUID, frozenset[int]] = {}
+    for tp in req.topic_partitions:
+        out[tp.topic_id] = out.get(tp.topic_id, frozenset()) | frozenset(tp.partitions)
+    return {t: parts for t, parts in out.items() if parts}
+
+
+def validate_member_commit(group: ConsumerGroup, member_id: str, member_epoch: int, version: int) -> int:
+    """The error for an OffsetCommit to a consumer group (Kafka's ``validateOffsetCommit``).
+
+    A commit without a member epoch (admin, or a consumer outside the group) is
+    accepted only while the group has no members.
+    """
+    if member_epoch < 0 and not group.members:
+        return ErrorCode.NONE
+    member = group.member(member_id)
+    if member is None:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if version < 9:
+        # Members of the consumer protocol commit with OffsetCommit v9+.
+        return ErrorCode.UNSUPPORTED_VERSION
+    if member_epoch != member.member_epoch:
+        return ErrorCode.STALE_MEMBER_EPOCH
+    return ErrorCode.NONE
+
+
+def validate_member_fetch(group: ConsumerGroup, member_id: str | None, member_epoch: int) -> int:
+    """The error for an OffsetFetch v9+ naming a member of a consumer group."""
+    if member_epoch == -1 and not member_id:
+        return ErrorCode.NONE  # an admin or a consumer outside the group
+    member = group.member(member_id or "")
+    if member is None:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if member_epoch != member.member_epoch:
+        return ErrorCode.STALE_MEMBER_EPOCH
+    return ErrorCode.NONE
+
+
+class ConsumerGroupManager:
+    def __init__(
+        self,
+        config: CoordinatorConfig,
+        timer: GuardedTimer,
+        topics: Callable[[], TopicsImage],
+        partition_for: Callable[[str], int],
+    ) -> None:
+        self.config = config
+        self.timer = timer
+        self.topics = topics
+        self.partition_for = partition_for
+        self.groups: dict[str, ConsumerGroup] = {}
+
+    def get(self, group_id: str) -> ConsumerGroup | None:
+        return self.groups.get(group_id)
+
+    # ================================================================ heartbeat
+
+    def heartbeat(
+        self,
+        ctx: RequestContext,
+        req: ConsumerGroupHeartbeatRequest,
+        now_ms: int,
+        preceding: list[Record] | None = None,
+    ) -> CoordinatorResult:
+        """``preceding``: records to write first (a classic group this group replaces)."""
+        try:
+            self._validate(ctx.api_version, req)
+            if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+                return self._leave(req)
+            return self._heartbeat(ctx, req, now_ms, list(preceding or ()))
+        except KafkaError as exc:
+            return CoordinatorResult(response=heartbeat_error(exc.code, exc.message))
+        except PartitionAssignorError as exc:
+            log.error("group %s: the assignor failed: %s", req.group_id, exc)
+            return CoordinatorResult(response=heartbeat_error(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc)))
+
+    def _validate(self, version: int, req: ConsumerGroupHeartbeatRequest) -> None:
+        """Kafka's ``throwIfConsumerGroupHeartbeatRequestIsInvalid``, same messages."""
+        epoch = req.member_epoch
+        if (version >= CONSUMER_GENERATED_MEMBER_ID_VERSION or epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH) and (
+            not req.member_id.strip()
+        ):
+            raise _invalid("MemberId can't be empty.")
+        if not req.group_id.strip():
+            raise _invalid("GroupId can't be empty.")
+        if req.instance_id is not None and not req.instance_id.strip():
+            raise _invalid("InstanceId can't be empty.")
+        if req.rack_id is not None and not req.rack_id.strip():
+            raise _invalid("RackId can't be empty.")
+        if epoch == JOIN_GROUP_MEMBER_EPOCH:
+            if req.rebalance_timeout_ms == -1:
+                raise _invalid("RebalanceTimeoutMs must be provided in first request.")
+            if req.topic_partitions is None or req.topic_partitions:
+                raise _invalid("TopicPartitions must be empty when (re-)joining.")
+            if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
+                raise _invalid(
+                    "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining."
+                )
+        elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            if req.instance_id is None:
+                raise _invalid("InstanceId can't be null.")
+        elif epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            raise _invalid("MemberEpoch is invalid.")
+        if req.server_assignor is not None and req.server_assignor not in self.config.consumer_group_assignors:
+            raise KafkaError(
+                ErrorCode.UNSUPPORTED_ASSIGNOR,
+                f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: "
+                f"{', '.join(self.config.consumer_group_assignors)}.",
+            )
+        if req.subscribed_topic_regex:
+            validate_subscription_regex(req.subscribed_topic_regex)
+
+    def _heartbeat(
+        self, ctx: RequestContext, req: ConsumerGroupHeartbeatRequest, now_ms: int, records: list[Record]
+    ) -> CoordinatorResult:
+        group_id = req.group_id
+        epoch = req.member_epoch
+        partition = self.partition_for(group_id)
+        image = self.topics()
+        group = self.groups.get(group_id)
+        if group is None:
+            if epoch != JOIN_GROUP_MEMBER_EPOCH:
+                raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+            group = ConsumerGroup(group_id)  # a scratch view: replaying the records creates the group
+        member_id = req.member_id or str(uuid.uuid4())
+        if len(group.members) >= self.config.consumer_group_max_size and not group.has_member(member_id):
+            raise KafkaError(
+                ErrorCode.GROUP_MAX_SIZE_REACHED,
+                f"The consumer group has reached its maximum capacity of {self.config.consumer_group_max_size} members.",
+            )
+        owned = owned_partitions(req)
+
+        # 1. The member: new, existing, or a static member replacing its previous incarnation.
+        replaced: ConsumerGroupMember | None = None
+        if req.instance_id is None:
+            member = group.member(member_id)
+            if member is None:
+                if epoch != JOIN_GROUP_MEMBER_EPOCH:
+                    raise KafkaError(
+                        ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}."
+                    )
+                member = ConsumerGroupMember(member_id=member_id)
+                log.info("group %s: member %s joins with the consumer protocol", group_id, member_id)
+            else:
+                validate_member_epoch(member, epoch, owned)
+        else:
+            member, replaced = self._static_member(group, member_id, epoch, req.instance_id, owned)
+            if replaced is not None:
+                records += crec.member_tombstones(partition, group_id, replaced.member_id)
+                records.append(crec.member_subscription_record(partition, group_id, member))
+                records.append(
+                    crec.target_assignment_record(
+                        partition, group_id, member_id, group.target_assignment_of(replaced.member_id)
+                    )
+                )
+                records.append(crec.current_assignment_record(partition, group_id, member))
+
+        updated = member.with_subscription(
+            topic_names=None if req.subscribed_topic_names is None else frozenset(req.subscribed_topic_names),
+            topic_regex=req.subscribed_topic_regex,
+            server_assignor=req.server_assignor,
+            rack_id=req.rack_id,
+            rebalance_timeout_ms=None if req.rebalance_timeout_ms == -1 else req.rebalance_timeout_ms,
+            instance_id=req.instance_id,
+        ).replace(client_id=ctx.client_id, client_host=ctx.client_host)
+        if updated != member:
+            records.append(crec.member_subscription_record(partition, group_id, updated))
+
+        # 2. Does the group need a new epoch?
+        bump = group.group_epoch == 0 or updated.subscription_differs(member)
+        resolved = dict(group.resolved_regexes)
+        refresh = image.version != group.checked_topics_version
+        regexes = set(group.subscribed_regexes)
+        old_regex = member.subscribed_topic_regex
+        if (
+            member.uses_regex
+            and old_regex != updated.subscribed_topic_regex
+            and group.subscribed_regexes.get(old_regex, 0) <= 1
+        ):
+            # The member was the regex's last subscriber.
+            regexes.discard(old_regex)
+            if old_regex in resolved:
+                del resolved[old_regex]
+                records.append(crec.regex_tombstone(partition, group_id, old_regex))
+        if updated.uses_regex:
+            regexes.add(updated.subscribed_topic_regex)
+        names = image.public_names()
+        for regex in sorted(regexes):
+            if regex in resolved and not refresh:
+                continue
+            topics = matching_topics(regex, names)
+            if resolved.get(regex) != topics:
+                resolved[regex] = topics
+                records.append(crec.regex_record(partition, group_id, regex, topics, image.version, now_ms))
+                bump = True
+        metadata_hash = group.metadata_hash
+        if bump or refresh:
+            members = dict(group.members)
+            if replaced is not None:
+                members.pop(replaced.member_id, None)
+            members[member_id] = updated
+            metadata_hash = image.metadata_hash(_subscribed_names(members.values(), resolved))
+            if metadata_hash != group.metadata_hash:
+                bump = True
+            elif not bump:
+                group.checked_topics_version = image.version  # a cache: nothing changed
+        group_epoch = group.group_epoch
+        if bump:
+            group_epoch += 1
+            records.append(crec.group_epoch_record(partition, group_id, group_epoch, metadata_hash))
+            log.info("group %s: group epoch bumped to %d", group_id, group_epoch)
+
+        # 3. A new target assignment for a new group epoch.
+        if group_epoch > group.target_assignment_epoch:
+            builder = (
+                TargetAssignmentBuilder.for_group(group, group_epoch, self._assignor(group, member, updated), image.by_id)
+                .with_resolved_regexes(resolved)
+                .add_or_update_member(updated)
+            )
+            result = builder.build()
+            for changed_id, parts in sorted(result.changed.items()):
+                records.append(crec.target_assignment_record(partition, group_id, changed_id, parts))
+            records.append(crec.target_epoch_record(partition, group_id, group_epoch, now_ms))
+            target_epoch = group_epoch
+            target = result.assignment.get(member_id, {})
+        else:
+            target_epoch = group.target_assignment_epoch
+            target = group.target_assignment_of(replaced.member_id if replaced is not None else member_id)
+
+        # 4. Reconcile the member towards its target.
+        reconciled = updated
+        if not updated.is_reconciled_to(target_epoch):
+            reconciled = reconcile(updated, target_epoch, target, group.current_partition_epoch, owned)
+        if reconciled != updated:
+            records.append(crec.current_assignment_record(partition, group_id, reconciled))
+            if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
+                self._schedule_rebalance_timeout(group_id, reconciled)
+            else:
+                self.timer.cancel(rebalance_key(group_id, member_id))
+        self._schedule_session_timeout(group_id, member_id)
+
+        # 5. The answer.
+        response = ConsumerGroupHeartbeatResponse(
+            throttle_time_ms=0,
+            error_code=ErrorCode.NONE,
+            member_id=member_id,
+            member_epoch=reconciled.member_epoch,
+            heartbeat_interval_ms=self.config.consumer_group_heartbeat_interval_ms,
+        )
+        full = epoch == JOIN_GROUP_MEMBER_EPOCH or (
+            req.rebalance_timeout_ms != -1
+            and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None)
+            and req.topic_partitions is not None
+        )
+        if full or reconciled.assigned_partitions != member.assigned_partitions:
+            response.assignment = ConsumerGroupHeartbeatResponseAssignment(
+                topic_partitions=[
+                    ConsumerGroupHeartbeatResponseTopicPartitions(topic_id=t, partitions=sorted(parts))
+                    for t, parts in sorted(reconciled.assigned_partitions.items())
+                ]
+            )
+        return CoordinatorResult(response=response, records=records)
+
+    def _static_member(
+        self,
+        group: ConsumerGroup,
+        member_id: str,
+        epoch: int,
+        instance_id: str,
+        owned: PartitionMap | None,
+    ) -> tuple[ConsumerGroupMember, ConsumerGroupMember | None]:
+        """(the member, the member it replaces or None): Kafka's static-member rules."""
+        existing = group.static_member(instance_id)
+        if epoch == JOIN_GROUP_MEMBER_EPOCH:
+            if existing is None:
+                member = group.member(member_id) or ConsumerGroupMember(member_id=member_id)
+                log.info("group %s: static member %s (%s) joins", group.group_id, member_id, instance_id)
+                return member, None
+            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                raise KafkaError(
+                    ErrorCode.UNRELEASED_INSTANCE_ID,
+                    f"Static member {member_id} with instance id {instance_id} cannot join the group "
+                    f"because the instance id is owned by {existing.member_id} member.",
+                )
+            log.info(
+                "group %s: static member %s rejoins as %s, keeping its assignment",
+                group.group_id,
+                instance_id,
+                member_id,
+            )
+            return replacement_for_static_member(existing, member_id), existing
+        if existing is None:
+            raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+        if existing.member_id != member_id:
+            raise KafkaError(
+                ErrorCode.FENCED_INSTANCE_ID,
+                f"Static member {member_id} with instance id {instance_id} was fenced by member {existing.member_id}.",
+            )
+        validate_member_epoch(existing, epoch, owned)
+        return existing, None
+
+    def _assignor(
+        self, group: ConsumerGroup, member: ConsumerGroupMember, updated: ConsumerGroupMember
+    ) -> PartitionAssignor:
+        counts = Counter(group.server_assignor_counts)
+        if member.server_assignor is not None and group.has_member(member.member_id):
+            counts[member.server_assignor] -= 1
+        if updated.server_assignor is not None:
+            counts[updated.server_assignor] += 1
+        named = [(n, c) for n, c in counts.items() if c > 0]
+        name = min(named, key=lambda kv: (-kv[1], kv[0]))[0] if named else self.config.consumer_group_assignors[0]
+        return ASSIGNORS[name]
+
+    # ================================================================ leaving and fencing
+
+    def _leave(self, req: ConsumerGroupHeartbeatRequest) -> CoordinatorResult:
+        group_id = req.group_id
+        group = self.groups.get(group_id)
+        if group is None:
+            raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+        response = ConsumerGroupHeartbeatResponse(
+            throttle_time_ms=0,
+            error_code=ErrorCode.NONE,
+            member_id=req.member_id,
+            member_epoch=req.member_epoch,
+            heartbeat_interval_ms=0,
+        )
+        if req.instance_id is None:
+            member = group.member(req.member_id)
+            if member is None:
+                raise KafkaError(
+                    ErrorCode.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of group {group_id}."
+                )
+            log.info("group %s: member %s left", group_id, member.member_id)
+            return CoordinatorResult(response=response, records=self.fence_records(group, member))
+        member = group.static_member(req.instance_id)
+        if member is None:
+            raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
+        if member.member_id != req.member_id:
+            raise KafkaError(
+                ErrorCode.FENCED_INSTANCE_ID,
+                f"Static member {req.member_id} with instance id {req.instance_id} was fenced by member "
+                f"{member.member_id}.",
+            )
+        if req.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
+            log.info("group %s: static member %s (%s) left", group_id, member.member_id, req.instance_id)
+            return CoordinatorResult(response=response, records=self.fence_records(group, member))
+        # -2: the static member will be back; it keeps its partitions until its session ends.
+        log.info("group %s: static member %s (%s) left for now", group_id, member.member_id, req.instance_id)
+        leaving = member.replace(member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, partitions_pending_revocation={})
+        self.timer.cancel(rebalance_key(group_id, member.member_id))
+        return CoordinatorResult(
+            response=response,
+            records=[crec.current_assignment_record(self.partition_for(group_id), group_id, leaving)],
+        )
+
+    def fence_records(self, group: ConsumerGroup, member: ConsumerGroupMember) -> list[Record]:
+        """Remove ``member``: its tombstones, its regex if nobody else uses it, and a new group epoch."""
+        group_id = group.group_id
+        partition = self.partition_for(group_id)
+        records = crec.member_tombstones(partition, group_id, member.member_id)
+        resolved = dict(group.resolved_regexes)
+        regex = member.subscribed_topic_regex
+        if member.uses_regex and group.subscribed_regexes.get(regex, 0) <= 1 and regex in resolved:
+            del resolved[regex]
+            records.append(crec.regex_tombstone(partition, group_id, regex))
+        others = [m for m in group.members.values() if m.member_id != member.member_id]
+        metadata_hash = self.topics().metadata_hash(_subscribed_names(others, resolved))
+        records.append(crec.group_epoch_record(partition, group_id, group.group_epoch + 1, metadata_hash))
+        self.timer.cancel(session_key(group_id, member.member_id))
+        self.timer.cancel(rebalance_key(group_id, member.member_id))
+        return records
+
+    # ================================================================ timers
+
+    def _schedule_session_timeout(self, group_id: str, member_id: str) -> None:
+        def expire(now_ms: int) -> CoordinatorResult:
+            group = self.groups.get(group_id)
+            member = None if group is None else group.member(member_id)
+            if group is None or member is None:
+                return CoordinatorResult()
+            log.info("group %s: member %s fenced: its session expired", group_id, member_id)
+            return CoordinatorResult(records=self.fence_records(group, member))
+
+        self.timer.schedule(session_key(group_id, member_id), self.config.consumer_group_session_timeout_ms, expire)
+
+    def _schedule_rebalance_timeout(self, group_id: str, member: ConsumerGroupMember) -> None:
+        member_id, epoch = member.member_id, member.member_epoch
+        timeout = member.rebalance_timeout_ms if member.rebalance_timeout_ms > 0 else self.config.consumer_group_session_timeout_ms
+
+        def expire(now_ms: int) -> CoordinatorResult:
+            group = self.groups.get(group_id)
+            current = None if group is None else group.member(member_id)
+            if group is None or current is None or current.member_epoch != epoch:
+                return CoordinatorResult()
+            log.info(
+                "group %s: member %s fenced: it did not revoke its partitions at epoch %d within %d ms",
+                group_id,
+                member_id,
+                epoch,
+                timeout,
+            )
+            return CoordinatorResult(records=self.fence_records(group, current))
+
+        self.timer.schedule(rebalance_key(group_id, member_id), timeout, expire)
+
+    def on_loaded(self, group: ConsumerGroup) -> None:
+        """Arm the timers of a group just replayed from the log."""
+        for member in group.members.values():
+            self._schedule_session_timeout(group.group_id, member.member_id)
+            if member.state is MemberState.UNREVOKED_PARTITIONS:
+                self._schedule_rebalance_timeout(group.group_id, member)
+
+    def forget(self, group_id: str) -> None:
+        """Cancel every timer of a group about to be deleted."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return
+        for member_id in group.members:
+            self.timer.cancel(session_key(group_id, member_id))
+            self.timer.cancel(rebalance_key(group_id, member_id))
+
+    # ================================================================ describe
+
+    def assignor_name(self, group: ConsumerGroup) -> str:
+        return group.preferred_server_assignor() or self.config.consumer_group_assignors[0]
+
+    def describe(
+        self, group_id: str, include_operations: bool, operations: int
+    ) -> ConsumerGroupDescribeResponseGroup:
+        group = self.groups.get(group_id)
+        if group is None:
+            return ConsumerGroupDescribeResponseGroup(
+                error_code=ErrorCode.GROUP_ID_NOT_FOUND,
+                error_message=f"Group {group_id} not found.",
+                group_id=group_id,
+                group_state="Dead",
+                group_epoch=0,
+                assignment_epoch=0,
+                assignor_name="",
+            )
+        image = self.topics()
+
+        def assignment(parts: PartitionMap) -> ConsumerGroupDescribeResponseAssignment:
+            return ConsumerGroupDescribeResponseAssignment(
+                topic_partitions=[
+                    ConsumerGroupDescribeResponseTopicPartitions(
+                        topic_id=t, topic_name=image.name_of(t) or "", partitions=sorted(ps)
+                    )
+                    for t, ps in sorted(parts.items())
+                    if image.name_of(t) is not None
+                ]
+            )
+
+        members = [
+            ConsumerGroupDescribeResponseMember(
+                member_id=m.member_id,
+                instance_id=m.instance_id,
+                rack_id=m.rack_id,
+                member_epoch=m.member_epoch,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                subscribed_topic_names=sorted(m.subscribed_topic_names),
+                subscribed_topic_regex=m.subscribed_topic_regex or None,
+                assignment=assignment(m.assigned_partitions),
+                target_assignment=assignment(group.target_assignment_of(m.member_id)),
+                member_type=CONSUMER_MEMBER_TYPE,
+            )
+            for m in sorted(group.members.values(), key=lambda m: m.member_id)
+        ]
+        described = ConsumerGroupDescribeResponseGroup(
+            error_code=ErrorCode.NONE,
+            group_id=group_id,
+            group_state=group.state.value,
+            group_epoch=group.group_epoch,
+            assignment_epoch=group.target_assignment_epoch,
+            assignor_name=self.assignor_name(group),
+            members=members,
+        )
+        if include_operations:
+            described.authorized_operations = operations
+        return described
+
+
+def _subscribed_names(members: Iterable[ConsumerGroupMember], resolved: dict[str, frozenset[str]]) -> set[str]:
+    names: set[str] = set()
+    for m in members:
+        names |= m.subscribed_topic_names
+        if m.uses_regex:
+            names |= resolved.get(m.subscribed_topic_regex, frozenset())
+    return names
