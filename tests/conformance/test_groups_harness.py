@@ -119,9 +119,6 @@ class _ConfluentMember(_MemberBase):
             "bootstrap.servers": cfg["bootstrap"],
             "group.id": cfg["group"],
             "client.id": cfg["name"],
-            "partition.assignment.strategy": cfg.get("assignor", "range"),
-            "session.timeout.ms": cfg.get("session_ms", SESSION_MS),
-            "heartbeat.interval.ms": cfg.get("heartbeat_ms", HEARTBEAT_MS),
             "max.poll.interval.ms": cfg.get("max_poll_ms", MAX_POLL_MS),
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
@@ -129,6 +126,15 @@ class _ConfluentMember(_MemberBase):
             "fetch.wait.max.ms": 100,
             "enable.partition.eof": False,
         }
+        if cfg.get("group_protocol", "classic") == "consumer":
+            # KIP-848: the broker owns the session, the heartbeat interval and the assignor.
+            conf["group.protocol"] = "consumer"
+            if cfg.get("assignor"):
+                conf["group.remote.assignor"] = cfg["assignor"]
+        else:
+            conf["partition.assignment.strategy"] = cfg.get("assignor", "range")
+            conf["session.timeout.ms"] = cfg.get("session_ms", SESSION_MS)
+            conf["heartbeat.interval.ms"] = cfg.get("heartbeat_ms", HEARTBEAT_MS)
         if cfg.get("instance_id"):
             conf["group.instance.id"] = cfg["instance_id"]
         conf.update(cfg.get("extra_conf", {}))  # e.g. {"debug": "cgrp"} when diagnosing
@@ -541,8 +547,11 @@ def start_python_member(client: str, name: str, bootstrap: str, topic: str, grou
 def start_java_member(java_driver: Any, name: str, bootstrap: str, topic: str, group: str, *,
                       assignor: str = "range", instance_id: str | None = None,
                       session_ms: int = SESSION_MS, heartbeat_ms: int = HEARTBEAT_MS,
-                      max_poll_ms: int = MAX_POLL_MS, client_id: str | None = None) -> Member:
-    """``client_id`` defaults to ``name``; a restarted instance keeps its predecessor's."""
+                      max_poll_ms: int = MAX_POLL_MS, client_id: str | None = None,
+                      group_protocol: str = "classic") -> Member:
+    """``client_id`` defaults to ``name``; a restarted instance keeps its predecessor's.
+    With ``group_protocol="consumer"`` (KIP-848) ``assignor`` names the broker's assignor and
+    the session and heartbeat settings are the broker's."""
     args = [
         java_driver.java, "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xmx256m",
         "-cp", java_driver.classpath, "SlipstreamDriver", bootstrap, "group-consume", topic, group,
@@ -551,6 +560,8 @@ def start_java_member(java_driver: Any, name: str, bootstrap: str, topic: str, g
     ]
     if instance_id:
         args += ["--instance-id", instance_id]
+    if group_protocol != "classic":
+        args += ["--group-protocol", group_protocol]
     proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     m = Member(name, proc, client_id=client_id or name, instance_id=instance_id)

@@ -170,7 +170,7 @@ def test_other_record_types_stay_unknown_and_bad_bytes_are_refused() -> None:
         gr.decode_consumer_group_value(gr.ConsumerGroupMetadataKey(group="g"), V0 + b"\x00")
 
 
-def test_the_classic_coordinator_replays_past_consumer_group_records() -> None:
+def test_the_coordinator_replays_consumer_group_records_into_consumer_groups() -> None:
     from slipstream.coordinator import GroupCoordinator, ManualTimer
 
     coordinator = GroupCoordinator(timer=ManualTimer(clock=lambda: 0))
@@ -178,4 +178,8 @@ def test_the_classic_coordinator_replays_past_consumer_group_records() -> None:
     for key, value, _ in VALUES:
         coordinator.replay(gr.encode_consumer_group_key(key), gr.encode_consumer_group_value(value), 0)
     coordinator.finish_loading(0)
-    assert coordinator.group_ids() == []  # not mistaken for classic groups
+    groups = {key.group for key, _, _ in VALUES}
+    assert sorted(coordinator.group_ids()) == sorted(groups)
+    for group_id in groups:
+        assert coordinator.group(group_id) is None  # not mistaken for a classic group
+        assert coordinator.consumer_group(group_id) is not None

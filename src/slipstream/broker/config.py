@@ -50,6 +50,12 @@ class BrokerConfig:
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1800000
     group_max_size: int = 2147483647
+    # Consumer (KIP-848) groups; Kafka's names are group.consumer.* (same defaults).
+    group_consumer_session_timeout_ms: int = 45_000
+    group_consumer_heartbeat_interval_ms: int = 5_000
+    group_consumer_max_size: int = 2147483647
+    # Comma-separated server-side assignors members may ask for; the first is the default.
+    group_consumer_assignors: str = "uniform,range"
     offsets_retention_minutes: int = 7 * 24 * 60
     offset_metadata_max_bytes: int = 4096
     # KIP-227 fetch sessions the broker keeps at once (0: every fetch is sessionless).
@@ -67,7 +73,15 @@ class BrokerConfig:
             raise ValueError(f"port {self.port} is out of range")
         if self.default_partitions < 1:
             raise ValueError("default partitions must be at least 1")
+        unknown = [a for a in self.consumer_group_assignors() if a not in ("uniform", "range")]
+        if unknown or not self.consumer_group_assignors():
+            raise ValueError(
+                f"group.consumer.assignors must list assignors among uniform, range; got {self.group_consumer_assignors!r}"
+            )
         return self
+
+    def consumer_group_assignors(self) -> tuple[str, ...]:
+        return tuple(a.strip() for a in self.group_consumer_assignors.split(",") if a.strip())
 
 
 # Kafka-style names accepted in files, env vars and --set, mapped to our fields.

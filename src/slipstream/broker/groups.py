@@ -40,8 +40,17 @@ from ..coordinator import (
     Pending,
     Record,
 )
+from ..coordinator.config import DEFAULT_RECONCILING_HEARTBEAT_INTERVAL_MS
 from ..coordinator.result import RequestContext as CoordinatorContext
 from ..log.api import OffsetOutOfRange
+from ..protocol.apis.consumer_group_describe import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+)
+from ..protocol.apis.consumer_group_heartbeat import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 from ..protocol.apis.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 from ..protocol.apis.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from ..protocol.apis.heartbeat import HeartbeatRequest, HeartbeatResponse
@@ -116,10 +125,20 @@ class GroupCoordinatorAdapter:
             offsets_retention_ms=c.offsets_retention_minutes * 60_000,
             offset_metadata_max_bytes=c.offset_metadata_max_bytes,
             offsets_topic_num_partitions=c.offsets_topic_partitions,
+            consumer_group_session_timeout_ms=c.group_consumer_session_timeout_ms,
+            consumer_group_heartbeat_interval_ms=c.group_consumer_heartbeat_interval_ms,
+            consumer_group_reconciling_heartbeat_interval_ms=min(
+                DEFAULT_RECONCILING_HEARTBEAT_INTERVAL_MS, c.group_consumer_heartbeat_interval_ms
+            ),
+            consumer_group_max_size=c.group_consumer_max_size,
+            consumer_group_assignors=c.consumer_group_assignors(),
         )
         self.timer = ManualTimer(clock=state.clock)
         self.coordinator = GroupCoordinator(
-            self.config, timer=self.timer, partition_exists=self._partition_exists
+            self.config,
+            timer=self.timer,
+            partition_exists=self._partition_exists,
+            topics=state.topics.image,
         )
         self._lock = _OrderedLock()
         self._parked: dict[Pending, asyncio.Future[Struct]] = {}
@@ -237,6 +256,22 @@ class GroupCoordinatorAdapter:
 
     async def delete_groups(self, ctx: CoordinatorContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
         return cast(DeleteGroupsResponse, await self.call(lambda now: self.coordinator.delete_groups(ctx, request, now)))
+
+    async def consumer_group_heartbeat(
+        self, ctx: CoordinatorContext, request: ConsumerGroupHeartbeatRequest
+    ) -> ConsumerGroupHeartbeatResponse:
+        return cast(
+            ConsumerGroupHeartbeatResponse,
+            await self.call(lambda now: self.coordinator.consumer_group_heartbeat(ctx, request, now)),
+        )
+
+    async def consumer_group_describe(
+        self, ctx: CoordinatorContext, request: ConsumerGroupDescribeRequest
+    ) -> ConsumerGroupDescribeResponse:
+        return cast(
+            ConsumerGroupDescribeResponse,
+            await self.call(lambda now: self.coordinator.consumer_group_describe(ctx, request, now)),
+        )
 
     def note_coordinator_lookup(self, group_ids: list[str], connection: str) -> None:
         # Only a hint for groups in their initial delay: no record, response or timer change.

@@ -14,6 +14,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..coordinator.consumer.assignors.base import TopicMetadata
+from ..coordinator.topics_image import TopicsImage
 from ..log.api import LogStore, PartitionLog
 from ..protocol.errors import ErrorCode, KafkaError
 from . import topic_config
@@ -65,6 +67,10 @@ class TopicManager:
         self._metadata_path = metadata_dir / "topics.json" if metadata_dir else None
         self.topics: dict[str, Topic] = {}
         self.by_id: dict[uuid.UUID, Topic] = {}
+        # Bumped by every change the group coordinator must see (topics created or
+        # deleted, partitions added); the image is rebuilt on demand after one.
+        self._version = 0
+        self._image: TopicsImage | None = None
 
     # ---------------------------------------------------------------- persistence
 
@@ -146,6 +152,7 @@ class TopicManager:
         if topic is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
         del self.by_id[topic.topic_id]
+        self._changed()
         for index, plog in enumerate(topic.partitions):
             plog.close()
             self.store.remove(name, index)
@@ -193,8 +200,23 @@ class TopicManager:
     def _register(self, topic: Topic) -> None:
         self.topics[topic.name] = topic
         self.by_id[topic.topic_id] = topic
+        self._changed()
+
+    def _changed(self) -> None:
+        self._version += 1
+        self._image = None
+
+    def image(self) -> TopicsImage:
+        """The topics as the group coordinator sees them: ids and partition counts, versioned."""
+        if self._image is None:
+            self._image = TopicsImage.of(
+                self._version,
+                (TopicMetadata(t.topic_id, t.name, len(t.partitions)) for t in self.topics.values()),
+            )
+        return self._image
 
     def _open_partitions(self, topic: Topic, count: int) -> None:
+        self._changed()
         settings = topic_config.log_config(self.effective_configs(topic))
         for index in range(len(topic.partitions), count):
             topic.partitions.append(self.store.open(topic.name, index, settings))

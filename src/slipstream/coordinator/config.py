@@ -12,6 +12,8 @@ from dataclasses import dataclass
 # bounded by the rebalance timeout, so consumers started together still land in
 # one generation (see GroupManager._on_initial_delay).
 DEFAULT_INITIAL_REBALANCE_DELAY_MS = 100
+# See CoordinatorConfig.consumer_group_reconciling_heartbeat_interval_ms.
+DEFAULT_RECONCILING_HEARTBEAT_INTERVAL_MS = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +44,12 @@ class CoordinatorConfig:
     consumer_group_heartbeat_interval_ms: int = 5_000
     consumer_group_max_size: int = 2**31 - 1
     consumer_group_assignors: tuple[str, ...] = ("uniform", "range")
+    # Ours: the heartbeat interval given to a member while its group is changing (it
+    # has partitions to revoke or to receive, the group is not Stable, or its epoch
+    # moved less than one regular interval ago). The coordinator cannot call a member,
+    # so this is how fast a rebalance completes; a Stable group heartbeats at the
+    # regular interval.
+    consumer_group_reconciling_heartbeat_interval_ms: int = DEFAULT_RECONCILING_HEARTBEAT_INTERVAL_MS
 
     def __post_init__(self) -> None:
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
@@ -54,6 +62,10 @@ class CoordinatorConfig:
             raise ValueError("offsets_topic_num_partitions must be >= 1")
         if self.consumer_group_heartbeat_interval_ms >= self.consumer_group_session_timeout_ms:
             raise ValueError("consumer_group_heartbeat_interval_ms must be below consumer_group_session_timeout_ms")
+        if not 0 < self.consumer_group_reconciling_heartbeat_interval_ms <= self.consumer_group_heartbeat_interval_ms:
+            raise ValueError(
+                "consumer_group_reconciling_heartbeat_interval_ms must be in 1..consumer_group_heartbeat_interval_ms"
+            )
         if self.consumer_group_max_size < 1:
             raise ValueError("consumer_group_max_size must be >= 1")
         if not self.consumer_group_assignors:

@@ -46,6 +46,7 @@ from .consumer import (
     ASSIGNORS,
     ConsumerGroup,
     ConsumerGroupMember,
+    ConsumerGroupState,
     MemberState,
     PartitionAssignor,
     PartitionAssignorError,
@@ -340,7 +341,7 @@ class ConsumerGroupManager:
             error_code=ErrorCode.NONE,
             member_id=member_id,
             member_epoch=reconciled.member_epoch,
-            heartbeat_interval_ms=self.config.consumer_group_heartbeat_interval_ms,
+            heartbeat_interval_ms=self._interval(group, bump, reconciled.is_reconciled_to(target_epoch), now_ms),
         )
         full = epoch == JOIN_GROUP_MEMBER_EPOCH or (
             req.rebalance_timeout_ms != -1
@@ -355,6 +356,17 @@ class ConsumerGroupManager:
                 ]
             )
         return CoordinatorResult(response=response, records=records)
+
+    def _interval(self, group: ConsumerGroup, bumped: bool, reconciled: bool, now_ms: int) -> int:
+        """The regular interval for a member of a settled group, a short one while it changes."""
+        regular = self.config.consumer_group_heartbeat_interval_ms
+        settled = (
+            reconciled
+            and not bumped
+            and group.state is ConsumerGroupState.STABLE
+            and now_ms - group.epoch_changed_ms >= regular
+        )
+        return regular if settled else self.config.consumer_group_reconciling_heartbeat_interval_ms
 
     def _static_member(
         self,

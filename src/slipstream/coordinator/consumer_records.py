@@ -170,6 +170,7 @@ def replay_consumer_record(
     groups: MutableMapping[str, ConsumerGroup],
     key: gr.ConsumerGroupKey,
     value: gr.ConsumerGroupValue | None,
+    now_ms: int = 0,
 ) -> None:
     """Apply one consumer-group record to ``groups`` (created on its first record)."""
     group_id = key.group
@@ -188,6 +189,8 @@ def replay_consumer_record(
             return
         assert isinstance(value, gr.ConsumerGroupMetadataValue)
         group.metadata_hash = value.metadata_hash
+        if value.epoch != group.group_epoch:
+            group.epoch_changed_ms = now_ms
         group.set_group_epoch(value.epoch)
     elif isinstance(key, gr.ConsumerGroupMemberMetadataKey):
         _replay_member(group, key.member_id, value)

@@ -63,7 +63,7 @@ from ..protocol.schema import Struct
 from . import consumer_records as crec
 from . import records as rec
 from .config import CoordinatorConfig
-from .consumer import ConsumerGroup, ConsumerGroupState
+from .consumer import ConsumerGroup, ConsumerGroupState, PartitionOwnershipError
 from .consumer_group_manager import ConsumerGroupManager, heartbeat_error, validate_member_fetch
 from .group import ClassicGroup
 from .group_manager import GroupManager, append_error_for_group, join_response
@@ -192,9 +192,13 @@ class GroupCoordinator:
                     self.group_manager.remove_group(k.group, now)
                 if isinstance(k, gr.ConsumerGroupMetadataKey) and value is None:
                     self.consumer_groups.forget(k.group)
-                crec.replay_consumer_record(self.consumer_groups.groups, k, cv)
+                crec.replay_consumer_record(self.consumer_groups.groups, k, cv, now)
         except gr.RecordFormatError as exc:
             log.warning("skipping malformed __consumer_offsets record: %s", exc)
+        except PartitionOwnershipError as exc:
+            # Records that contradict each other (a corrupt or hand-written log): the
+            # broker keeps loading; the member's next heartbeat sorts its assignment out.
+            log.error("skipping inconsistent __consumer_offsets record: %s", exc)
 
     def apply(self, record: Record, now_ms: int | None = None) -> None:
         """``replay(record.key, record.value, now_ms)`` for a record this coordinator emitted.

@@ -624,8 +624,10 @@ public final class SlipstreamDriver {
         String heartbeatMs = "1000";
         String maxPollMs = "30000";
         String maxPollRecords = "50";
+        String groupProtocol = "classic";
         for (int i = 2; i < a.length; i++) {
             switch (a[i]) {
+                case "--group-protocol": groupProtocol = a[++i]; break;
                 case "--assignor": assignor = a[++i]; break;
                 case "--client-id": clientId = a[++i]; break;
                 case "--instance-id": instanceId = a[++i]; break;
@@ -636,14 +638,6 @@ public final class SlipstreamDriver {
                 default: throw new IllegalArgumentException("unknown group-consume option " + a[i]);
             }
         }
-        String assignorClass;
-        switch (assignor) {
-            case "range": assignorClass = RangeAssignor.class.getName(); break;
-            case "roundrobin": assignorClass = RoundRobinAssignor.class.getName(); break;
-            case "sticky": assignorClass = StickyAssignor.class.getName(); break;
-            case "cooperative-sticky": assignorClass = CooperativeStickyAssignor.class.getName(); break;
-            default: throw new IllegalArgumentException("unknown assignor " + assignor);
-        }
         Properties p = new Properties();
         p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
@@ -651,9 +645,23 @@ public final class SlipstreamDriver {
         if (instanceId != null) {
             p.put(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG, instanceId);
         }
-        p.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, assignorClass);
-        p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, sessionMs);
-        p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, heartbeatMs);
+        if (groupProtocol.equals("consumer")) {
+            // KIP-848: the broker owns the session, the heartbeat interval and the assignor.
+            p.put("group.protocol", "consumer");
+            p.put("group.remote.assignor", assignor);
+        } else {
+            String assignorClass;
+            switch (assignor) {
+                case "range": assignorClass = RangeAssignor.class.getName(); break;
+                case "roundrobin": assignorClass = RoundRobinAssignor.class.getName(); break;
+                case "sticky": assignorClass = StickyAssignor.class.getName(); break;
+                case "cooperative-sticky": assignorClass = CooperativeStickyAssignor.class.getName(); break;
+                default: throw new IllegalArgumentException("unknown assignor " + assignor);
+            }
+            p.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, assignorClass);
+            p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, sessionMs);
+            p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, heartbeatMs);
+        }
         p.put(ConsumerConfig.MAX_POLL_INTERVAL_MS_CONFIG, maxPollMs);
         p.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, maxPollRecords);
         p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");

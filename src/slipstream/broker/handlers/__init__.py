@@ -14,6 +14,8 @@ from ..request_context import RequestContext
 from . import (
     alter_configs,
     api_versions,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     create_partitions,
     create_topics,
     delete_groups,
@@ -80,6 +82,8 @@ _MODULES: tuple[Handler, ...] = (
     offset_delete,
     describe_cluster,
     describe_topic_partitions,
+    consumer_group_heartbeat,
+    consumer_group_describe,
 )
 
 

@@ -62,6 +62,8 @@ class ConsumerGroup:
         # In memory only: the topics image version the metadata hash and regexes were
         # last checked against (-1: never, e.g. after a restart).
         self.checked_topics_version = -1
+        # In memory only: when the group epoch last changed (replay time).
+        self.epoch_changed_ms = 0
 
     # ----- reads -----
 

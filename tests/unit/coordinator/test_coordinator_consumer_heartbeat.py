@@ -36,13 +36,20 @@ def test_first_member_gets_every_partition_at_epoch_one() -> None:
     assert response.error_code == ErrorCode.NONE
     assert response.member_id == a.member_id
     assert response.member_epoch == 1
-    assert response.heartbeat_interval_ms == 5_000
+    # A group that just changed heartbeats fast, so its rebalance completes quickly ...
+    assert response.heartbeat_interval_ms == 200
     assert a.partitions() == {("t", p) for p in range(4)}
     group = group_of(ctx)
     assert group.group_epoch == group.target_assignment_epoch == 1
     assert group.state is ConsumerGroupState.STABLE
     # A heartbeat with nothing new carries no assignment.
     assert a.beat().assignment is None
+    # ... and a settled one at the regular interval.
+    ctx.advance(5_000)
+    assert a.beat().heartbeat_interval_ms == 5_000
+    b = Member(ctx, "g", topics=["t"])
+    b.join()
+    assert a.beat().heartbeat_interval_ms == 200
 
 
 def test_a_partition_moves_only_after_its_owner_released_it() -> None:

@@ -193,3 +193,24 @@ def test_empty_groups_change_type_and_keep_their_offsets() -> None:
 
 def test_member_state_values_match_kafka() -> None:
     assert [s.value for s in (MemberState.STABLE, MemberState.UNREVOKED_PARTITIONS, MemberState.UNRELEASED_PARTITIONS)] == [0, 1, 2]
+
+
+def test_contradicting_records_are_skipped_and_loading_goes_on() -> None:
+    ctx = GroupContext()
+    set_topics(ctx, t=2)
+    a = Member(ctx, "g", topics=["t"])
+    a.join()
+    (assigned,) = [r for r in ctx.log if gr.decode_key(r.key).version == 8]
+    # The same partitions claimed by a second member: refused on replay, not fatal.
+    other = gr.ConsumerGroupCurrentMemberAssignmentKey(group="g", member_id="intruder")
+    value = gr.decode_consumer_group_value(gr.decode_key(assigned.key), assigned.value)
+    records = [(r.key, r.value) for r in ctx.log] + [
+        (gr.encode_consumer_group_key(other), gr.encode_consumer_group_value(value))
+    ]
+    fresh = GroupCoordinator(ctx.config, timer=ManualTimer(start_ms=ctx.now), topics=lambda: ctx.topics)
+    fresh.load(records, ctx.now)
+    group = fresh.consumer_group("g")
+    assert group is not None and not group.has_member("intruder")
+    assert group.member(a.member_id).assigned_partitions == ctx.coordinator.consumer_group("g").member(
+        a.member_id
+    ).assigned_partitions
