@@ -21,10 +21,13 @@ from .client.admin import (
     STATE_DEAD,
     STATE_EMPTY,
     Admin,
+    ConsumerGroupDescription,
     GroupDescription,
+    PartitionLag,
     TopicPartition,
 )
 from .client.cluster import Cluster
+from .client.connection import UnsupportedApi
 from .protocol.errors import KafkaError
 
 if TYPE_CHECKING:
@@ -170,10 +173,45 @@ def parse_datetime_ms(text: str) -> int:
 async def _list(args: argparse.Namespace, cluster: Cluster) -> int:
     groups = await Admin(cluster).list_groups(states=args.state or None)
     _print_table(
-        ["GROUP", "STATE", "PROTOCOL-TYPE"],
-        ([g.group_id, g.state or "?", g.protocol_type] for g in groups),
+        ["GROUP", "STATE", "PROTOCOL-TYPE", "GROUP-TYPE"],
+        ([g.group_id, g.state or "?", g.protocol_type, g.group_type or "?"] for g in groups),
     )
     return 0
+
+
+async def _consumer_group(admin: Admin, group_id: str) -> ConsumerGroupDescription | None:
+    """The group as a consumer (KIP-848) group, or None (classic, or not served)."""
+    try:
+        return (await admin.describe_consumer_groups([group_id]))[0]
+    except UnsupportedApi:
+        return None
+
+
+def _print_consumer_group(group: ConsumerGroupDescription) -> None:
+    coordinator = group.coordinator
+    where = f"{coordinator.node_id} ({coordinator.host}:{coordinator.port})" if coordinator else "?"
+    print(
+        f"group {group.group_id}  state {group.state}  protocol consumer/{group.assignor}  "
+        f"group-epoch {group.group_epoch}  target-assignment-epoch {group.target_assignment_epoch}  "
+        f"coordinator {where}  members {len(group.members)}"
+    )
+    if group.members:
+        print()
+        _print_table(
+            ["MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST", "EPOCH", "ASSIGNMENT", "TARGET-ASSIGNMENT"],
+            (
+                [
+                    m.member_id,
+                    m.instance_id,
+                    m.client_id,
+                    m.host,
+                    m.member_epoch,
+                    _format_assignment(m.assignment),
+                    _format_assignment(m.target_assignment),
+                ]
+                for m in group.members
+            ),
+        )
 
 
 def _is_unknown(description: GroupDescription, has_offsets: bool) -> bool:
@@ -186,6 +224,11 @@ async def _describe(args: argparse.Namespace, cluster: Cluster) -> int:
     lags = await admin.group_lag(args.group)
     if _is_unknown(description, bool(lags)):
         return _fail(f"group {args.group!r} does not exist")
+    consumer_group = await _consumer_group(admin, args.group)
+    if consumer_group is not None:
+        _print_consumer_group(consumer_group)
+        _print_lags(lags)
+        return 0
     coordinator = description.coordinator
     where = f"{coordinator.node_id} ({coordinator.host}:{coordinator.port})" if coordinator else "?"
     protocol = description.protocol_type or _NONE
@@ -204,10 +247,15 @@ async def _describe(args: argparse.Namespace, cluster: Cluster) -> int:
                 for m in description.members
             ),
         )
+    _print_lags(lags)
+    return 0
+
+
+def _print_lags(lags: list[PartitionLag]) -> None:
     print()
     if not lags:
         print("no committed offsets and no assigned partitions")
-        return 0
+        return
     _print_table(
         ["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "MEMBER-ID", "CLIENT-ID", "HOST"],
         (
@@ -215,7 +263,6 @@ async def _describe(args: argparse.Namespace, cluster: Cluster) -> int:
             for lag in lags
         ),
     )
-    return 0
 
 
 async def _reset_offsets(args: argparse.Namespace, cluster: Cluster) -> int:

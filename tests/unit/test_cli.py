@@ -135,8 +135,8 @@ def test_groups_list(env: dict[str, Any], capsys: pytest.CaptureFixture[str]) ->
     code, out, err = run(capsys, env, "list")
     assert (code, err) == (0, "")
     table = {r[0]: r[1:] for r in rows(out, "GROUP")}
-    assert table[LIVE] == ["Stable", "consumer"]
-    assert table["cli-listed"] == ["Empty", "consumer"]
+    assert table[LIVE] == ["Stable", "consumer", "classic"]
+    assert table["cli-listed"] == ["Empty", "consumer", "classic"]
     code, out, _ = run(capsys, env, "list", "--state", "Empty")
     assert code == 0
     listed = [r[0] for r in rows(out, "GROUP")]
@@ -160,6 +160,30 @@ def test_groups_describe_live_group(env: dict[str, Any], capsys: pytest.CaptureF
         [ORDERS, "1", "3", "3", "0", member_id, "cli-live-1", "/127.0.0.1"],
         [ORDERS, "2", "-", "0", "-", member_id, "cli-live-1", "/127.0.0.1"],
     ]
+
+
+def test_groups_describe_consumer_protocol_group(env: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    """A KIP-848 group shows its protocol, epochs and per member its epoch and target."""
+    conf = {k: v for k, v in consumer_config(env["bootstrap"], "cli-kip848", "cli-848").items()
+            if k not in ("heartbeat.interval.ms", "partition.assignment.strategy")}
+    member = Consumer({**conf, "group.protocol": "consumer"})
+    try:
+        join(member, ORDERS, len(ORDERS_COUNTS))
+        commit(member, ORDERS, {0: 1})
+        code, out, err = run(capsys, env, "describe", "cli-kip848")
+        assert (code, err) == (0, "")
+        header = out.splitlines()[0]
+        assert "state Stable" in header and "protocol consumer/uniform" in header
+        assert "group-epoch 1" in header and "target-assignment-epoch 1" in header
+        (row,) = rows(out, "MEMBER-ID")
+        assert row[0] == member.memberid()
+        assert row[2:] == ["cli-848", "/127.0.0.1", "1", f"{ORDERS}:", "0,1,2", f"{ORDERS}:", "0,1,2"]
+        lags = rows(out, "TOPIC")
+        assert lags[0][:5] == [ORDERS, "0", "1", "5", "4"]
+        code, out, _ = run(capsys, env, "list")
+        assert {r[0]: r[1:] for r in rows(out, "GROUP")}["cli-kip848"] == ["Stable", "consumer", "consumer"]
+    finally:
+        member.close()
 
 
 def test_groups_describe_empty_group(env: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:

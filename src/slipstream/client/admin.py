@@ -16,6 +16,11 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..protocol.apis.consumer_group_describe import SPEC as CONSUMER_GROUP_DESCRIBE
+from ..protocol.apis.consumer_group_describe import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponseAssignment,
+)
 from ..protocol.apis.create_topics import (
     SPEC as CREATE_TOPICS,
 )
@@ -158,6 +163,39 @@ class GroupDescription:
             if partition in member.assignment.get(topic, ()):
                 return member
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerMemberDescription:
+    """A member of a consumer (KIP-848) group, from ConsumerGroupDescribe."""
+
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    host: str
+    member_epoch: int
+    subscribed_topics: list[str]
+    subscribed_regex: str | None
+    # topic -> sorted partitions: what the member owns now, and what the coordinator targets.
+    assignment: dict[str, list[int]]
+    target_assignment: dict[str, list[int]]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupDescription:
+    """A consumer (KIP-848) group: its epochs, assignor and members."""
+
+    group_id: str
+    state: str
+    group_epoch: int
+    target_assignment_epoch: int
+    assignor: str
+    members: list[ConsumerMemberDescription]
+    coordinator: BrokerNode | None = None
+
+
+def _named_assignment(assignment: ConsumerGroupDescribeResponseAssignment) -> dict[str, list[int]]:
+    return {tp.topic_name: sorted(tp.partitions) for tp in assignment.topic_partitions}
 
 
 @dataclass(frozen=True, slots=True)
@@ -572,6 +610,56 @@ class Admin:
 
     async def describe_group(self, group_id: str) -> GroupDescription:
         return (await self.describe_groups([group_id]))[0]
+
+    async def describe_consumer_groups(
+        self, group_ids: Iterable[str]
+    ) -> list[ConsumerGroupDescription | None]:
+        """ConsumerGroupDescribe, in the order asked: consumer (KIP-848) groups with their
+        epochs and target assignments; None for a group that is not one (a classic group,
+        or none at all). Raises UnsupportedApi when the coordinator does not serve it."""
+        ids = list(dict.fromkeys(group_ids))
+
+        async def send(conn: BrokerConnection, batch: list[str]) -> dict[str, tuple[int, Any]]:
+            response = await conn.request(
+                CONSUMER_GROUP_DESCRIBE,
+                ConsumerGroupDescribeRequest(group_ids=batch, include_authorized_operations=False),
+            )
+            return {g.group_id: (g.error_code, g) for g in response.groups}
+
+        results = await self._per_group(ids, "ConsumerGroupDescribe", send)
+        out: list[ConsumerGroupDescription | None] = []
+        for group_id in ids:
+            code, g, node = results[group_id]
+            if code == ErrorCode.GROUP_ID_NOT_FOUND:
+                out.append(None)
+                continue
+            if code:
+                raise _group_error(group_id, code, "ConsumerGroupDescribe")
+            out.append(
+                ConsumerGroupDescription(
+                    group_id=group_id,
+                    state=g.group_state,
+                    group_epoch=g.group_epoch,
+                    target_assignment_epoch=g.assignment_epoch,
+                    assignor=g.assignor_name,
+                    members=[
+                        ConsumerMemberDescription(
+                            member_id=m.member_id,
+                            instance_id=m.instance_id,
+                            client_id=m.client_id,
+                            host=m.client_host,
+                            member_epoch=m.member_epoch,
+                            subscribed_topics=list(m.subscribed_topic_names),
+                            subscribed_regex=m.subscribed_topic_regex,
+                            assignment=_named_assignment(m.assignment),
+                            target_assignment=_named_assignment(m.target_assignment),
+                        )
+                        for m in g.members
+                    ],
+                    coordinator=node,
+                )
+            )
+        return out
 
     async def delete_groups(self, group_ids: Iterable[str]) -> None:
         """DeleteGroups: every group is tried; the first failure is then raised.
