@@ -113,3 +113,91 @@ def test_mixed_group_is_refused_as_kafka_does(consumer_broker, topic_name):
         classic.reap()
         if modern is not None:
             modern.reap()
+
+
+def test_static_member_restart_keeps_its_partitions(consumer_broker, topic_name):
+    """A static member (group.instance.id) that closes leaves with epoch -2; restarted within
+    the session timeout it gets the same partitions back and the other member never notices."""
+    from conformance_helpers import ck_create_topic
+
+    group = f"g-static848-{uuid.uuid4().hex[:8]}"
+    ck_create_topic(consumer_broker.bootstrap, topic_name, partitions=TOPIC_PARTITIONS)
+
+    def launch(name: str, instance: str):  # type: ignore[no-untyped-def]
+        return start_python_member("confluent", name, consumer_broker.bootstrap, topic_name, group,
+                                   group_protocol="consumer", instance_id=instance)
+
+    a, b = launch("a", "instance-a"), launch("b", "instance-b")
+    members = [a, b]
+    try:
+        admin = admin_client(consumer_broker.bootstrap)
+        desc = wait_stable(admin, group, [a, b])
+        before = {md.client_id: assignment_of(md) for md in desc.members}
+        b_events = len(b.snapshot())
+        a.close()
+        a2 = launch("a2", "instance-a")
+        members.append(a2)
+        wait_until(lambda: a2.owned() == before["a"], 20, lambda: f"a2 to get a's partitions back: {a2.diag()}")
+        # b kept its partitions throughout: no revocation, no new assignment.
+        assert not [e for e in b.snapshot()[b_events:] if e["event"] in ("assigned", "revoked", "lost")]
+        assert b.owned() == before["b"]
+        check_exclusive_ownership(ownership_intervals(members))
+    finally:
+        for m in members:
+            m.reap()
+
+
+def test_churn_keeps_ownership_exclusive_and_commits_monotonic(consumer_broker, topic_name):
+    """Members join, close and are killed at random while a producer writes: no partition is
+    ever owned by two live members, every acked record is processed, commits never go back."""
+    import random
+
+    from conformance_helpers import ck_create_topic
+    from test_groups_harness import PacedProducer, finish_and_verify
+
+    rng = random.Random(848)
+    group = f"g-churn848-{uuid.uuid4().hex[:8]}"
+    ck_create_topic(consumer_broker.bootstrap, topic_name, partitions=TOPIC_PARTITIONS)
+    admin = admin_client(consumer_broker.bootstrap)
+    members = []
+    live = []
+    counter = [0]
+
+    def launch():  # type: ignore[no-untyped-def]
+        counter[0] += 1
+        m = start_python_member("confluent", f"c{counter[0]}", consumer_broker.bootstrap, topic_name, group,
+                                group_protocol="consumer")
+        members.append(m)
+        live.append(m)
+        return m
+
+    producer = PacedProducer(consumer_broker.bootstrap, topic_name).start()
+    try:
+        for _ in range(3):
+            launch()
+        wait_stable(admin, group, live, timeout=30)
+        for _ in range(8):
+            action = rng.choice(["join", "close", "kill"] if len(live) > 1 else ["join"])
+            if action == "join":
+                launch()
+            elif action == "close":
+                live.pop(rng.randrange(len(live))).close()
+            else:
+                live.pop(rng.randrange(len(live))).kill()
+            time.sleep(rng.uniform(0.2, 1.5))
+        wait_stable(admin, group, live, timeout=SESSION_MS / 1000 + 30)
+        acks = producer.stop()
+        _committed, report = finish_and_verify(admin, consumer_broker, group, topic_name, members, acks)
+        print(report)
+        # Commits of the whole group, in time order, never move a partition backwards.
+        commits = sorted((e["t"], m.name, e["offsets"]) for m in members for e in m.snapshot()
+                         if e["event"] == "committed")
+        high: dict[str, int] = {}
+        for t, name, offsets in commits:
+            for p, offset in offsets.items():
+                assert offset >= high.get(p, -1), f"{name} committed partition {p} back to {offset} at {t}"
+                high[p] = offset
+    finally:
+        producer._stop.set()
+        for m in members:
+            m.reap()
