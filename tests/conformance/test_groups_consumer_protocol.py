@@ -201,3 +201,60 @@ def test_churn_keeps_ownership_exclusive_and_commits_monotonic(consumer_broker, 
         producer._stop.set()
         for m in members:
             m.reap()
+
+
+def test_group_survives_broker_kill9_with_its_epochs(consumer_broker, topic_name):
+    """kill -9 under two live consumer-protocol members: the restarted broker has the group's
+    epoch and assignments from __consumer_offsets, the members carry on without a rebalance,
+    nothing is lost and nothing committed is delivered again."""
+    from test_groups_harness import live_broker_crash_scenario
+
+    group = f"g-crash848-{uuid.uuid4().hex[:8]}"
+    launch = functools.partial(start_python_member, "confluent", bootstrap=consumer_broker.bootstrap,
+                               topic=topic_name, group=group, group_protocol="consumer")
+    result = live_broker_crash_scenario(consumer_broker, topic_name, group, lambda name: launch(name))
+    print(result)
+    assert result["rebalance_events_after_crash"] == 0, result
+
+
+def test_epochs_and_assignments_are_replayed_after_kill9(consumer_broker, topic_name):
+    from conformance_helpers import ck_create_topic
+    from confluent_kafka.admin import AdminClient  # noqa: F401  (the admin below is confluent's)
+
+    group = f"g-replay848-{uuid.uuid4().hex[:8]}"
+    ck_create_topic(consumer_broker.bootstrap, topic_name, partitions=TOPIC_PARTITIONS)
+    members = [start_python_member("confluent", f"r{i}", consumer_broker.bootstrap, topic_name, group,
+                                   group_protocol="consumer") for i in range(3)]
+    try:
+        admin = admin_client(consumer_broker.bootstrap)
+        wait_stable(admin, group, members)
+        before = _consumer_view(consumer_broker.bootstrap, group)
+        for m in members:
+            m.kill()
+        consumer_broker.kill9()
+        consumer_broker.start()
+        after = _consumer_view(consumer_broker.bootstrap, group)
+        assert after == before
+    finally:
+        for m in members:
+            m.reap()
+
+
+def _consumer_view(bootstrap: str, group: str) -> tuple:
+    """(group epoch, target epoch, {member: (epoch, assignment, target)}) from ConsumerGroupDescribe."""
+    import asyncio
+
+    from slipstream.client.admin import Admin
+    from slipstream.client.cluster import Cluster
+
+    async def describe() -> tuple:
+        cluster = Cluster(bootstrap)
+        try:
+            (desc,) = await Admin(cluster).describe_consumer_groups([group])
+        finally:
+            await cluster.close()
+        assert desc is not None
+        members = {m.member_id: (m.member_epoch, m.assignment, m.target_assignment) for m in desc.members}
+        return desc.group_epoch, desc.target_assignment_epoch, members
+
+    return asyncio.run(describe())
