@@ -218,8 +218,8 @@ def test_group_survives_broker_kill9_with_its_epochs(consumer_broker, topic_name
 
 
 def test_epochs_and_assignments_are_replayed_after_kill9(consumer_broker, topic_name):
-    from conformance_helpers import ck_create_topic
     from confluent_kafka.admin import AdminClient  # noqa: F401  (the admin below is confluent's)
+    from conformance_helpers import ck_create_topic
 
     group = f"g-replay848-{uuid.uuid4().hex[:8]}"
     ck_create_topic(consumer_broker.bootstrap, topic_name, partitions=TOPIC_PARTITIONS)

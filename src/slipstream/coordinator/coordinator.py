@@ -609,6 +609,16 @@ class GroupCoordinator:
                 records.append(rec.offset_tombstone(partition, group_id, topic, index))
             if everything and group.state is GroupState.EMPTY and not group.pending_join_members:
                 records.append(rec.group_tombstone(partition, group_id))
+        for consumer_group in list(self.consumer_groups.groups.values()):
+            group_id = consumer_group.group_id
+            if self.is_group_loading(group_id):
+                continue
+            expired, everything = self.offset_manager.expired_consumer_group_offsets(consumer_group, now_ms)
+            partition = self.partition_for(group_id)
+            for topic, index in expired:
+                records.append(rec.offset_tombstone(partition, group_id, topic, index))
+            if everything and consumer_group.state is ConsumerGroupState.EMPTY:
+                records.extend(crec.group_tombstones(partition, consumer_group))
         if records:
             log.info("offset retention: %s tombstones", len(records))
         return CoordinatorResult(records=records)

@@ -36,6 +36,7 @@ from ..protocol.errors import ErrorCode
 from ..protocol.schema import Struct
 from . import records as rec
 from .config import CoordinatorConfig
+from .consumer import ConsumerGroup
 from .consumer_group_manager import ConsumerGroupManager, validate_member_commit
 from .group import ClassicGroup
 from .group_manager import NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND, GroupManager
@@ -382,6 +383,33 @@ class OffsetManager:
                     gone = now_ms >= om.expire_timestamp_ms
                 else:
                     gone = now_ms - base(om) >= retention
+                if gone and not self._is_pending(group.group_id, topic, index):
+                    expired.append((topic, index))
+                else:
+                    everything = False
+        return expired, everything
+
+    def expired_consumer_group_offsets(
+        self, group: ConsumerGroup, now_ms: int
+    ) -> tuple[list[TopicPartition], bool]:
+        """``expired_offsets`` for a consumer (KIP-848) group: Kafka expires by commit time
+        every offset of a topic no member consumes (all of them once the group is Empty)."""
+        by_topic = self.offsets.get(group.group_id)
+        if not by_topic:
+            return [], True
+        subscribed = group.all_subscribed_topics()
+        retention = self.config.offsets_retention_ms
+        expired: list[TopicPartition] = []
+        everything = True
+        for topic, by_partition in by_topic.items():
+            if topic in subscribed:
+                everything = False
+                continue
+            for index, om in by_partition.items():
+                if om.expire_timestamp_ms != -1:
+                    gone = now_ms >= om.expire_timestamp_ms
+                else:
+                    gone = now_ms - om.commit_timestamp_ms >= retention
                 if gone and not self._is_pending(group.group_id, topic, index):
                     expired.append((topic, index))
                 else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from consumer_group_client import Member, describe, heartbeat, set_topics, settle
 from coord_context import GroupContext, protocols
 
-from slipstream.coordinator import GroupCoordinator, ManualTimer
+from slipstream.coordinator import CoordinatorConfig, GroupCoordinator, ManualTimer
 from slipstream.coordinator.consumer import ConsumerGroupState, MemberState
 from slipstream.protocol import consumer_protocol as cp
 from slipstream.protocol import group_records as gr
@@ -214,3 +214,24 @@ def test_contradicting_records_are_skipped_and_loading_goes_on() -> None:
     assert group.member(a.member_id).assigned_partitions == ctx.coordinator.consumer_group("g").member(
         a.member_id
     ).assigned_partitions
+
+
+def test_offsets_of_topics_nobody_consumes_expire_then_the_empty_group_goes() -> None:
+    ctx = GroupContext(config=CoordinatorConfig(offsets_topic_num_partitions=4, offsets_retention_ms=30_000))
+    set_topics(ctx, t=1, old=1)
+    a = Member(ctx, "g", topics=["t"])
+    a.join()
+    ctx.commit("g", {("t", 0): 5, ("old", 0): 9}, generation=a.epoch, member_id=a.member_id, version=9)
+    for _ in range(6):  # past the retention, the member alive
+        ctx.advance(5_000)
+        a.beat()
+    ctx.process(ctx.coordinator.expire_offsets(ctx.now))
+    # "t" is consumed by a member: kept; "old" is not: expired.
+    assert ctx.fetched("g") == {("t", 0): 5}
+    assert ctx.coordinator.consumer_group("g") is not None
+    a.leave()
+    ctx.process(ctx.coordinator.expire_offsets(ctx.now))
+    # Empty: nothing is consumed any more, the last offset expires and the group with it.
+    assert ctx.fetched("g") == {}
+    assert ctx.coordinator.consumer_group("g") is None
+    assert reload(ctx).consumer_group("g") is None
