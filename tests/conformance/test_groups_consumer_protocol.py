@@ -38,7 +38,9 @@ pytestmark = pytest.mark.conformance
 
 CONSUMER_BROKER_ARGS = (
     *GROUP_BROKER_ARGS,
+    "--set", "group.consumer.min.session.timeout.ms=1000",
     "--set", f"group.consumer.session.timeout.ms={SESSION_MS}",
+    "--set", "group.consumer.min.heartbeat.interval.ms=100",
     "--set", "group.consumer.heartbeat.interval.ms=500",
 )
 

@@ -19,6 +19,7 @@ from .config import BrokerConfig
 from .dispatch import Dispatcher
 from .fetch_sessions import FetchSessionCache
 from .gc_tuning import ServingGC
+from .group_configs import GroupConfigs
 from .groups import GroupCoordinatorAdapter
 from .producer_state import ProducerIdAllocator
 from .server import KafkaConnection
@@ -59,11 +60,14 @@ class Broker:
             store = MemoryLogStore()
         topics = TopicManager(config, store, data_dir)
         topics.load()
+        group_configs = GroupConfigs(config, data_dir)
+        group_configs.load()
         state = BrokerState(
             config=config,
             topics=topics,
             cluster_id=load_cluster_id(data_dir),
             producer_ids=ProducerIdAllocator(data_dir / "producer-ids" if data_dir else None),
+            group_configs=group_configs,
             fetch_sessions=FetchSessionCache(config.max_incremental_fetch_session_cache_slots),
         )
         self.state = state

@@ -54,6 +54,11 @@ class BrokerConfig:
     group_consumer_session_timeout_ms: int = 45_000
     group_consumer_heartbeat_interval_ms: int = 5_000
     group_consumer_max_size: int = 2147483647
+    # Bounds of the per-group overrides (config resource GROUP), Kafka's defaults.
+    group_consumer_min_session_timeout_ms: int = 45_000
+    group_consumer_max_session_timeout_ms: int = 60_000
+    group_consumer_min_heartbeat_interval_ms: int = 5_000
+    group_consumer_max_heartbeat_interval_ms: int = 15_000
     # Comma-separated server-side assignors members may ask for; the first is the default.
     group_consumer_assignors: str = "uniform,range"
     offsets_retention_minutes: int = 7 * 24 * 60
@@ -73,6 +78,26 @@ class BrokerConfig:
             raise ValueError(f"port {self.port} is out of range")
         if self.default_partitions < 1:
             raise ValueError("default partitions must be at least 1")
+        if not (
+            self.group_consumer_min_session_timeout_ms
+            <= self.group_consumer_session_timeout_ms
+            <= self.group_consumer_max_session_timeout_ms
+        ):
+            raise ValueError(
+                f"group.consumer.session.timeout.ms ({self.group_consumer_session_timeout_ms}) must be within "
+                f"group.consumer.min/max.session.timeout.ms ({self.group_consumer_min_session_timeout_ms}-"
+                f"{self.group_consumer_max_session_timeout_ms})"
+            )
+        if not (
+            self.group_consumer_min_heartbeat_interval_ms
+            <= self.group_consumer_heartbeat_interval_ms
+            <= self.group_consumer_max_heartbeat_interval_ms
+        ):
+            raise ValueError(
+                f"group.consumer.heartbeat.interval.ms ({self.group_consumer_heartbeat_interval_ms}) must be within "
+                f"group.consumer.min/max.heartbeat.interval.ms ({self.group_consumer_min_heartbeat_interval_ms}-"
+                f"{self.group_consumer_max_heartbeat_interval_ms})"
+            )
         unknown = [a for a in self.consumer_group_assignors() if a not in ("uniform", "range")]
         if unknown or not self.consumer_group_assignors():
             raise ValueError(

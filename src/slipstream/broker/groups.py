@@ -41,6 +41,7 @@ from ..coordinator import (
     Record,
 )
 from ..coordinator.config import DEFAULT_RECONCILING_HEARTBEAT_INTERVAL_MS
+from ..coordinator.consumer_group_manager import ConsumerGroupTimeouts
 from ..coordinator.result import RequestContext as CoordinatorContext
 from ..log.api import OffsetOutOfRange
 from ..protocol.apis.consumer_group_describe import (
@@ -139,6 +140,7 @@ class GroupCoordinatorAdapter:
             timer=self.timer,
             partition_exists=self._partition_exists,
             topics=state.topics.image,
+            consumer_group_timeouts=self._consumer_group_timeouts,
         )
         self._lock = _OrderedLock()
         self._parked: dict[Pending, asyncio.Future[Struct]] = {}
@@ -153,6 +155,10 @@ class GroupCoordinatorAdapter:
         self._last_sync: asyncio.Task[None] | None = None
         # Appends to __consumer_offsets so far (one per partition per write): tests and metrics.
         self.appends = 0
+
+    def _consumer_group_timeouts(self, group_id: str) -> ConsumerGroupTimeouts:
+        configs = self.state.group_configs
+        return ConsumerGroupTimeouts(configs.session_timeout_ms(group_id), configs.heartbeat_interval_ms(group_id))
 
     def _partition_exists(self, topic: str, partition: int) -> bool:
         return self.state.topics.partition(topic, partition) is not None

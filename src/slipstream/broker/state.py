@@ -28,6 +28,7 @@ from . import topic_config
 from .config import BrokerConfig
 from .durability import GroupCommitter
 from .fetch_sessions import FetchSessionCache
+from .group_configs import GroupConfigs
 from .notifier import AppendNotifier
 from .producer_state import PartitionProducerState, ProducerIdAllocator
 from .topics import TopicManager
@@ -43,6 +44,7 @@ class BrokerState:
     topics: TopicManager
     cluster_id: str
     producer_ids: ProducerIdAllocator
+    group_configs: GroupConfigs
     advertised_host: str = "127.0.0.1"
     advertised_port: int = 9092
     clock: Callable[[], int] = wall_clock_ms

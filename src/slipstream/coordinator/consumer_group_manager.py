@@ -26,6 +26,7 @@ import logging
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from ..protocol.apis.consumer_group_describe import (
     ConsumerGroupDescribeResponseAssignment,
@@ -132,6 +133,15 @@ def validate_member_fetch(group: ConsumerGroup, member_id: str | None, member_ep
     return ErrorCode.NONE
 
 
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupTimeouts:
+    """A group's session timeout and regular heartbeat interval (broker defaults or the
+    group's own configs)."""
+
+    session_timeout_ms: int
+    heartbeat_interval_ms: int
+
+
 class ConsumerGroupManager:
     def __init__(
         self,
@@ -139,11 +149,16 @@ class ConsumerGroupManager:
         timer: GuardedTimer,
         topics: Callable[[], TopicsImage],
         partition_for: Callable[[str], int],
+        timeouts: Callable[[str], ConsumerGroupTimeouts] | None = None,
     ) -> None:
         self.config = config
         self.timer = timer
         self.topics = topics
         self.partition_for = partition_for
+        default = ConsumerGroupTimeouts(
+            config.consumer_group_session_timeout_ms, config.consumer_group_heartbeat_interval_ms
+        )
+        self.timeouts = timeouts or (lambda _group_id: default)
         self.groups: dict[str, ConsumerGroup] = {}
 
     def get(self, group_id: str) -> ConsumerGroup | None:
@@ -359,14 +374,14 @@ class ConsumerGroupManager:
 
     def _interval(self, group: ConsumerGroup, bumped: bool, reconciled: bool, now_ms: int) -> int:
         """The regular interval for a member of a settled group, a short one while it changes."""
-        regular = self.config.consumer_group_heartbeat_interval_ms
+        regular = self.timeouts(group.group_id).heartbeat_interval_ms
         settled = (
             reconciled
             and not bumped
             and group.state is ConsumerGroupState.STABLE
             and now_ms - group.epoch_changed_ms >= regular
         )
-        return regular if settled else self.config.consumer_group_reconciling_heartbeat_interval_ms
+        return regular if settled else min(regular, self.config.consumer_group_reconciling_heartbeat_interval_ms)
 
     def _static_member(
         self,
@@ -489,11 +504,14 @@ class ConsumerGroupManager:
             log.info("group %s: member %s fenced: its session expired", group_id, member_id)
             return CoordinatorResult(records=self.fence_records(group, member))
 
-        self.timer.schedule(session_key(group_id, member_id), self.config.consumer_group_session_timeout_ms, expire)
+        timeout = self.timeouts(group_id).session_timeout_ms
+        self.timer.schedule(session_key(group_id, member_id), timeout, expire)
 
     def _schedule_rebalance_timeout(self, group_id: str, member: ConsumerGroupMember) -> None:
         member_id, epoch = member.member_id, member.member_epoch
-        timeout = member.rebalance_timeout_ms if member.rebalance_timeout_ms > 0 else self.config.consumer_group_session_timeout_ms
+        timeout = member.rebalance_timeout_ms
+        if timeout <= 0:
+            timeout = self.timeouts(group_id).session_timeout_ms
 
         def expire(now_ms: int) -> CoordinatorResult:
             group = self.groups.get(group_id)

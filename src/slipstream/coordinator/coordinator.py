@@ -64,7 +64,12 @@ from . import consumer_records as crec
 from . import records as rec
 from .config import CoordinatorConfig
 from .consumer import ConsumerGroup, ConsumerGroupState, PartitionOwnershipError
-from .consumer_group_manager import ConsumerGroupManager, heartbeat_error, validate_member_fetch
+from .consumer_group_manager import (
+    ConsumerGroupManager,
+    ConsumerGroupTimeouts,
+    heartbeat_error,
+    validate_member_fetch,
+)
 from .group import ClassicGroup
 from .group_manager import GroupManager, append_error_for_group, join_response
 from .member import Member
@@ -99,6 +104,7 @@ class GroupCoordinator:
         partition_exists: PartitionExists | None = None,
         member_id_factory: Callable[[str], str] | None = None,
         topics: Callable[[], TopicsImage] | None = None,
+        consumer_group_timeouts: Callable[[str], ConsumerGroupTimeouts] | None = None,
     ) -> None:
         """``timer``: where the coordinator schedules its work (see ``timer.py``).
         ``partition_exists(topic, partition)``: OffsetCommit/OffsetDelete answer
@@ -106,6 +112,8 @@ class GroupCoordinator:
         ``member_id_factory(client_id_or_instance_id)``: new member ids
         (default ``<prefix>-<uuid4>``, like Kafka).
         ``topics()``: the broker's topics now (ids, partition counts), for consumer groups.
+        ``consumer_group_timeouts(group_id)``: a consumer group's session timeout and
+        heartbeat interval (default: the config's, for every group).
         """
         self.config = config or CoordinatorConfig()
         self.timer = GuardedTimer(timer)
@@ -114,7 +122,11 @@ class GroupCoordinator:
             self.config, self.timer, self._new_pending, member_id_factory or _default_member_id
         )
         self.consumer_groups = ConsumerGroupManager(
-            self.config, self.timer, topics or (lambda: EMPTY_TOPICS_IMAGE), self.partition_for
+            self.config,
+            self.timer,
+            topics or (lambda: EMPTY_TOPICS_IMAGE),
+            self.partition_for,
+            consumer_group_timeouts,
         )
         self.offset_manager = OffsetManager(
             self.config, self.group_manager, self._new_pending, partition_exists, self.consumer_groups

@@ -122,6 +122,8 @@ class GroupContext:
     start_loaded: bool = True
     # The broker's topics as consumer (KIP-848) groups see them; tests replace it.
     topics: TopicsImage = field(default_factory=TopicsImage)
+    # group id -> its consumer-group timeouts, when a test gives a group its own configs.
+    consumer_group_timeouts: Any = None
 
     def __post_init__(self) -> None:
         self.timer = ManualTimer(start_ms=1_000_000)
@@ -132,6 +134,7 @@ class GroupContext:
             partition_exists=self.partition_exists,
             member_id_factory=lambda prefix: f"{prefix}-{next(ids)}",
             topics=lambda: self.topics,
+            consumer_group_timeouts=self.consumer_group_timeouts,
         )
         self.log: list[Record] = []
         self.answers: dict[Pending, Struct] = {}

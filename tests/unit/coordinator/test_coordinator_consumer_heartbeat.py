@@ -316,3 +316,21 @@ def test_resubscribing_revokes_before_it_assigns() -> None:
     a.beat()
     assert a.partitions() == {("u", 0), ("u", 1)}
     assert a.epoch == 2
+
+
+def test_a_group_with_its_own_session_timeout() -> None:
+    from slipstream.coordinator.consumer_group_manager import ConsumerGroupTimeouts
+
+    def timeouts(group_id: str) -> ConsumerGroupTimeouts:
+        return ConsumerGroupTimeouts(10_000, 1_000) if group_id == "short" else ConsumerGroupTimeouts(45_000, 5_000)
+
+    ctx = GroupContext(consumer_group_timeouts=timeouts)
+    set_topics(ctx, t=1)
+    short, default = Member(ctx, "short", topics=["t"]), Member(ctx, "default", topics=["t"])
+    short.join()
+    default.join()
+    ctx.advance(10_000)
+    assert not group_of(ctx, "short").members
+    assert group_of(ctx, "default").has_member(default.member_id)
+    ctx.advance(5_000)
+    assert default.beat().heartbeat_interval_ms == 5_000

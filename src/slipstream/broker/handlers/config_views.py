@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..group_configs import GROUP_CONFIG_KEYS
 from ..state import BrokerState
 from ..topic_config import TOPIC_CONFIG_KEYS, defaults
 from ..topics import Topic
@@ -12,6 +13,7 @@ from ..topics import Topic
 SOURCE_DYNAMIC_TOPIC = 1
 SOURCE_STATIC_BROKER = 4
 SOURCE_DEFAULT = 5
+SOURCE_GROUP = 8
 
 # Kafka's ConfigType values (DescribeConfigs v3+).
 CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7}
@@ -39,6 +41,20 @@ def topic_entries(state: BrokerState, topic: Topic) -> list[ConfigEntry]:
     return out
 
 
+def group_entries(state: BrokerState, group_id: str) -> list[ConfigEntry]:
+    """A consumer group's configs: its override (GROUP_CONFIG) or the broker's setting."""
+    configs = state.group_configs
+    overrides = configs.overrides(group_id)
+    out = []
+    for name, value in sorted(configs.defaults().items()):
+        if name in overrides:
+            value, source = overrides[name], SOURCE_GROUP
+        else:
+            source = SOURCE_STATIC_BROKER
+        out.append(ConfigEntry(name, value, source, False, CONFIG_TYPES["int"], GROUP_CONFIG_KEYS[name].doc))
+    return out
+
+
 def broker_entries(state: BrokerState) -> list[ConfigEntry]:
     c = state.config
     values = {
@@ -58,6 +74,10 @@ def broker_entries(state: BrokerState) -> list[ConfigEntry]:
         "group.min.session.timeout.ms": (str(c.group_min_session_timeout_ms), "int"),
         "group.max.session.timeout.ms": (str(c.group_max_session_timeout_ms), "int"),
         "group.max.size": (str(c.group_max_size), "int"),
+        "group.consumer.session.timeout.ms": (str(c.group_consumer_session_timeout_ms), "int"),
+        "group.consumer.heartbeat.interval.ms": (str(c.group_consumer_heartbeat_interval_ms), "int"),
+        "group.consumer.max.size": (str(c.group_consumer_max_size), "int"),
+        "group.consumer.assignors": (c.group_consumer_assignors, "list"),
     }
     return [
         ConfigEntry(name, value, SOURCE_STATIC_BROKER, True, CONFIG_TYPES[kind], "")

@@ -1,7 +1,10 @@
 """DescribeConfigs (key 32). Served v1-4 (Kafka 4 dropped v0: KIP-896).
 
 Resources: type 2 TOPIC (every topic config we honour, with its override or
-default) and type 4 BROKER (this node's static settings, all read-only; the
+default), type 32 GROUP (a consumer group's consumer.session.timeout.ms and
+consumer.heartbeat.interval.ms: its override, source GROUP_CONFIG, or the
+broker's group.consumer.* setting; any group id, existing or not, as Kafka)
+and type 4 BROKER (this node's static settings, all read-only; the
 name is the node id, or "" for the cluster-wide dynamic defaults, of which a
 static broker has none). A null or empty configuration_keys means every
 config; names we do not know are left out, as Kafka does. Other resource types
@@ -44,14 +47,15 @@ MAX_VERSION = 4
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 RESOURCE_BROKER_LOGGER = 8
+RESOURCE_GROUP = 32
 RESOURCE_NAMES = {
     0: "UNKNOWN",
     1: "ANY",
     2: "TOPIC",
-    3: "GROUP",
     4: "BROKER",
     8: "BROKER_LOGGER",
     16: "CLIENT_METRICS",
+    32: "GROUP",
 }
 
 # Topic config -> (Kafka's name of the broker setting that supplies its default, the
@@ -127,6 +131,11 @@ def _describe(
             ]
             for e in entries
         }
+    if kind == RESOURCE_GROUP:
+        check_group_id(name)
+        entries = config_views.group_entries(state, name)
+        return entries, {e.name: [DescribeConfigsResponseSynonym(name=e.name, value=e.value, source=e.source)]
+                         for e in entries}
     raise KafkaError(ErrorCode.INVALID_REQUEST, unsupported_resource(kind, "DescribeConfigs"))
 
 
@@ -213,7 +222,12 @@ def check_broker_id(state: BrokerState, name: str) -> None:
 
 def unsupported_resource(kind: int, api: str) -> str:
     label = RESOURCE_NAMES.get(kind, "unknown")
-    return f"{api} does not support resource type {kind} ({label}); use 2 (TOPIC) or 4 (BROKER)"
+    return f"{api} does not support resource type {kind} ({label}); use 2 (TOPIC), 4 (BROKER) or 32 (GROUP)"
+
+
+def check_group_id(name: str) -> None:
+    if not name:
+        raise KafkaError(ErrorCode.INVALID_GROUP_ID, "a GROUP config resource needs a group id")
 
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "SPEC", "handle"]

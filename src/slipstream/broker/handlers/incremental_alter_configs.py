@@ -14,8 +14,11 @@ a whole (INVALID_CONFIG names the key or value: unknown keys, bad values, a null
 value for SET/APPEND/SUBTRACT, APPEND/SUBTRACT on a non-list config) and
 ``validate_only`` stops there. An unknown config_operation, a resource named
 twice, a key named twice within one resource, or a resource type other than
-TOPIC/BROKER is INVALID_REQUEST; an unknown topic UNKNOWN_TOPIC_OR_PARTITION.
+TOPIC/BROKER/GROUP is INVALID_REQUEST; an unknown topic UNKNOWN_TOPIC_OR_PARTITION.
 BROKER resources are refused (INVALID_REQUEST): broker settings are static.
+GROUP resources (a consumer group's consumer.session.timeout.ms and
+consumer.heartbeat.interval.ms, within Kafka's group.consumer.min/max bounds)
+take SET and DELETE; the new values apply from each member's next heartbeat.
 
 v1 is v0 in the flexible encoding.
 """
@@ -31,6 +34,7 @@ from ...protocol.apis.incremental_alter_configs import (
     IncrementalAlterConfigsResponseResource,
 )
 from ...protocol.errors import ErrorCode, KafkaError
+from ..group_configs import GROUP_CONFIG_KEYS
 from ..request_context import RequestContext
 from ..state import BrokerState
 from ..topic_config import TOPIC_CONFIG_KEYS
@@ -41,7 +45,13 @@ from .alter_configs import (
     lookup_topic,
     refuse_broker_change,
 )
-from .describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC, unsupported_resource
+from .describe_configs import (
+    RESOURCE_BROKER,
+    RESOURCE_GROUP,
+    RESOURCE_TOPIC,
+    check_group_id,
+    unsupported_resource,
+)
 
 MIN_VERSION = 0
 MAX_VERSION = 1
@@ -81,11 +91,35 @@ def _alter(
         state.topics.set_configs(topic.name, overrides, validate_only=validate_only)
     elif resource.resource_type == RESOURCE_BROKER:
         refuse_broker_change(state, resource.resource_name, bool(resource.configs))
+    elif resource.resource_type == RESOURCE_GROUP:
+        check_group_id(resource.resource_name)
+        overrides = merged_group_overrides(state, resource.resource_name, resource.configs)
+        state.group_configs.set(resource.resource_name, overrides, validate_only=validate_only)
     else:
         raise KafkaError(
             ErrorCode.INVALID_REQUEST,
             unsupported_resource(resource.resource_type, "IncrementalAlterConfigs"),
         )
+
+
+def merged_group_overrides(
+    state: BrokerState, group_id: str, changes: list[IncrementalAlterConfigsRequestConfig]
+) -> dict[str, str]:
+    """The group's override set after ``changes`` (SET and DELETE only: no list configs)."""
+    overrides = state.group_configs.overrides(group_id)
+    for change in changes:
+        name, op, value = change.name, change.config_operation, change.value
+        if name not in GROUP_CONFIG_KEYS:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"unknown group config {name!r}")
+        if op == DELETE:
+            overrides.pop(name, None)
+        elif op != SET:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"cannot {OPERATION_NAMES[op]} to {name}: it is not a list config")
+        elif value is None:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"SET of {name} needs a value (null given); use DELETE to remove it")
+        else:
+            overrides[name] = value
+    return overrides
 
 
 def merged_overrides(
