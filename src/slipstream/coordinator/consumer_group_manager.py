@@ -243,8 +243,16 @@ class ConsumerGroupManager:
 
         # 1. The member: new, existing, or a static member replacing its previous incarnation.
         replaced: ConsumerGroupMember | None = None
+        rejoined = False
         if req.instance_id is None:
             member = group.member(member_id)
+            if member is not None and epoch == JOIN_GROUP_MEMBER_EPOCH and member.member_epoch != 0:
+                # A member rejoining under its own id (a client fenced on its side) has let go of
+                # everything: it starts over now. Kafka answers FENCED_MEMBER_EPOCH until the old
+                # incarnation's session runs out, which leaves the member out for that long.
+                log.info("group %s: member %s rejoins: starting it over", group_id, member_id)
+                records += crec.member_tombstones(partition, group_id, member_id)
+                replaced, member, rejoined = member, None, True
             if member is None:
                 if epoch != JOIN_GROUP_MEMBER_EPOCH:
                     raise KafkaError(
@@ -278,7 +286,7 @@ class ConsumerGroupManager:
             records.append(crec.member_subscription_record(partition, group_id, updated))
 
         # 2. Does the group need a new epoch?
-        bump = group.group_epoch == 0 or updated.subscription_differs(member)
+        bump = group.group_epoch == 0 or rejoined or updated.subscription_differs(member)
         resolved = dict(group.resolved_regexes)
         refresh = image.version != group.checked_topics_version
         regexes = set(group.subscribed_regexes)
@@ -329,7 +337,11 @@ class ConsumerGroupManager:
                 .add_or_update_member(updated)
             )
             result = builder.build()
-            for changed_id, parts in sorted(result.changed.items()):
+            changed = dict(result.changed)
+            if rejoined:
+                # Its old target was tombstoned above: write it even where it did not change.
+                changed[member_id] = result.assignment.get(member_id, {})
+            for changed_id, parts in sorted(changed.items()):
                 records.append(crec.target_assignment_record(partition, group_id, changed_id, parts))
             records.append(crec.target_epoch_record(partition, group_id, group_epoch, now_ms))
             target_epoch = group_epoch

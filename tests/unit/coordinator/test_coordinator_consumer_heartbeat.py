@@ -17,7 +17,7 @@ from consumer_group_client import (
 )
 from coord_context import GroupContext
 
-from slipstream.coordinator import CoordinatorConfig
+from slipstream.coordinator import CoordinatorConfig, GroupCoordinator, ManualTimer
 from slipstream.coordinator.consumer import ConsumerGroupState, MemberState
 from slipstream.protocol.errors import ErrorCode
 
@@ -334,3 +334,28 @@ def test_a_group_with_its_own_session_timeout() -> None:
     assert group_of(ctx, "default").has_member(default.member_id)
     ctx.advance(5_000)
     assert default.beat().heartbeat_interval_ms == 5_000
+
+
+def test_a_member_rejoining_under_its_own_id_starts_over_at_once() -> None:
+    ctx = GroupContext()
+    set_topics(ctx, t=4)
+    a, b = Member(ctx, "g", topics=["t"]), Member(ctx, "g", topics=["t"])
+    a.join()
+    b.join()
+    settle(a, b)
+    epoch = group_of(ctx).group_epoch
+    # b was fenced on its side (say, a lost response): it drops its partitions and rejoins.
+    b.owned = {}
+    response = b.join()
+    assert response.error_code == ErrorCode.NONE
+    assert group_of(ctx).group_epoch == epoch + 1
+    settle(a, b)
+    assert len(a.partitions()) == len(b.partitions()) == 2
+    check_single_owner(a, b)
+    # What the records say is what the coordinator holds.
+    fresh = GroupCoordinator(ctx.config, timer=ManualTimer(start_ms=ctx.now), topics=lambda: ctx.topics)
+    fresh.load(((r.key, r.value) for r in ctx.log), ctx.now)
+    replayed = fresh.consumer_group("g")
+    assert replayed is not None
+    assert dict(replayed.members) == dict(group_of(ctx).members)
+    assert dict(replayed.target_assignment) == dict(group_of(ctx).target_assignment)
