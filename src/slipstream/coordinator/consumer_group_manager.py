@@ -303,10 +303,12 @@ class ConsumerGroupManager:
                 records.append(crec.regex_tombstone(partition, group_id, old_regex))
         if updated.uses_regex:
             regexes.add(updated.subscribed_topic_regex)
-        names = image.public_names()
+        names: list[str] | None = None
         for regex in sorted(regexes):
             if regex in resolved and not refresh:
                 continue
+            if names is None:
+                names = image.public_names()
             topics = matching_topics(regex, names)
             if resolved.get(regex) != topics:
                 resolved[regex] = topics
