@@ -85,16 +85,16 @@ from .assignors import COOPERATIVE, TopicPartition
 from .cluster import Cluster
 from .connection import ConnectionClosed
 from .consumer_config import ConsumerConfig
+from .consumer_membership import new_group_offsets, new_membership
 from .fetcher import Fetcher
 from .membership import (
     CoordinatorLocator,
     FatalGroupError,
     Generation,
-    GroupMembership,
     MemberState,
     RebalanceListener,
 )
-from .offsets import CommitFailedError, GroupOffsets, OffsetAndMetadata, reset_offsets
+from .offsets import CommitFailedError, OffsetAndMetadata, reset_offsets
 from .tasks import deadline
 
 log = logging.getLogger(__name__)
@@ -589,12 +589,12 @@ class ConsumerGroup:
             request_timeout_s=self.config.request_timeout_ms / 1000.0,
         )
         self._locator = CoordinatorLocator(self._cluster, self.config)
-        self._membership = GroupMembership(
+        # group_protocol="consumer" (KIP-848) is incremental like a cooperative assignor:
+        # the session spans rebalances and only revoked claims stop.
+        self._membership = new_membership(
             self._cluster, self.config, listener=_Listener(self), locator=self._locator
         )
-        self._offsets = GroupOffsets(
-            self._locator, self.config, on_membership_error=self._membership.on_commit_error
-        )
+        self._offsets = new_group_offsets(self._locator, self.config, self._membership)
         self._fetcher = Fetcher(self._cluster, self.config)
         self._session: ConsumerGroupSession | None = None
         self._consuming = False
