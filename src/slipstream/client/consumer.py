@@ -2,7 +2,8 @@
 
 Modelled on Kafka's ``AsyncKafkaConsumer``: a background thread runs an asyncio
 loop that owns every socket and the group membership. The state and logic on
-that loop live in :class:`ConsumerCore` (:class:`GroupMembership`,
+that loop live in :class:`ConsumerCore` (:class:`GroupMembership`, or
+:class:`~.consumer_membership.ConsumerGroupMembership` with ``group_protocol="consumer"``,
 :class:`Fetcher`, :class:`GroupOffsets`, the ``max_poll_interval_ms`` watchdog);
 the asyncio-native :class:`~.aio_consumer.AIOConsumer` runs the same core on the
 caller's loop. The application thread talks to the network thread by submitting
@@ -860,7 +861,9 @@ class Consumer:
         ``topics`` may be a compiled regular expression: the consumer then subscribes
         to every non-internal topic whose whole name matches, re-checked on each
         metadata refresh (``metadata_max_age_ms``), so matching topics created later
-        are picked up with a rebalance.
+        are picked up with a rebalance. With ``group_protocol="consumer"`` the broker
+        evaluates the pattern instead (RE2 syntax, whole names) and follows new topics
+        itself; ``subscription()`` is then empty.
         """
         if isinstance(topics, re.Pattern):
             pattern = TopicPattern(topics)

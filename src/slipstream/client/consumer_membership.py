@@ -662,7 +662,8 @@ class ConsumerGroupMembership:
 
     async def next_generation(self, stale_epoch: int) -> Generation | None:
         """After STALE_MEMBER_EPOCH: the generation of the next heartbeat answer (None: left)."""
-        if self.core.member_epoch == stale_epoch and self.error is None and not self._closed:
+        running = self._task is not None and not self._task.done()
+        if self.core.member_epoch == stale_epoch and running and self.error is None:
             self._answered.clear()
             self.core.heartbeat_now = True
             self._wakeup.set()
@@ -762,6 +763,7 @@ class ConsumerGroupMembership:
         log.error("group %s: %s", self.group_id, exc)
         self.error = exc
         self.core.phase = Phase.UNJOINED
+        self._answered.set()  # a commit waiting for a new epoch gives up (no deadlock below)
         await self._finish_reconciliation()
         owned = self.core.take_owned()
         if owned:

@@ -325,6 +325,37 @@ async def test_aio_consumer_consumes_commits_and_the_commits_are_fetched_back() 
         }
 
 
+async def test_poll_consumer_commits_revoked_partitions_before_the_next_owner_starts() -> None:
+    async with consumer_broker() as b:
+        bs = b.bootstrap_servers
+        await create_topic(bs, "t", 4)
+        await produce(bs, "t", {p: 3 for p in range(4)})
+        revoked: list[TopicPartition] = []
+
+        class Listener:
+            def on_partitions_revoked(self, partitions: list[TopicPartition]) -> None:
+                revoked.extend(partitions)
+
+        async with AIOConsumer(bs, group_id="g-handover", **SETTINGS) as one:
+            one.subscribe(["t"], listener=Listener())
+            n = 0
+            async with asyncio.timeout(DEADLINE_S):
+                while n < 12:
+                    n += len(await one.getmany(timeout_s=0.5))
+            async with AIOConsumer(bs, group_id="g-handover", **SETTINGS) as two:
+                two.subscribe(["t"])
+                async with asyncio.timeout(DEADLINE_S):
+                    while len(two.assignment()) < 2:
+                        assert await two.getmany(timeout_s=0.2) == []
+                        await one.getmany(timeout_s=0.05)
+                moved = sorted(two.assignment())
+                assert sorted(revoked) == moved
+                # Two starts where one stopped: one committed them (auto-commit) when revoked.
+                for tp in moved:
+                    assert await two.position(tp) == 3
+                assert one.assignment() == every("t", 4) - set(moved)
+
+
 async def test_thread_consumer_commit_sync_with_the_consumer_protocol() -> None:
     async with consumer_broker() as b:
         bs = b.bootstrap_servers
@@ -395,6 +426,7 @@ class ClaimRecorder(ConsumerGroupHandler):
         self.started: dict[TopicPartition, int] = {}
         self.setups = 0
         self.live: set[TopicPartition] = set()
+        self.delivered: list[tuple[TopicPartition, int]] = []
 
     async def setup(self, session: ConsumerGroupSession) -> None:
         self.setups += 1
@@ -409,6 +441,7 @@ class ClaimRecorder(ConsumerGroupHandler):
         self.live.add(tp)
         try:
             async for msg in claim.messages():
+                self.delivered.append((tp, msg.offset))
                 session.mark_message(msg)
         finally:
             self.live.discard(tp)
@@ -436,6 +469,7 @@ async def test_consumer_group_kept_claims_are_not_restarted_when_a_member_joins(
         t2: asyncio.Task[None] | None = None
         try:
             await wait_until(lambda: h1.live == every("t", 4), "member one claims everything")
+            await wait_until(lambda: len(h1.delivered) == 12, "member one read everything")
             t2 = asyncio.create_task(run(g2, h2))
             await wait_until(
                 lambda: len(h2.live) == 2 and len(h1.live) == 2, "the members split the partitions"
@@ -443,8 +477,13 @@ async def test_consumer_group_kept_claims_are_not_restarted_when_a_member_joins(
             assert isinstance(g1._membership, ConsumerGroupMembership)
             assert all(h1.started[tp] == 1 for tp in h1.live)  # kept claims never restarted
             assert h1.setups == 1 and g1.sessions == 1  # one session spans the rebalance
+            # The revoked partitions' marks were committed before member two got them.
+            assert h2.delivered == []
             assert violations == []
         finally:
             await g1.close()
             await g2.close()
             await asyncio.gather(t1, *([t2] if t2 is not None else []))
+        assert await fetch_committed(bs, "g-claims", sorted(every("t", 4))) == dict.fromkeys(
+            every("t", 4), 3
+        )
