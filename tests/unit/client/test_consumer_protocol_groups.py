@@ -379,6 +379,48 @@ async def test_thread_consumer_commit_sync_with_the_consumer_protocol() -> None:
         assert await fetch_committed(bs, "g-thread", [("t", 0), ("t", 1)]) == {("t", 0): 4, ("t", 1): 6}
 
 
+async def test_max_poll_interval_leaves_and_the_next_poll_rejoins_with_the_same_member_id() -> None:
+    async with consumer_broker() as b:
+        bs = b.bootstrap_servers
+        await create_topic(bs, "t", 4)
+        events: list[tuple[str, list[TopicPartition]]] = []
+
+        class Listener:
+            def on_partitions_assigned(self, partitions: list[TopicPartition]) -> None:
+                events.append(("assigned", partitions))
+
+            def on_partitions_revoked(self, partitions: list[TopicPartition]) -> None:
+                events.append(("revoked", partitions))
+
+            def on_partitions_lost(self, partitions: list[TopicPartition]) -> None:
+                events.append(("lost", partitions))
+
+        settings = SETTINGS | dict(max_poll_interval_ms=1500, enable_auto_commit=False)
+        async with AIOConsumer(bs, group_id="g-poll", **settings) as c, AIOConsumer(
+            bs, group_id="g-poll", **settings
+        ) as other:
+            c.subscribe(["t"], listener=Listener())
+            other.subscribe(["t"])
+            async with asyncio.timeout(DEADLINE_S):
+                while len(c.assignment()) != 2 or len(other.assignment()) != 2:
+                    await c.getmany(timeout_s=0.05)
+                    await other.getmany(timeout_s=0.05)
+            m = c.core.membership
+            assert isinstance(m, ConsumerGroupMembership)
+            member_id = m.member_id
+            # c stops calling getmany: its watchdog leaves (epoch -1) and other takes over.
+            async with asyncio.timeout(DEADLINE_S):
+                while other.assignment() != every("t", 4):
+                    await other.getmany(timeout_s=0.05)
+            assert m.generation is None
+            assert events[-1][0] == "lost"  # left without polling: reported lost, not revoked
+            async with asyncio.timeout(DEADLINE_S):
+                while len(c.assignment()) != 2 or len(other.assignment()) != 2:
+                    await c.getmany(timeout_s=0.05)
+                    await other.getmany(timeout_s=0.05)
+            assert m.member_id == member_id and m.member_epoch > 0
+
+
 async def test_pattern_subscription_is_evaluated_by_the_broker() -> None:
     async with consumer_broker() as b:
         bs = b.bootstrap_servers
