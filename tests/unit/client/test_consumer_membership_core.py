@@ -245,7 +245,6 @@ def test_reconcile_revokes_then_adds_and_keeps_what_stays() -> None:
     core = joined_core()
     _, token = core.heartbeat_request(0.0, 1)
     core.on_heartbeat_response(answer(1, {T1: [0, 1, 2]}), token, 0.0)
-    assert core.rejoin_needed if hasattr(core, "rejoin_needed") else True
     assert not core.stable
     assert reconcile(core) == ((), (("t1", 0), ("t1", 1), ("t1", 2)))
     assert core.stable
