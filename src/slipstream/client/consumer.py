@@ -2,7 +2,8 @@
 
 Modelled on Kafka's ``AsyncKafkaConsumer``: a background thread runs an asyncio
 loop that owns every socket and the group membership. The state and logic on
-that loop live in :class:`ConsumerCore` (:class:`GroupMembership`,
+that loop live in :class:`ConsumerCore` (:class:`GroupMembership`, or
+:class:`~.consumer_membership.ConsumerGroupMembership` with ``group_protocol="consumer"``,
 :class:`Fetcher`, :class:`GroupOffsets`, the ``max_poll_interval_ms`` watchdog);
 the asyncio-native :class:`~.aio_consumer.AIOConsumer` runs the same core on the
 caller's loop. The application thread talks to the network thread by submitting
@@ -77,11 +78,16 @@ from .assignors import TopicPartition
 from .cluster import Cluster
 from .connection import ConnectionClosed
 from .consumer_config import ConsumerConfig
+from .consumer_membership import (
+    AnyMembership,
+    ConsumerGroupMembership,
+    new_group_offsets,
+    new_membership,
+)
 from .fetcher import Fetcher
 from .membership import (
     CoordinatorLocator,
     Generation,
-    GroupMembership,
     RebalanceListener,
 )
 from .offsets import GroupOffsets, OffsetAndMetadata
@@ -202,6 +208,14 @@ class _Hooks(RebalanceListener):
             await self.core.invoke(_nothing, True)
             await self.core.commit_quietly(generation, "before rejoining")
 
+    async def on_revoke_prepare(self, revoked: list[TopicPartition]) -> None:
+        """Consumer protocol, before a revocation: hand out nothing more of the revoked
+        partitions, then (auto-commit) commit what the application has processed."""
+        self.core.rebalancing = True
+        self.core.fetcher.pause(revoked)
+        m = self.core.membership
+        await self.on_join_prepare(m.generation if m is not None else None)
+
     async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
         self.core.rebalancing = True
         await self.core.user_hook("on_partitions_revoked", revoked)
@@ -244,6 +258,8 @@ class ConsumerCore:
         """The topics the member subscribes to (with a pattern: what it currently selects)."""
         self.pattern: TopicPattern | None = None
         self.pattern_task: asyncio.Task[None] | None = None
+        self.broker_pattern: str | None = None
+        """group_protocol="consumer": the subscribed regular expression, evaluated by the broker."""
         self.last_poll = time.monotonic()
         self.in_poll = False
         self.left_for_poll_timeout = False
@@ -256,16 +272,14 @@ class ConsumerCore:
         )
         self.fetcher = Fetcher(self.cluster, config, message_type=Message)
         self.locator: CoordinatorLocator | None = None
-        self.membership: GroupMembership | None = None
+        self.membership: AnyMembership | None = None
         self.offsets: GroupOffsets | None = None
         if config.group_id is not None:
             self.locator = CoordinatorLocator(self.cluster, config)
-            self.membership = GroupMembership(
+            self.membership = new_membership(
                 self.cluster, config, listener=_Hooks(self), locator=self.locator
             )
-            self.offsets = GroupOffsets(
-                self.locator, config, on_membership_error=self.membership.on_commit_error
-            )
+            self.offsets = new_group_offsets(self.locator, config, self.membership)
         self.consumed_positions: Callable[[], dict[TopicPartition, int]] = self.fetcher.positions
         """What a default commit commits: the positions after what the application got."""
         self.on_removed: Callable[[list[TopicPartition]], None] | None = None
@@ -283,9 +297,14 @@ class ConsumerCore:
             raise RuntimeError("this needs a group_id (committed offsets belong to a group)")
         return self.offsets
 
+    @property
+    def in_group(self) -> bool:
+        """Subscribed through the group: to topics, or to a pattern the broker evaluates."""
+        return bool(self.subscribed) or self.broker_pattern is not None
+
     def generation(self) -> Generation | None:
         m = self.membership
-        return m.generation if (m is not None and self.subscribed) else None
+        return m.generation if (m is not None and self.in_group) else None
 
     def remove(self, partitions: list[TopicPartition]) -> None:
         self.fetcher.remove(partitions)
@@ -327,7 +346,7 @@ class ConsumerCore:
             m = self.membership
             if (
                 m is None
-                or not self.subscribed
+                or not self.in_group
                 or self.in_poll
                 or self.left_for_poll_timeout
                 or m.generation is None
@@ -353,9 +372,19 @@ class ConsumerCore:
     def subscribe(self, topics: list[str] | TopicPattern, listener: Any) -> None:
         if self.membership is None:
             raise RuntimeError("subscribe() needs a group_id; use assign() without one")
-        if not self.subscribed and self.pattern is None and self.fetcher.assigned():
+        if not self.in_group and self.pattern is None and self.fetcher.assigned():
             self.fetcher.remove(self.fetcher.assigned())
         self.listener = listener
+        if isinstance(topics, TopicPattern) and self.config.group_protocol == "consumer":
+            # KIP-848: the broker matches the pattern (RE2 syntax) against its topics and
+            # follows topics created or deleted later; no metadata loop here.
+            self.stop_pattern()
+            regex = topics.regex.pattern
+            assert isinstance(self.membership, ConsumerGroupMembership)
+            self.membership.subscribe_pattern(regex)
+            self.broker_pattern = regex
+            self.subscribed = ()
+            return
         if isinstance(topics, TopicPattern):
             # The refresh loop subscribes the member once the pattern selects topics.
             self.stop_pattern()
@@ -367,6 +396,7 @@ class ConsumerCore:
         self.stop_pattern()
         self.membership.subscribe(topics)
         self.subscribed = tuple(topics)
+        self.broker_pattern = None
 
     def stop_pattern(self) -> None:
         self.pattern = None
@@ -408,19 +438,20 @@ class ConsumerCore:
 
     async def _leave_subscription(self, reason: str) -> None:
         m = self.membership
-        if self.subscribed and m is not None:
+        if self.in_group and m is not None:
             if self.config.enable_auto_commit:
                 await self.commit_quietly(m.generation, "on unsubscribe")
             await m.leave_group(reason)
         self.remove(sorted(self.fetcher.assigned()))
         self.subscribed = ()
+        self.broker_pattern = None
 
     async def unsubscribe(self) -> None:
         self.stop_pattern()
         await self._leave_subscription("the consumer unsubscribed")
 
     async def assign(self, wanted: set[TopicPartition]) -> None:
-        if self.subscribed or self.pattern is not None:
+        if self.in_group or self.pattern is not None:
             raise RuntimeError("cannot assign() while subscribed; unsubscribe() first")
         current = self.fetcher.assigned()
         self.fetcher.remove(current - wanted)
@@ -452,7 +483,7 @@ class ConsumerCore:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0.0, timeout_s)
         m = self.membership
-        if self.subscribed and m is not None:
+        if self.in_group and m is not None:
             if self.config.enable_auto_commit and time.monotonic() >= self.next_auto_commit:
                 self.next_auto_commit = (
                     time.monotonic() + self.config.auto_commit_interval_ms / 1000.0
@@ -521,7 +552,7 @@ class ConsumerCore:
         m = self.membership
         try:
             async with asyncio.timeout(timeout_s):
-                if m is not None and self.subscribed:
+                if m is not None and self.in_group:
                     if self.config.enable_auto_commit:
                         await self.commit_quietly(m.generation, "on close")
                     await m.close(leave=True)
@@ -610,7 +641,7 @@ class Consumer:
         """Whether records may be read ahead / handed out without the network loop's
         poll logic: always without a group; with one only while the membership is
         stable (no rebalance, error or left group: those go through ``core.poll``)."""
-        if not core.subscribed and core.pattern is None:
+        if not core.in_group and core.pattern is None:
             return True
         m = core.membership
         return not (
@@ -628,7 +659,7 @@ class Consumer:
             return None
         if (
             self.config.enable_auto_commit
-            and core.subscribed
+            and core.in_group
             and time.monotonic() >= core.next_auto_commit
         ):
             return None  # the auto-commit is due: core.poll does it
@@ -830,7 +861,9 @@ class Consumer:
         ``topics`` may be a compiled regular expression: the consumer then subscribes
         to every non-internal topic whose whole name matches, re-checked on each
         metadata refresh (``metadata_max_age_ms``), so matching topics created later
-        are picked up with a rebalance.
+        are picked up with a rebalance. With ``group_protocol="consumer"`` the broker
+        evaluates the pattern instead (RE2 syntax, whole names) and follows new topics
+        itself; ``subscription()`` is then empty.
         """
         if isinstance(topics, re.Pattern):
             pattern = TopicPattern(topics)

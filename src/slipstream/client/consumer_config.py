@@ -42,6 +42,13 @@ from .assignors import DEFAULT_ASSIGNORS, Assignor, get_assignor
 
 OffsetResetPolicy = Literal["earliest", "latest", "none"]
 IsolationLevel = Literal["read_uncommitted", "read_committed"]
+GroupProtocol = Literal["classic", "consumer"]
+
+# The classic-protocol defaults: with group_protocol="consumer" these settings belong to
+# the broker (group.consumer.session.timeout.ms, group.consumer.heartbeat.interval.ms) or to
+# its assignors, so a value other than the default was set on purpose and cannot be honoured.
+_DEFAULT_SESSION_TIMEOUT_MS = 45000
+_DEFAULT_HEARTBEAT_INTERVAL_MS = 3000
 
 
 @dataclass(slots=True)
@@ -50,11 +57,18 @@ class ConsumerConfig:
     client_id: str = "slipstream"
     group_id: str | None = None
 
-    # ---- group membership (classic protocol)
+    # ---- group membership
+    group_protocol: GroupProtocol = "classic"
+    """"classic" (JoinGroup/SyncGroup, client-side assignors) or "consumer" (KIP-848:
+    ConsumerGroupHeartbeat, the broker assigns; needs Kafka 4.0+ or Slipstream)."""
+    group_remote_assignor: str | None = None
+    """group_protocol="consumer" only: the broker-side assignor to ask for ("uniform",
+    "range"); None lets the broker choose its default."""
     group_instance_id: str | None = None
     """Static membership (KIP-345): a restart within the session timeout keeps the assignment."""
-    session_timeout_ms: int = 45000
-    heartbeat_interval_ms: int = 3000
+    # ---- classic protocol only (the broker owns them with group_protocol="consumer")
+    session_timeout_ms: int = _DEFAULT_SESSION_TIMEOUT_MS
+    heartbeat_interval_ms: int = _DEFAULT_HEARTBEAT_INTERVAL_MS
     max_poll_interval_ms: int = 300000
     rebalance_timeout_ms: int | None = None
     """How long the coordinator waits for members to rejoin; defaults to ``max_poll_interval_ms``."""
@@ -91,6 +105,7 @@ class ConsumerConfig:
 
     def validate(self) -> ConsumerConfig:
         """Check the settings; raises ValueError naming the first bad one. Returns self."""
+        self._validate_group_protocol()
 
         def positive(name: str) -> None:
             if getattr(self, name) <= 0:
@@ -147,6 +162,39 @@ class ConsumerConfig:
             raise ValueError("partition_assignment_strategy needs at least one assignor")
         self.assignors()  # unknown names fail here
         return self
+
+    def _validate_group_protocol(self) -> None:
+        """Refuse settings the chosen group protocol cannot honour (the Java client does too)."""
+        if self.group_protocol not in ("classic", "consumer"):
+            raise ValueError(
+                f"group_protocol must be 'classic' or 'consumer', got {self.group_protocol!r}"
+            )
+        if self.group_protocol == "classic":
+            if self.group_remote_assignor is not None:
+                raise ValueError(
+                    "group_remote_assignor is only supported with group_protocol='consumer'"
+                )
+            return
+        # Settings left at their defaults are fine: only a deliberate value is refused.
+        owned_by_broker = {
+            "session_timeout_ms": (self.session_timeout_ms, _DEFAULT_SESSION_TIMEOUT_MS),
+            "heartbeat_interval_ms": (self.heartbeat_interval_ms, _DEFAULT_HEARTBEAT_INTERVAL_MS),
+        }
+        for name, (value, default) in owned_by_broker.items():
+            if value != default:
+                raise ValueError(
+                    f"{name} is not supported with group_protocol='consumer': the broker sets it "
+                    f"(group.consumer.{name[:-3].replace('_', '.')}.ms); remove the setting"
+                )
+        if [a if isinstance(a, str) else a.name for a in self.partition_assignment_strategy] != list(
+            DEFAULT_ASSIGNORS
+        ):
+            raise ValueError(
+                "partition_assignment_strategy is not supported with group_protocol='consumer': "
+                "the broker assigns partitions; choose its assignor with group_remote_assignor"
+            )
+        if self.group_remote_assignor is not None and not self.group_remote_assignor.strip():
+            raise ValueError("group_remote_assignor must be a non-empty assignor name or None")
 
     def assignors(self) -> list[Assignor]:
         """The configured assignors as instances, in preference order."""

@@ -34,6 +34,11 @@ session ends *before* the member sends JoinGroup (the membership awaits it in
 and offsets marked before the rebalance are committed before the new owner
 reads them.
 
+``group_protocol="consumer"`` (KIP-848, the broker assigns) behaves as
+COOPERATIVE below: only revoked claims stop, kept ones run on, and the
+revocation completes before the member acknowledges it to the broker, which
+only then gives the partitions to their next owner.
+
 COOPERATIVE assignors (cooperative-sticky, KIP-429): rebalances are
 incremental and the session spans them (sarama's cooperative support does the
 same). A rebalance that revokes some partitions stops just those claims --
@@ -85,16 +90,16 @@ from .assignors import COOPERATIVE, TopicPartition
 from .cluster import Cluster
 from .connection import ConnectionClosed
 from .consumer_config import ConsumerConfig
+from .consumer_membership import ConsumerGroupMembership, new_group_offsets, new_membership
 from .fetcher import Fetcher
 from .membership import (
     CoordinatorLocator,
     FatalGroupError,
     Generation,
-    GroupMembership,
     MemberState,
     RebalanceListener,
 )
-from .offsets import CommitFailedError, GroupOffsets, OffsetAndMetadata, reset_offsets
+from .offsets import CommitFailedError, OffsetAndMetadata, reset_offsets
 from .tasks import deadline
 
 log = logging.getLogger(__name__)
@@ -485,7 +490,7 @@ class ConsumerGroupSession:
                 tp: OffsetAndMetadata(offset, metadata, epoch)
                 for tp, (offset, epoch, metadata) in raw.items()
             }
-            await self._group._offsets.commit(pending, self.generation)
+            await self._group._offsets.commit(pending, self._group._commit_generation(self))
             self._committed.update(raw)
 
     async def _forget(self, partitions: Iterable[TopicPartition]) -> None:
@@ -589,12 +594,12 @@ class ConsumerGroup:
             request_timeout_s=self.config.request_timeout_ms / 1000.0,
         )
         self._locator = CoordinatorLocator(self._cluster, self.config)
-        self._membership = GroupMembership(
+        # group_protocol="consumer" (KIP-848) is incremental like a cooperative assignor:
+        # the session spans rebalances and only revoked claims stop.
+        self._membership = new_membership(
             self._cluster, self.config, listener=_Listener(self), locator=self._locator
         )
-        self._offsets = GroupOffsets(
-            self._locator, self.config, on_membership_error=self._membership.on_commit_error
-        )
+        self._offsets = new_group_offsets(self._locator, self.config, self._membership)
         self._fetcher = Fetcher(self._cluster, self.config)
         self._session: ConsumerGroupSession | None = None
         self._consuming = False
@@ -710,6 +715,17 @@ class ConsumerGroup:
         return current is not None and (
             current in session._tasks.values() or current is self._consume_task
         )
+
+    def _commit_generation(self, session: ConsumerGroupSession) -> Generation:
+        """The generation a session's commit carries.
+
+        Classic: the session's own (a commit from an older generation must fail).
+        Consumer protocol: the member's latest epoch, a fencing token that moves
+        without the assignment changing (the Java client commits with it too).
+        """
+        if isinstance(self._membership, ConsumerGroupMembership):
+            return self._membership.generation or session.generation
+        return session.generation
 
     def _incremental(self) -> bool:
         """Cooperative protocol: rebalances revoke and add claims within the session."""

@@ -8,7 +8,11 @@
   UNKNOWN_MEMBER_ID mean the group moved on without this member's partitions:
   :class:`CommitFailedError` (the membership is told, so it rejoins).
   Coordinator moves and lost connections are retried with backoff until the
-  caller's timeout.
+  caller's timeout. With the consumer group protocol (KIP-848) the
+  "generation" is the member epoch (OffsetCommit v9, OffsetFetch v9 name the
+  member and its epoch): STALE_MEMBER_EPOCH waits for the next heartbeat
+  answer and retries with the new epoch, dropping partitions the member no
+  longer owns; FENCED_MEMBER_EPOCH is a stale membership like UNKNOWN_MEMBER_ID.
 - :func:`list_offsets` / :func:`reset_offsets` ask partition leaders for the
   earliest or latest offset (ListOffsets), used for ``auto_offset_reset`` when
   a partition has no committed offset or its position is out of range.
@@ -17,6 +21,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -106,6 +111,7 @@ _STALE_MEMBERSHIP = frozenset(
         ErrorCode.REBALANCE_IN_PROGRESS,
         ErrorCode.ILLEGAL_GENERATION,
         ErrorCode.UNKNOWN_MEMBER_ID,
+        ErrorCode.FENCED_MEMBER_EPOCH,
     }
 )
 _REDISCOVER = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE})
@@ -122,6 +128,17 @@ class _RetryCommit(Exception):
     pass
 
 
+class _StaleEpoch(Exception):
+    """OffsetCommit answered STALE_MEMBER_EPOCH: the member has a newer epoch on the broker."""
+
+
+NextGeneration = Callable[[int], Awaitable[Generation | None]]
+"""``await next_generation(stale_epoch)``: the member's generation after its next heartbeat
+answer (None when it is no longer in the group)."""
+MemberIdentity = Callable[[], tuple[str, int] | None]
+"""The (member id, member epoch) an OffsetFetch v9 names, None outside the group."""
+
+
 # ---------------------------------------------------------------------------- committed offsets
 
 
@@ -130,6 +147,8 @@ class GroupOffsets:
 
     ``on_membership_error(code, (generation_id, member_id))`` is called when a
     commit answers that the membership is stale (GroupMembership.on_commit_error).
+    Consumer protocol members also give ``next_generation`` (STALE_MEMBER_EPOCH
+    retries) and ``member_identity`` (OffsetFetch v9).
     """
 
     def __init__(
@@ -138,11 +157,15 @@ class GroupOffsets:
         config: ConsumerConfig,
         *,
         on_membership_error: Callable[[int, tuple[int, str]], None] | None = None,
+        next_generation: NextGeneration | None = None,
+        member_identity: MemberIdentity | None = None,
     ) -> None:
         self.locator = locator
         self.config = config
         self.group_id = locator.group_id
         self.on_membership_error = on_membership_error
+        self.next_generation = next_generation
+        self.member_identity = member_identity
         self._commit_lock = asyncio.Lock()
         self.commits_sent = 0
 
@@ -162,6 +185,8 @@ class GroupOffsets:
     ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         version = conn.version_for(OFFSET_FETCH)
         by_topic = group_by_topic(wanted)
+        identity = self.member_identity() if self.member_identity is not None else None
+        member_id, member_epoch = identity if identity is not None else (None, -1)
         request = OffsetFetchRequest(
             group_id=self.group_id,
             topics=[
@@ -170,6 +195,8 @@ class GroupOffsets:
             groups=[
                 OffsetFetchRequestGroup(
                     group_id=self.group_id,
+                    member_id=member_id,
+                    member_epoch=member_epoch,
                     topics=[
                         OffsetFetchRequestTopics(name=t, partition_indexes=ps)
                         for t, ps in by_topic.items()
@@ -238,6 +265,11 @@ class GroupOffsets:
             raise _RetryCommit(error_name(code))
         if code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
             raise _RetryCommit(error_name(code))
+        if code in (ErrorCode.STALE_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID) and (
+            self.member_identity is not None
+        ):
+            # The member epoch moved on (or the member is rejoining): ask again with the new one.
+            raise _RetryCommit(error_name(code))
         if code == _GROUP_AUTHORIZATION_FAILED:
             raise FatalGroupError(
                 code, f"not authorized to read the offsets of group {self.group_id!r}"
@@ -271,9 +303,41 @@ class GroupOffsets:
                 )
         timeout = self.config.request_timeout_ms / 1000.0 * 2 if timeout_s is None else timeout_s
         async with deadline(timeout, f"committing offsets of group {self.group_id!r}"), self._commit_lock:
-            await self._retrying(
-                "OffsetCommit", lambda conn: self._commit_once(conn, normalized, generation)
+            while True:
+                try:
+                    await self._retrying(
+                        "OffsetCommit",
+                        functools.partial(
+                            self._commit_once, offsets=normalized, generation=generation
+                        ),
+                    )
+                    return
+                except _StaleEpoch:
+                    assert generation is not None
+                    generation, normalized = await self._after_stale_epoch(generation, normalized)
+                    if not normalized:
+                        return
+
+    async def _after_stale_epoch(
+        self, generation: Generation, offsets: dict[TopicPartition, OffsetAndMetadata]
+    ) -> tuple[Generation, dict[TopicPartition, OffsetAndMetadata]]:
+        """The newer generation to retry with and what of ``offsets`` it still owns."""
+        fresh = None
+        if self.next_generation is not None:
+            fresh = await self.next_generation(generation.generation_id)
+        if fresh is None:
+            raise CommitFailedError(ErrorCode.STALE_MEMBER_EPOCH, self.group_id)
+        owned = set(fresh.assignment)
+        kept = {tp: om for tp, om in offsets.items() if tp in owned}
+        dropped = sorted(set(offsets) - set(kept))
+        if dropped:
+            log.info(
+                "group %s: not retrying the commit of %s: no longer owned at epoch %d",
+                self.group_id,
+                dropped,
+                fresh.generation_id,
             )
+        return fresh, kept
 
     async def _retrying(self, what: str, once: Callable[[BrokerConnection], Awaitable[T]]) -> T:
         """Run ``once`` on the coordinator's connection until it succeeds or fails for good.
@@ -342,6 +406,8 @@ class GroupOffsets:
                 if code == ErrorCode.NONE:
                     continue
                 where = f"{t.name}-{p.partition_index}"
+                if code == ErrorCode.STALE_MEMBER_EPOCH and generation is not None:
+                    raise _StaleEpoch(where)
                 if code in _STALE_MEMBERSHIP:
                     if self.on_membership_error is not None and generation is not None:
                         self.on_membership_error(code, (gen_id, member_id))
