@@ -61,7 +61,10 @@ async def consumer_broker(session_timeout_ms: int = 30000) -> AsyncIterator[Brok
         port=0,
         group_initial_rebalance_delay_ms=0,
         group_min_session_timeout_ms=500,
+        # Short consumer-group timeouts need lower bounds than Kafka's defaults.
+        group_consumer_min_session_timeout_ms=500,
         group_consumer_session_timeout_ms=session_timeout_ms,
+        group_consumer_min_heartbeat_interval_ms=100,
         group_consumer_heartbeat_interval_ms=300,
     ) as b:
         yield b
