@@ -173,6 +173,23 @@ def group_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
     yield from _make_broker(tmp_path, GROUP_BROKER_ARGS)
 
 
+# Consumer (KIP-848) groups: the broker owns their session and heartbeat interval, so the
+# test broker shortens them (a killed member expires in 3 s, as the classic tests' members).
+CONSUMER_BROKER_ARGS = (
+    *GROUP_BROKER_ARGS,
+    "--set", "group.consumer.min.session.timeout.ms=1000",
+    "--set", "group.consumer.session.timeout.ms=3000",
+    "--set", "group.consumer.min.heartbeat.interval.ms=100",
+    "--set", "group.consumer.heartbeat.interval.ms=500",
+)
+
+
+@pytest.fixture
+def consumer_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
+    """A broker process of the test's own with short consumer-group sessions (3 s)."""
+    yield from _make_broker(tmp_path, CONSUMER_BROKER_ARGS)
+
+
 @pytest.fixture
 def topic_name(request: pytest.FixtureRequest) -> str:
     base = "".join(c if c.isalnum() else "-" for c in request.node.name)[:60]

@@ -139,16 +139,23 @@ async def _member_async(cfg: dict[str, Any]) -> None:
             if not session.lost:
                 await commit(session)
 
+    if cfg.get("assignor") == "consumer":
+        # KIP-848: the broker assigns and owns the session and heartbeat interval.
+        protocol: dict[str, Any] = {"group_protocol": "consumer"}
+    else:
+        protocol = {
+            "partition_assignment_strategy": [cfg.get("assignor", "range")],
+            "session_timeout_ms": cfg.get("session_ms", SESSION_MS),
+            "heartbeat_interval_ms": cfg.get("heartbeat_ms", HEARTBEAT_MS),
+        }
     group = ConsumerGroup(
         cfg["bootstrap"], cfg["group"],
         client_id=cfg["name"],
-        partition_assignment_strategy=[cfg.get("assignor", "range")],
-        session_timeout_ms=cfg.get("session_ms", SESSION_MS),
-        heartbeat_interval_ms=cfg.get("heartbeat_ms", HEARTBEAT_MS),
         max_poll_interval_ms=cfg.get("max_poll_ms", 15000),
         auto_offset_reset="earliest",
         enable_auto_commit=False,
         fetch_max_wait_ms=100,
+        **protocol,
     )
     loop = asyncio.get_running_loop()
     closer: list[asyncio.Task[None]] = []
@@ -313,9 +320,12 @@ def verify_end(admin: Any, bootstrap: str, group: str, topic: str, members: list
 # =========================================================================================
 
 
-@pytest.mark.parametrize("assignor", ["cooperative-sticky", "range"])
-def test_churn_kill_and_restart(group_broker, topic_name, assignor):
+@pytest.mark.parametrize("assignor", ["cooperative-sticky", "range", "consumer"])
+def test_churn_kill_and_restart(request, topic_name, assignor):
+    """``assignor`` "consumer": the consumer (KIP-848) group protocol, the broker assigning."""
     from conformance_helpers import ck_create_topic
+
+    group_broker = request.getfixturevalue("consumer_broker" if assignor == "consumer" else "group_broker")
 
     rng = random.Random(f"churn-{assignor}-4")
     group = f"g-churn-{assignor}-{uuid.uuid4().hex[:8]}"
@@ -357,13 +367,13 @@ def test_churn_kill_and_restart(group_broker, topic_name, assignor):
         # Every slot alive again: the group settles on six members partitioning the topic.
         wait_stable(admin, group, list(slots.values()), partitions=PARTITIONS, timeout=30)
         report = verify_end(admin, bootstrap, group, topic_name, members, acks,
-                            cooperative=assignor == "cooperative-sticky")
+                            cooperative=assignor in ("cooperative-sticky", "consumer"))
         incremental = sum(1 for m in members for e in m.snapshot()
                           if e["event"] == "revoked" and e.get("reason") == "revoked (cooperative)")
         print(f"{assignor}: {len(acks)} records, {kills} kills, {len(members)} member processes, "
               f"{incremental} claims revoked incrementally, {report}")
         assert kills >= 8
-        if assignor != "cooperative-sticky":
+        if assignor == "range":
             # Only a cooperative rebalance revokes single claims out of a running session.
             # (Under cooperative-sticky how many it moves depends on timing: partitions of a
             # killed member are handed out without revoking anyone's.)

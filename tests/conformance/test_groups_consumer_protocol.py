@@ -14,11 +14,8 @@ from __future__ import annotations
 import functools
 import time
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from conftest import GROUP_BROKER_ARGS, BrokerProcess, _make_broker
 from test_groups_harness import (
     SESSION_MS,
     TOPIC_PARTITIONS,
@@ -35,19 +32,6 @@ from test_groups_harness import (
 )
 
 pytestmark = pytest.mark.conformance
-
-CONSUMER_BROKER_ARGS = (
-    *GROUP_BROKER_ARGS,
-    "--set", "group.consumer.min.session.timeout.ms=1000",
-    "--set", f"group.consumer.session.timeout.ms={SESSION_MS}",
-    "--set", "group.consumer.min.heartbeat.interval.ms=100",
-    "--set", "group.consumer.heartbeat.interval.ms=500",
-)
-
-
-@pytest.fixture
-def consumer_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    yield from _make_broker(tmp_path, CONSUMER_BROKER_ARGS)
 
 
 @pytest.mark.parametrize("assignor", ["uniform", "range"])
