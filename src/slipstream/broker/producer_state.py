@@ -35,10 +35,20 @@ class _BatchMeta:
 class _ProducerEntry:
     epoch: int
     batches: deque[_BatchMeta] = field(default_factory=lambda: deque(maxlen=CACHED_BATCHES))
+    # Max timestamp of the producer's last batch (DescribeProducers' LastTimestamp).
+    last_timestamp: int = -1
 
     @property
     def last_seq(self) -> int:
         return self.batches[-1].last_seq if self.batches else -1
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveProducer:
+    producer_id: int
+    epoch: int
+    last_sequence: int
+    last_timestamp: int
 
 
 class ProducerIdAllocator:
@@ -137,6 +147,14 @@ class PartitionProducerState:
                 base_offset + header.last_offset_delta,
             )
         )
+        entry.last_timestamp = header.max_timestamp
+
+    def active_producers(self) -> list[ActiveProducer]:
+        """Every producer this partition remembers, by producer id."""
+        return [
+            ActiveProducer(pid, entry.epoch, entry.last_seq, entry.last_timestamp)
+            for pid, entry in sorted(self._producers.items())
+        ]
 
 
 def _seq_before(a: int, b: int) -> bool:

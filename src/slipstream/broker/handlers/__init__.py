@@ -24,6 +24,8 @@ from . import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_log_dirs,
+    describe_producers,
     describe_topic_partitions,
     fetch,
     find_coordinator,
@@ -84,6 +86,8 @@ _MODULES: tuple[Handler, ...] = (
     describe_topic_partitions,
     consumer_group_heartbeat,
     consumer_group_describe,
+    describe_log_dirs,
+    describe_producers,
 )
 
 

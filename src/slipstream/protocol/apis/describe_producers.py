@@ -25,7 +25,7 @@ class DescribeProducersResponseProducer(Struct):
     producer_epoch: int = field(INT32)
     last_sequence: int = field(INT32, default=-1)
     last_timestamp: int = field(INT64, default=-1)
-    coordinator_epoch: int = field(INT32, default=-1)
+    coordinator_epoch: int = field(INT32, default=0)
     current_txn_start_offset: int = field(INT64, default=-1)
 
 

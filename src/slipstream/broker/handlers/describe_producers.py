@@ -1,0 +1,62 @@
+"""DescribeProducers (key 61). Served v0.
+
+The idempotent producers each requested partition remembers (rebuilt from the
+log's batch headers after a restart): id, epoch, last sequence, last batch
+timestamp. No transactions yet, so no coordinator epoch or open transaction.
+An unknown topic or partition is UNKNOWN_TOPIC_OR_PARTITION for that partition.
+"""
+
+from __future__ import annotations
+
+from ...protocol.apis.describe_producers import (
+    SPEC,
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+    DescribeProducersResponsePartition,
+    DescribeProducersResponseProducer,
+    DescribeProducersResponseTopic,
+)
+from ...protocol.errors import ErrorCode
+from ..request_context import RequestContext
+
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+
+async def handle(ctx: RequestContext, request: DescribeProducersRequest) -> DescribeProducersResponse:
+    state = ctx.state
+    topics = []
+    for wanted in request.topics:
+        partitions = []
+        for index in wanted.partition_indexes:
+            if state.topics.partition(wanted.name, index) is None:
+                partitions.append(
+                    DescribeProducersResponsePartition(
+                        partition_index=index,
+                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        error_message=f"partition {wanted.name}-{index} does not exist",
+                        active_producers=[],
+                    )
+                )
+                continue
+            producers = state.producer_state(wanted.name, index).active_producers()
+            partitions.append(
+                DescribeProducersResponsePartition(
+                    partition_index=index,
+                    error_code=ErrorCode.NONE,
+                    active_producers=[
+                        DescribeProducersResponseProducer(
+                            producer_id=p.producer_id,
+                            producer_epoch=p.epoch,
+                            last_sequence=p.last_sequence,
+                            last_timestamp=p.last_timestamp,
+                        )
+                        for p in producers
+                    ],
+                )
+            )
+        topics.append(DescribeProducersResponseTopic(name=wanted.name, partitions=partitions))
+    return DescribeProducersResponse(throttle_time_ms=0, topics=topics)
+
+
+__all__ = ["MAX_VERSION", "MIN_VERSION", "SPEC", "handle"]
