@@ -363,6 +363,10 @@ def _to_kio_primitive(v: Any, ktype: str | None, optional: bool) -> Any:
         return None if (v == -1 and optional) else EPOCH + v * MS
     if ktype in ("records", "bytes"):
         return bytes(v)
+    if ktype == "uuid" and optional and v == ZERO_UUID:
+        # kio spells Kafka's zero uuid None in optional uuid fields (from_kio maps it back):
+        # a tagged one left at its default is then omitted, as Kafka does.
+        return None
     return v
 
 

@@ -369,6 +369,8 @@ class Admin:
             conn = await self.cluster.connection(leader)
             request = ListOffsetsRequest(
                 replica_id=-1,
+                # v10+: how long the broker may wait on tiered storage.
+                timeout_ms=int(conn.request_timeout_s * 1000),
                 topics=[
                     ListOffsetsRequestTopic(
                         name=topic,
@@ -580,6 +582,10 @@ class Admin:
         out = []
         for group_id in ids:
             code, g, node = results[group_id]
+            if code == ErrorCode.GROUP_ID_NOT_FOUND:
+                # DescribeGroups v6+ (KIP-1043) says what v0-5 said with state "Dead".
+                out.append(GroupDescription(group_id, STATE_DEAD, "", "", [], coordinator=node))
+                continue
             if code:
                 raise _group_error(group_id, code, "DescribeGroups")
             consumer = g.protocol_type == PROTOCOL_TYPE
@@ -870,6 +876,8 @@ class Admin:
                         LIST_OFFSETS,
                         ListOffsetsRequest(
                             replica_id=-1,
+                            # v10+: how long the broker may wait on tiered storage.
+                            timeout_ms=int(conn.request_timeout_s * 1000),
                             isolation_level=0,
                             topics=[
                                 ListOffsetsRequestTopic(

@@ -482,6 +482,8 @@ async def list_offsets(
                     conn = await cluster.connection(leader)
                     request = ListOffsetsRequest(
                         replica_id=-1,
+                        # v10+: how long the broker may wait on tiered storage.
+                        timeout_ms=int(conn.request_timeout_s * 1000),
                         isolation_level=isolation_level,
                         topics=[
                             ListOffsetsRequestTopic(

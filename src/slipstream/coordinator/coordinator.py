@@ -444,6 +444,9 @@ class GroupCoordinator:
         out = DescribeGroupsResponse()
         for group_id in req.groups:
             described = self._describe(group_id)
+            if ctx.api_version >= 6 and described.group_state == str(GroupState.DEAD) and not described.error_code:
+                described.error_code = ErrorCode.GROUP_ID_NOT_FOUND
+                described.error_message = f"Group {group_id} not found."
             if include_ops and not described.error_code:
                 described.authorized_operations = _GROUP_OPERATIONS
             out.groups.append(described)

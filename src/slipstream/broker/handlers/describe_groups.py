@@ -1,4 +1,4 @@
-"""DescribeGroups (key 15). Served v0-5.
+"""DescribeGroups (key 15). Served v0-6 (v6: GROUP_ID_NOT_FOUND for an unknown group).
 """
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from ...protocol.apis.describe_groups import SPEC, DescribeGroupsRequest, Descri
 from ..request_context import RequestContext
 
 MIN_VERSION = 0
-MAX_VERSION = 5
+MAX_VERSION = 6
 
 
 async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:

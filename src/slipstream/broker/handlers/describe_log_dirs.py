@@ -1,4 +1,4 @@
-"""DescribeLogDirs (key 35). Served v1-4 (Kafka 4 dropped v0).
+"""DescribeLogDirs (key 35). Served v1-5 (Kafka 4 dropped v0).
 
 One log directory (``<data_dir>/logs``; storage "memory" reports "memory") with
 each partition's size in bytes. A null ``topics`` describes every partition;
@@ -23,7 +23,7 @@ from ...protocol.errors import ErrorCode
 from ..request_context import RequestContext
 
 MIN_VERSION = 1
-MAX_VERSION = 4
+MAX_VERSION = 5
 
 
 async def handle(ctx: RequestContext, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:

@@ -1,4 +1,4 @@
-"""Fetch (key 1). Served v4-16.
+"""Fetch (key 1). Served v4-18 (v17 and v18 add follower-only request fields).
 
 Long-polls up to max_wait_ms until min_bytes are available, woken by appends.
 Limits: the response holds at most max_bytes (v3+) and each partition at most
@@ -31,7 +31,7 @@ from ..state import BrokerState
 from ..topics import Topic
 
 MIN_VERSION = 4
-MAX_VERSION = 16
+MAX_VERSION = 18
 
 _NO_LIMIT = 0x7FFFFFFF
 _ZERO_ID = uuid.UUID(int=0)

@@ -1,4 +1,4 @@
-"""ListOffsets (key 2). Served v1-9.
+"""ListOffsets (key 2). Served v1-10 (v10 adds a timeout for tiered storage: unused).
 
 Special timestamps: -1 latest (log end = high watermark = last stable offset, as
 there are no transactions), -2 earliest (log start), -3 max timestamp (v7+),
@@ -20,7 +20,7 @@ from ...protocol.errors import ErrorCode
 from ..request_context import RequestContext
 
 MIN_VERSION = 1
-MAX_VERSION = 9
+MAX_VERSION = 10
 
 LATEST = -1
 EARLIEST = -2

@@ -27,7 +27,7 @@ from ..state import BrokerState
 from ..topics import Topic, check_topic_name
 
 MIN_VERSION = 0
-MAX_VERSION = 12
+MAX_VERSION = 13
 
 OPERATIONS_NOT_REQUESTED = -2147483648
 

@@ -1,4 +1,4 @@
-"""Produce (key 0). Served v3-11: magic 2 record batches only (Kafka 4 dropped v0-v2).
+"""Produce (key 0). Served v3-12: magic 2 record batches only (Kafka 4 dropped v0-v2).
 
 acks=0 gets no response at all; acks=1 and acks=-1 are answered after the append
 (with the fsync durability policy, acks=-1 also waits for the group-commit fsync).
@@ -24,7 +24,7 @@ from ..request_context import RequestContext
 from ..state import InvalidRecords
 
 MIN_VERSION = 3
-MAX_VERSION = 11
+MAX_VERSION = 12
 
 log = logging.getLogger(__name__)
 

@@ -1,9 +1,11 @@
-"""DescribeGroups (key 15), versions 0-5; flexible from v5.
+"""DescribeGroups (key 15), versions 0-6; flexible from v5.
 
 v1 adds throttle_time_ms; v2 is the same as v1; v3 adds
 include_authorized_operations and the groups' authorized_operations; v4 adds
-the members' group_instance_id; v5 is the first flexible version. A group the
-coordinator does not know is described as state "Dead" with no error;
+the members' group_instance_id; v5 is the first flexible version; v6 adds each
+group's error_message and answers a group that does not exist with
+GROUP_ID_NOT_FOUND (KIP-1043). Before v6 a group the coordinator does not know
+is described as state "Dead" with no error;
 protocol_data (the protocol name) and member metadata are filled only for a
 Stable group.
 """
@@ -33,6 +35,7 @@ class DescribeGroupsResponseDescribedGroupMember(Struct):
 
 class DescribeGroupsResponseDescribedGroup(Struct):
     error_code: int = field(INT16)
+    error_message: str | None = field(STRING, v="6+", nullable="6+", default=None)
     group_id: str = field(STRING)
     group_state: str = field(STRING)
     protocol_type: str = field(STRING)
@@ -48,4 +51,4 @@ class DescribeGroupsResponse(Struct):
     groups: list[DescribeGroupsResponseDescribedGroup] = field(Array(DescribeGroupsResponseDescribedGroup))
 
 
-SPEC = register(ApiSpec(15, "DescribeGroups", DescribeGroupsRequest, DescribeGroupsResponse, 0, 5, 5))
+SPEC = register(ApiSpec(15, "DescribeGroups", DescribeGroupsRequest, DescribeGroupsResponse, 0, 6, 5))

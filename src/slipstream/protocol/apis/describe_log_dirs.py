@@ -1,9 +1,9 @@
-"""DescribeLogDirs (key 35), versions 1-4; flexible from v2.
+"""DescribeLogDirs (key 35), versions 1-5; flexible from v2.
 
 Which log directories the broker has and, per partition in each, its size on
 disk. A null ``topics`` asks for every partition. v1 has v0's layout (v0 was
 removed in Kafka 4); v3 adds the top-level error code, v4 each directory's
-total and usable bytes.
+total and usable bytes, v5 whether it is cordoned (never, here).
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ class DescribeLogDirsResponseResult(Struct):
     topics: list[DescribeLogDirsResponseTopic] = field(Array(DescribeLogDirsResponseTopic))
     total_bytes: int = field(INT64, v="4+", default=-1)
     usable_bytes: int = field(INT64, v="4+", default=-1)
+    is_cordoned: bool = field(BOOL, v="5+", default=False)
 
 
 class DescribeLogDirsResponse(Struct):
@@ -49,4 +50,4 @@ class DescribeLogDirsResponse(Struct):
     results: list[DescribeLogDirsResponseResult] = field(Array(DescribeLogDirsResponseResult))
 
 
-SPEC = register(ApiSpec(35, "DescribeLogDirs", DescribeLogDirsRequest, DescribeLogDirsResponse, 1, 4, 2))
+SPEC = register(ApiSpec(35, "DescribeLogDirs", DescribeLogDirsRequest, DescribeLogDirsResponse, 1, 5, 2))

@@ -1,4 +1,4 @@
-"""Fetch (key 1), versions 0-16; flexible from v12.
+"""Fetch (key 1), versions 0-18; flexible from v12.
 
 v0-3 read message format v0/v1 (v1 adds throttle_time_ms, v3 the request-wide
 max_bytes and makes partition order significant); v4 adds isolation_level
@@ -38,6 +38,10 @@ class FetchRequestPartition(Struct):
     last_fetched_epoch: int = field(INT32, v="12+", default=-1)
     log_start_offset: int = field(INT64, v="5+", default=-1)
     partition_max_bytes: int = field(INT32)
+    # Followers' fields (v17 KIP-853 directory id, v18 known high watermark): consumers
+    # leave them at their defaults.
+    replica_directory_id: uuid.UUID = field(UUID, v="17+", tag=0, default=uuid.UUID(int=0))
+    high_watermark: int = field(INT64, v="18+", tag=1, default=2**63 - 1)
 
 
 class FetchRequestTopic(Struct):
@@ -132,4 +136,4 @@ class FetchResponse(Struct):
     )
 
 
-SPEC = register(ApiSpec(1, "Fetch", FetchRequest, FetchResponse, 0, 16, 12))
+SPEC = register(ApiSpec(1, "Fetch", FetchRequest, FetchResponse, 0, 18, 12))

@@ -32,6 +32,8 @@ class ListOffsetsRequest(Struct):
     replica_id: int = field(INT32)
     isolation_level: int = field(INT8, v="2+")
     topics: list[ListOffsetsRequestTopic] = field(Array(ListOffsetsRequestTopic))
+    # v10: how long to wait for offsets read from tiered storage (not used here).
+    timeout_ms: int = field(INT32, v="10+", default=0)
 
 
 class ListOffsetsResponsePartition(Struct):
@@ -53,4 +55,4 @@ class ListOffsetsResponse(Struct):
     topics: list[ListOffsetsResponseTopic] = field(Array(ListOffsetsResponseTopic))
 
 
-SPEC = register(ApiSpec(2, "ListOffsets", ListOffsetsRequest, ListOffsetsResponse, 0, 9, 6))
+SPEC = register(ApiSpec(2, "ListOffsets", ListOffsetsRequest, ListOffsetsResponse, 0, 10, 6))

@@ -1,4 +1,4 @@
-"""Metadata (key 3), versions 0-12; flexible from v9.
+"""Metadata (key 3), versions 0-13; flexible from v9.
 
 v0 asks for every topic with an empty ``topics`` list; from v1 an empty list
 means no topics and a null list means all of them. v1 adds the broker rack,
@@ -10,7 +10,7 @@ the include_*_authorized_operations flags and the matching answers
 topic ids to both sides (Kafka brokers ignore request ids before v12); v11
 drops the cluster-level authorized operations (moved to DescribeCluster);
 v12 lets a request name a topic by id alone (name null) and a response carry
-a null name for an unknown id.
+a null name for an unknown id; v13 adds a top-level error_code (KIP-1102).
 """
 
 from __future__ import annotations
@@ -70,6 +70,8 @@ class MetadataResponse(Struct):
     cluster_authorized_operations: int = field(
         INT32, v="8-10", default=AUTHORIZED_OPERATIONS_OMITTED
     )
+    # v13 (KIP-1102): a top-level error, e.g. REBOOTSTRAP_REQUIRED; 0 from a single node.
+    error_code: int = field(INT16, v="13+", default=0)
 
 
-SPEC = register(ApiSpec(3, "Metadata", MetadataRequest, MetadataResponse, 0, 12, 9))
+SPEC = register(ApiSpec(3, "Metadata", MetadataRequest, MetadataResponse, 0, 13, 9))

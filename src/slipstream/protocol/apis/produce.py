@@ -1,4 +1,4 @@
-"""Produce (key 0), versions 0-11; flexible from v9.
+"""Produce (key 0), versions 0-12; flexible from v9.
 
 v0-2 carry message format v0/v1 message sets (v1 adds throttle_time_ms to the
 response, v2 log_append_time_ms); v3 adds transactional_id and is the first
@@ -8,7 +8,8 @@ response; v6 and v7 (zstd) keep the layout; v8 adds per-batch record_errors
 and error_message; v9 is the first flexible version; v10 adds the tagged
 current_leader (per partition) and node_endpoints (KIP-951), sent only with
 NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH; v11 allows
-TRANSACTION_ABORTABLE. acks=0 requests get no response at all. Records stay
+TRANSACTION_ABORTABLE; v12 has v11's layout (KIP-890: the broker verifies
+transactions itself). acks=0 requests get no response at all. Records stay
 a memoryview into the request buffer.
 """
 
@@ -80,4 +81,4 @@ class ProduceResponse(Struct):
     )
 
 
-SPEC = register(ApiSpec(0, "Produce", ProduceRequest, ProduceResponse, 0, 11, 9))
+SPEC = register(ApiSpec(0, "Produce", ProduceRequest, ProduceResponse, 0, 12, 9))
