@@ -84,6 +84,7 @@ from ..protocol.errors import name as error_name
 from ..protocol.primitives import DecodeError
 from .cluster import BrokerNode, Cluster, TopicInfo
 from .connection import BrokerConnection, ConnectionClosed, UnsupportedApi
+from .offsets import NAMED_TOPICS_MAX_VERSION
 
 EARLIEST = -2
 LATEST = -1
@@ -707,7 +708,7 @@ class Admin:
             by_topic.setdefault(topic, []).append(partition)
 
         async def send(conn: BrokerConnection, batch: list[str]) -> dict[str, tuple[int, Any]]:
-            version = conn.version_for(OFFSET_FETCH)
+            version = conn.version_for(OFFSET_FETCH, NAMED_TOPICS_MAX_VERSION)
             if wanted is None and version < 2:
                 raise UnsupportedApi(f"{conn.address} serves OffsetFetch v{version}: fetching all offsets needs v2")
             if version >= 8:
@@ -785,7 +786,7 @@ class Admin:
         )
 
         async def send(conn: BrokerConnection, batch: list[str]) -> dict[str, tuple[int, Any]]:
-            response = await conn.request(OFFSET_COMMIT, request)
+            response = await conn.request(OFFSET_COMMIT, request, max_version=NAMED_TOPICS_MAX_VERSION)
             codes = {p.error_code for t in response.topics for p in t.partitions}
             retriable = codes & _COORDINATOR_RETRIABLE
             return {group_id: (min(retriable) if retriable else 0, response)}

@@ -59,6 +59,9 @@ from .retry import backoff_s
 from .tasks import deadline
 
 T = TypeVar("T")
+# OffsetCommit/OffsetFetch v10 name topics by id; this client names them.
+NAMED_TOPICS_MAX_VERSION = 9
+
 log = logging.getLogger(__name__)
 
 EARLIEST_TIMESTAMP = -2
@@ -183,7 +186,7 @@ class GroupOffsets:
     async def _fetch_once(
         self, conn: BrokerConnection, wanted: list[TopicPartition]
     ) -> dict[TopicPartition, OffsetAndMetadata | None]:
-        version = conn.version_for(OFFSET_FETCH)
+        version = conn.version_for(OFFSET_FETCH, NAMED_TOPICS_MAX_VERSION)
         by_topic = group_by_topic(wanted)
         identity = self.member_identity() if self.member_identity is not None else None
         member_id, member_epoch = identity if identity is not None else (None, -1)
@@ -398,7 +401,7 @@ class GroupOffsets:
             topics=[OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
         )
         self.commits_sent += 1
-        response: OffsetCommitResponse = await conn.request(OFFSET_COMMIT, request)
+        response: OffsetCommitResponse = await conn.request(OFFSET_COMMIT, request, max_version=NAMED_TOPICS_MAX_VERSION)
         retry: str | None = None
         for t in response.topics:
             for p in t.partitions:

@@ -33,6 +33,7 @@ from ..protocol.apis.offset_fetch import (
     OffsetFetchResponseTopics,
 )
 from ..protocol.errors import ErrorCode
+from ..protocol.primitives import ZERO_UUID
 from ..protocol.schema import Struct
 from . import records as rec
 from .config import CoordinatorConfig
@@ -198,7 +199,7 @@ class OffsetManager:
                     records.append(rec.offset_commit_record(partition, group_id, name, index, om))
                     written.append((name, index))
                 answers.append(_new(OffsetCommitResponsePartition, partition_index=index, error_code=code))
-            response.topics.append(_new(OffsetCommitResponseTopic, name=name, partitions=answers))
+            response.topics.append(_new(OffsetCommitResponseTopic, name=name, topic_id=ZERO_UUID, partitions=answers))
         if not records:
             return CoordinatorResult(response=response)
 

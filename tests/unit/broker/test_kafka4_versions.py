@@ -90,3 +90,51 @@ def test_produce_v12_fetch_v18_and_list_offsets_v10(broker: Broker, admin) -> No
 def test_describe_log_dirs_v5(broker: Broker) -> None:
     (result,) = raw_request(broker, dld.SPEC, 5, dld.DescribeLogDirsRequest(topics=[])).results
     assert (result.error_code, result.is_cordoned, result.topics) == (0, False, [])
+
+
+def test_offset_commit_and_fetch_v10_name_topics_by_id(broker: Broker, admin) -> None:  # type: ignore[no-untyped-def]
+    import uuid
+
+    from slipstream.protocol.apis import offset_commit as oc
+    from slipstream.protocol.apis import offset_fetch as of
+
+    create_topic(admin, "ids", 2)
+    topic_id = raw_request(
+        broker, md.SPEC, 13, md.MetadataRequest(topics=[md.MetadataRequestTopic(name="ids")])
+    ).topics[0].topic_id
+    stranger = uuid.uuid4()
+    committed = raw_request(
+        broker, oc.SPEC, 10,
+        oc.OffsetCommitRequest(group_id="g10", member_id="", topics=[
+            oc.OffsetCommitRequestTopic(topic_id=topic_id, partitions=[
+                oc.OffsetCommitRequestPartition(partition_index=1, committed_offset=7, committed_metadata="m")
+            ]),
+            oc.OffsetCommitRequestTopic(topic_id=stranger, partitions=[
+                oc.OffsetCommitRequestPartition(partition_index=0, committed_offset=1, committed_metadata="")
+            ]),
+        ]),
+    )
+    assert [(t.topic_id, [(p.partition_index, p.error_code) for p in t.partitions]) for t in committed.topics] == [
+        (topic_id, [(1, 0)]),
+        (stranger, [(0, ErrorCode.UNKNOWN_TOPIC_ID)]),
+    ]
+
+    def fetch(version: int, topics: list | None) -> list:  # type: ignore[type-arg]
+        response = raw_request(
+            broker, of.SPEC, version,
+            of.OffsetFetchRequest(groups=[of.OffsetFetchRequestGroup(group_id="g10", topics=topics)], require_stable=False),
+        )
+        (group,) = response.groups
+        assert group.error_code == 0
+        key = (lambda t: t.topic_id) if version >= 10 else (lambda t: t.name)
+        return [(key(t), [(p.partition_index, p.committed_offset, p.error_code) for p in t.partitions])
+                for t in group.topics]
+
+    assert fetch(10, None) == [(topic_id, [(1, 7, 0)])]
+    assert fetch(10, [of.OffsetFetchRequestTopics(topic_id=topic_id, partition_indexes=[0, 1]),
+                      of.OffsetFetchRequestTopics(topic_id=stranger, partition_indexes=[3])]) == [
+        (topic_id, [(0, -1, 0), (1, 7, 0)]),
+        (stranger, [(3, -1, ErrorCode.UNKNOWN_TOPIC_ID)]),
+    ]
+    # v9 and older still name topics.
+    assert fetch(9, None) == [("ids", [(1, 7, 0)])]

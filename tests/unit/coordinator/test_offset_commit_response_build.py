@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from slipstream.coordinator.offset_manager import _new
 from slipstream.protocol.apis import offset_commit as oc
+from slipstream.protocol.primitives import ZERO_UUID
 
 
 def test_fast_built_commit_response_equals_ordinary_construction() -> None:
@@ -14,6 +15,7 @@ def test_fast_built_commit_response_equals_ordinary_construction() -> None:
             _new(
                 oc.OffsetCommitResponseTopic,
                 name="t",
+                topic_id=ZERO_UUID,
                 partitions=[_new(oc.OffsetCommitResponsePartition, partition_index=3, error_code=0)],
             )
         ],
@@ -32,5 +34,5 @@ def test_fast_built_commit_response_equals_ordinary_construction() -> None:
     assert {f.name for f in oc.OffsetCommitResponse.FIELDS} == set(vars(fast))
     assert {f.name for f in oc.OffsetCommitResponseTopic.FIELDS} == set(vars(fast.topics[0]))
     assert {f.name for f in oc.OffsetCommitResponsePartition.FIELDS} == set(vars(fast.topics[0].partitions[0]))
-    for version in range(10):
+    for version in range(11):
         assert oc.SPEC.encode_response(fast, version).getvalue() == oc.SPEC.encode_response(ordinary, version).getvalue()

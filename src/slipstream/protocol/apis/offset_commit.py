@@ -1,4 +1,4 @@
-"""OffsetCommit (key 8), versions 0-9; flexible from v8.
+"""OffsetCommit (key 8), versions 0-10; flexible from v8.
 
 v0 commits without group membership; v1 adds the generation and member id
 (``generation_id_or_member_epoch``, -1 for a standalone commit) and a
@@ -8,13 +8,17 @@ throttle_time_ms to the response; v4 is the same as v3; v5 removes the
 retention time; v6 adds committed_leader_epoch; v7 adds group_instance_id
 (static membership); v8 is the first flexible version; v9 is the first usable
 with the KIP-848 consumer protocol and answers GROUP_ID_NOT_FOUND for a
-missing group where older versions answer ILLEGAL_GENERATION.
+missing group where older versions answer ILLEGAL_GENERATION; v10 names
+topics by id instead of by name (both ways).
 """
 
 from __future__ import annotations
 
+import uuid
+
 from ..api import ApiSpec, register
-from ..schema import INT16, INT32, INT64, STRING, Array, Struct, field
+from ..primitives import ZERO_UUID
+from ..schema import INT16, INT32, INT64, STRING, UUID, Array, Struct, field
 
 
 class OffsetCommitRequestPartition(Struct):
@@ -26,7 +30,8 @@ class OffsetCommitRequestPartition(Struct):
 
 
 class OffsetCommitRequestTopic(Struct):
-    name: str = field(STRING)
+    name: str = field(STRING, v="0-9", default="")
+    topic_id: uuid.UUID = field(UUID, v="10+", default=ZERO_UUID)
     partitions: list[OffsetCommitRequestPartition] = field(Array(OffsetCommitRequestPartition))
 
 
@@ -45,7 +50,8 @@ class OffsetCommitResponsePartition(Struct):
 
 
 class OffsetCommitResponseTopic(Struct):
-    name: str = field(STRING)
+    name: str = field(STRING, v="0-9", default="")
+    topic_id: uuid.UUID = field(UUID, v="10+", default=ZERO_UUID)
     partitions: list[OffsetCommitResponsePartition] = field(Array(OffsetCommitResponsePartition))
 
 
@@ -54,4 +60,4 @@ class OffsetCommitResponse(Struct):
     topics: list[OffsetCommitResponseTopic] = field(Array(OffsetCommitResponseTopic))
 
 
-SPEC = register(ApiSpec(8, "OffsetCommit", OffsetCommitRequest, OffsetCommitResponse, 0, 9, 8))
+SPEC = register(ApiSpec(8, "OffsetCommit", OffsetCommitRequest, OffsetCommitResponse, 0, 10, 8))

@@ -1,4 +1,4 @@
-"""OffsetFetch (key 9), versions 0-9; flexible from v6.
+"""OffsetFetch (key 9), versions 0-10; flexible from v6.
 
 v0 read offsets from ZooKeeper in Kafka (here it reads the coordinator like
 v1); v1 reads ``__consumer_offsets``; v2 allows a null ``topics`` (= every
@@ -7,13 +7,17 @@ throttle_time_ms; v4 is the same as v3; v5 adds committed_leader_epoch; v6 is
 the first flexible version; v7 adds require_stable (UNSTABLE_OFFSET_COMMIT
 while a commit for the partition is pending); v8 fetches several groups at
 once (``groups`` replaces group_id/topics, and the response answers per
-group); v9 adds member_id/member_epoch for the KIP-848 protocol.
+group); v9 adds member_id/member_epoch for the KIP-848 protocol; v10 names
+topics by id instead of by name (both ways).
 """
 
 from __future__ import annotations
 
+import uuid
+
 from ..api import ApiSpec, register
-from ..schema import BOOL, INT16, INT32, INT64, STRING, Array, Struct, field
+from ..primitives import ZERO_UUID
+from ..schema import BOOL, INT16, INT32, INT64, STRING, UUID, Array, Struct, field
 
 
 class OffsetFetchRequestTopic(Struct):
@@ -22,7 +26,8 @@ class OffsetFetchRequestTopic(Struct):
 
 
 class OffsetFetchRequestTopics(Struct):
-    name: str = field(STRING, v="8+")
+    name: str = field(STRING, v="8-9", default="")
+    topic_id: uuid.UUID = field(UUID, v="10+", default=ZERO_UUID)
     partition_indexes: list[int] = field(Array(INT32), v="8+")
 
 
@@ -66,7 +71,8 @@ class OffsetFetchResponsePartitions(Struct):
 
 
 class OffsetFetchResponseTopics(Struct):
-    name: str = field(STRING, v="8+")
+    name: str = field(STRING, v="8-9", default="")
+    topic_id: uuid.UUID = field(UUID, v="10+", default=ZERO_UUID)
     partitions: list[OffsetFetchResponsePartitions] = field(Array(OffsetFetchResponsePartitions), v="8+")
 
 
@@ -83,4 +89,4 @@ class OffsetFetchResponse(Struct):
     groups: list[OffsetFetchResponseGroup] = field(Array(OffsetFetchResponseGroup), v="8+")
 
 
-SPEC = register(ApiSpec(9, "OffsetFetch", OffsetFetchRequest, OffsetFetchResponse, 0, 9, 6))
+SPEC = register(ApiSpec(9, "OffsetFetch", OffsetFetchRequest, OffsetFetchResponse, 0, 10, 6))
