@@ -73,6 +73,9 @@ from .connection import BrokerConnection, UnsupportedApi
 from .partitioner import murmur2
 from .retry import Backoff, retry_async
 
+# Produce v13 names topics by id; this producer names them.
+NAMED_TOPICS_PRODUCE_MAX_VERSION = 12
+
 log = logging.getLogger(__name__)
 
 # Record timestamps use the wall clock; every deadline uses the monotonic one (ms).
@@ -941,7 +944,9 @@ class AIOProducer:
     ) -> None:
         try:
             try:
-                response = await conn.request(PRODUCE, request, expect_response=self.acks != 0)
+                response = await conn.request(
+                    PRODUCE, request, expect_response=self.acks != 0, max_version=NAMED_TOPICS_PRODUCE_MAX_VERSION
+                )
             except asyncio.CancelledError:
                 closed = ProducerClosedError("the producer was closed before the broker answered")
                 for batch in batches:

@@ -138,3 +138,27 @@ def test_offset_commit_and_fetch_v10_name_topics_by_id(broker: Broker, admin) ->
     ]
     # v9 and older still name topics.
     assert fetch(9, None) == [("ids", [(1, 7, 0)])]
+
+
+def test_produce_v13_names_topics_by_id(broker: Broker, admin) -> None:  # type: ignore[no-untyped-def]
+    import uuid
+
+    create_topic(admin, "p13", 1)
+    topic_id = raw_request(
+        broker, md.SPEC, 13, md.MetadataRequest(topics=[md.MetadataRequestTopic(name="p13")])
+    ).topics[0].topic_id
+    stranger = uuid.uuid4()
+    batch = memoryview(build_batch([ProducerRecord(None, b"v", timestamp_ms=1_700_000_000_000)]))
+    produced = raw_request(
+        broker, pr.SPEC, 13,
+        pr.ProduceRequest(acks=1, timeout_ms=5000, topic_data=[
+            pr.ProduceRequestTopicData(topic_id=topic_id, partition_data=[
+                pr.ProduceRequestPartitionData(index=0, records=batch)
+            ]),
+            pr.ProduceRequestTopicData(topic_id=stranger, partition_data=[
+                pr.ProduceRequestPartitionData(index=0, records=batch)
+            ]),
+        ]),
+    )
+    answers = [(t.topic_id, [(p.error_code, p.base_offset) for p in t.partition_responses]) for t in produced.responses]
+    assert answers == [(topic_id, [(0, 0)]), (stranger, [(ErrorCode.UNKNOWN_TOPIC_ID, -1)])]

@@ -1,10 +1,11 @@
-"""Produce (key 0). Served v3-12: magic 2 record batches only (Kafka 4 dropped v0-v2).
+"""Produce (key 0). Served v3-13: magic 2 record batches only (Kafka 4 dropped v0-v2).
 
 acks=0 gets no response at all; acks=1 and acks=-1 are answered after the append
 (with the fsync durability policy, acks=-1 also waits for the group-commit fsync).
 v8+ carries error_message and record_errors: the index of each bad record in its
 batch (keyless records to a compacted topic), so a client fails just those (KIP-467); v10+ tagged current_leader/node_endpoints
-(only sent for NOT_LEADER errors, which a single node never returns).
+(only sent for NOT_LEADER errors, which a single node never returns). v13 names
+topics by id (an unknown id is UNKNOWN_TOPIC_ID).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from ..request_context import RequestContext
 from ..state import InvalidRecords
 
 MIN_VERSION = 3
-MAX_VERSION = 12
+MAX_VERSION = 13
+TOPIC_IDS_VERSION = 13
 
 log = logging.getLogger(__name__)
 
@@ -35,11 +37,22 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
     topics: list[ProduceResponseTopic] = []
     bad_acks = acks not in (0, 1, -1)
     transactional = request.transactional_id is not None
+    by_id = state.topics.by_id if ctx.api_version >= TOPIC_IDS_VERSION else None
     for topic_data in request.topic_data:
         partitions: list[ProduceResponsePartition] = []
+        unknown_id = False
+        if by_id is not None:
+            found = by_id.get(topic_data.topic_id)
+            if found is None:
+                unknown_id = True
+            else:
+                topic_data.name = found.name
         for part in topic_data.partition_data:
             resp = ProduceResponsePartition(index=part.index, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1)
-            if bad_acks:
+            if unknown_id:
+                resp.error_code = ErrorCode.UNKNOWN_TOPIC_ID
+                resp.error_message = f"no topic has id {topic_data.topic_id}"
+            elif bad_acks:
                 resp.error_code = ErrorCode.INVALID_REQUIRED_ACKS
                 resp.error_message = f"acks must be 0, 1 or -1, got {acks}"
             elif transactional:
@@ -67,7 +80,9 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                     if exc.code not in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,):
                         log.info("produce to %s-%d rejected: %s", topic_data.name, part.index, exc)
             partitions.append(resp)
-        topics.append(ProduceResponseTopic(name=topic_data.name, partition_responses=partitions))
+        topics.append(
+            ProduceResponseTopic(name=topic_data.name, topic_id=topic_data.topic_id, partition_responses=partitions)
+        )
     if acks == 0:
         return None
     return ProduceResponse(responses=topics)

@@ -1,4 +1,4 @@
-"""Produce (key 0), versions 0-12; flexible from v9.
+"""Produce (key 0), versions 0-13; flexible from v9.
 
 v0-2 carry message format v0/v1 message sets (v1 adds throttle_time_ms to the
 response, v2 log_append_time_ms); v3 adds transactional_id and is the first
@@ -9,14 +9,18 @@ and error_message; v9 is the first flexible version; v10 adds the tagged
 current_leader (per partition) and node_endpoints (KIP-951), sent only with
 NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH; v11 allows
 TRANSACTION_ABORTABLE; v12 has v11's layout (KIP-890: the broker verifies
-transactions itself). acks=0 requests get no response at all. Records stay
+transactions itself); v13 names topics by id instead of by name, both ways
+(KIP-516). acks=0 requests get no response at all. Records stay
 a memoryview into the request buffer.
 """
 
 from __future__ import annotations
 
+import uuid
+
 from ..api import ApiSpec, register
-from ..schema import INT16, INT32, INT64, RECORDS, STRING, Array, Struct, field
+from ..primitives import ZERO_UUID
+from ..schema import INT16, INT32, INT64, RECORDS, STRING, UUID, Array, Struct, field
 
 
 class ProduceRequestPartitionData(Struct):
@@ -25,7 +29,8 @@ class ProduceRequestPartitionData(Struct):
 
 
 class ProduceRequestTopicData(Struct):
-    name: str = field(STRING)
+    name: str = field(STRING, v="0-12", default="")
+    topic_id: uuid.UUID = field(UUID, v="13+", default=ZERO_UUID)
     partition_data: list[ProduceRequestPartitionData] = field(Array(ProduceRequestPartitionData))
 
 
@@ -62,7 +67,8 @@ class ProduceResponsePartition(Struct):
 
 
 class ProduceResponseTopic(Struct):
-    name: str = field(STRING)
+    name: str = field(STRING, v="0-12", default="")
+    topic_id: uuid.UUID = field(UUID, v="13+", default=ZERO_UUID)
     partition_responses: list[ProduceResponsePartition] = field(Array(ProduceResponsePartition))
 
 
@@ -81,4 +87,4 @@ class ProduceResponse(Struct):
     )
 
 
-SPEC = register(ApiSpec(0, "Produce", ProduceRequest, ProduceResponse, 0, 12, 9))
+SPEC = register(ApiSpec(0, "Produce", ProduceRequest, ProduceResponse, 0, 13, 9))
