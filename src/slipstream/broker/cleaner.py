@@ -5,8 +5,13 @@ A background task wakes every ``backoff_ms`` (Kafka's ``log.cleaner.backoff.ms``
 
 - never cleaned by this process yet (the first pass after start-up);
 - a kept tombstone's delete horizon has passed (it can now be removed);
-- bytes appended since the last pass make up at least ``min_cleanable_ratio`` of the
-  log (Kafka's ``min.cleanable.dirty.ratio``, 0.5).
+- bytes appended since the last pass make up at least the topic's
+  ``min.cleanable.dirty.ratio`` of the log (default 0.5);
+- records appended since the last pass have waited ``max.compaction.lag.ms`` (counted
+  from the first pass that saw them, so within one backoff of their append).
+
+A topic's ``min.compaction.lag.ms`` keeps the closed segments holding records younger
+than that out of the pass (they are read, not rewritten).
 
 The work of a pass (reading, decoding, writing cleaned segments) runs on the
 cleaner's own worker thread; only planning and the final swap run on the event loop
@@ -40,6 +45,25 @@ class _Cleaned:
     end_offset: int
     size: int
     next_delete_horizon_ms: int | None
+    # When a check first saw records past end_offset (max.compaction.lag.ms counts from it).
+    dirty_since_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CleaningPolicy:
+    """A topic's compaction settings (its effective configs)."""
+
+    min_cleanable_ratio: float = DEFAULT_MIN_CLEANABLE_RATIO
+    max_compaction_lag_ms: int = 2**63 - 1
+    min_compaction_lag_ms: int = 0
+
+    @classmethod
+    def of(cls, configs: dict[str, str]) -> CleaningPolicy:
+        return cls(
+            float(configs.get("min.cleanable.dirty.ratio", DEFAULT_MIN_CLEANABLE_RATIO)),
+            int(configs.get("max.compaction.lag.ms", 2**63 - 1)),
+            int(configs.get("min.compaction.lag.ms", 0)),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +112,7 @@ class LogCleaner:
             for topic, partition, plog, configs in self._topics.compacted_partitions():
                 try:
                     retention = int(configs["delete.retention.ms"])
-                    stats = await self._clean(plog, retention, force)
+                    stats = await self._clean(plog, retention, CleaningPolicy.of(configs), force)
                 except asyncio.CancelledError:
                     raise
                 except Exception:
@@ -110,7 +134,8 @@ class LogCleaner:
                         )
         return done
 
-    def needs_cleaning(self, plog: PartitionLog, now_ms: int) -> bool:
+    def needs_cleaning(self, plog: PartitionLog, now_ms: int, policy: CleaningPolicy | None = None) -> bool:
+        """Whether ``plog`` is due (``policy`` None: the cleaner's own dirty ratio only)."""
         last = self._cleaned.get(plog)
         if last is None:
             return True
@@ -118,17 +143,27 @@ class LogCleaner:
             return True
         if plog.log_end_offset == last.end_offset:
             return False
+        if last.dirty_since_ms is None:
+            last.dirty_since_ms = now_ms
+        ratio = self.min_cleanable_ratio if policy is None else policy.min_cleanable_ratio
         size = plog.size_bytes
         dirty = size - last.size
-        return size > 0 and dirty / size >= self.min_cleanable_ratio
+        if size > 0 and dirty / size >= ratio:
+            return True
+        return policy is not None and now_ms - last.dirty_since_ms >= policy.max_compaction_lag_ms
 
     async def _clean(
-        self, plog: PartitionLog, delete_retention_ms: int, force: bool
+        self, plog: PartitionLog, delete_retention_ms: int, policy: CleaningPolicy, force: bool
     ) -> CompactionStats | None:
         now = self._clock()
-        if not force and not self.needs_cleaning(plog, now):
+        if not force and not self.needs_cleaning(plog, now, policy):
             return None
-        job = plan_compaction(plog, now_ms=now, delete_retention_ms=delete_retention_ms)
+        job = plan_compaction(
+            plog,
+            now_ms=now,
+            delete_retention_ms=delete_retention_ms,
+            min_compaction_lag_ms=policy.min_compaction_lag_ms,
+        )
         if job is None:
             return None
         if self._executor is None:

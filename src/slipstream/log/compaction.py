@@ -239,7 +239,7 @@ class CompactionJob:
         log: SegmentedLog,
         groups: list[list[Segment]],
         sources: dict[int, _Source],  # id(segment) -> its batches
-        active: _Source,
+        tail: list[_Source],
         *,
         now_ms: int,
         delete_retention_ms: int,
@@ -248,7 +248,9 @@ class CompactionJob:
         self._log = log
         self._groups = groups
         self._sources = sources
-        self._active = active
+        # Read for the latest offset of each key, never rewritten: the active segment, and
+        # closed segments still within min.compaction.lag.ms.
+        self._tail = tail
         self._now = now_ms
         self._delete_retention = max(delete_retention_ms, 0)
         self._directory = directory  # disk logs only
@@ -299,7 +301,7 @@ class CompactionJob:
             staging.mkdir()
         latest: dict[bytes, int] = {}
         sources = [self._sources[id(s)] for group in self._groups for s in group]
-        for source in [*sources, self._active]:
+        for source in [*sources, *self._tail]:
             for header, batch in source.batches():
                 self._check_cancel()
                 if is_skipped(header):
@@ -542,10 +544,15 @@ def _release(log_: SegmentedLog) -> None:
 
 
 def plan_compaction(
-    log_: PartitionLog, *, now_ms: int, delete_retention_ms: int
+    log_: PartitionLog, *, now_ms: int, delete_retention_ms: int, min_compaction_lag_ms: int = 0
 ) -> CompactionJob | None:
     """A job for the log's closed segments, or None when there is nothing to clean (no
-    closed segment), another job holds the log, or the log is not a segmented log.
+    closed segment old enough), another job holds the log, or the log is not a
+    segmented log.
+
+    ``min_compaction_lag_ms`` (the topic's min.compaction.lag.ms): a closed segment
+    holding a record younger than that, and every segment after it, is only read (its
+    keys supersede older records) and never rewritten, as in Kafka.
 
     Cheap; call it on the thread that owns the log (the broker's event loop)."""
     if not isinstance(log_, SegmentedLog):
@@ -553,18 +560,20 @@ def plan_compaction(
     segments = log_.segments
     if len(segments) < 2 or log_ in _busy:
         return None
+    closed = segments[:-1]
+    if min_compaction_lag_ms > 0:
+        newest_allowed = now_ms - min_compaction_lag_ms
+        young = next((i for i, seg in enumerate(closed) if seg.max_timestamp > newest_allowed), len(closed))
+        closed = closed[:young]
+        if not closed:
+            return None
+    rewritten = {id(segment) for segment in closed}
     directory: Path | None = None
     sources: dict[int, _Source] = {}
-    active: _Source
     if isinstance(log_, MemoryLog):
-        for segment in segments[:-1]:
+        for segment in segments:
             assert isinstance(segment, MemorySegment)
-            sources[id(segment)] = _MemorySource(
-                segment.batches(), f"segment {segment.base_offset}"
-            )
-        last = segments[-1]
-        assert isinstance(last, MemorySegment)
-        active = _MemorySource(last.batches(), "active segment")
+            sources[id(segment)] = _MemorySource(segment.batches(), f"segment {segment.base_offset}")
     else:
         if not isinstance(log_, DiskLog) or log_.closed:
             return None
@@ -573,17 +582,17 @@ def plan_compaction(
             if not isinstance(segment, DiskSegment):
                 return None
             sources[id(segment)] = _FileSource(segment.path, segment.size)
-        active = sources.pop(id(segments[-1]))
+    tail = [sources.pop(id(segment)) for segment in segments if id(segment) not in rewritten]
     with _busy_lock:
         if log_ in _busy:
             return None
         _busy.add(log_)
-    groups = _group_segments(segments[:-1], min(log_.config.segment_bytes, INT32_MAX))
+    groups = _group_segments(closed, min(log_.config.segment_bytes, INT32_MAX))
     return CompactionJob(
         log_,
         groups,
         sources,
-        active,
+        tail,
         now_ms=now_ms,
         delete_retention_ms=delete_retention_ms,
         directory=directory,

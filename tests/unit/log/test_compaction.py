@@ -413,6 +413,72 @@ async def test_cleaner_policy_and_error_isolation(
         topics.close()
 
 
+def test_min_compaction_lag_keeps_young_segments_out_of_the_pass(env: LogEnv) -> None:
+    def fill(log: PartitionLog) -> None:
+        w = Writer(log)
+        w.segment().batch((b"a", b"old"))  # 0, timestamp 1000
+        w.ts = 5000
+        w.segment().batch((b"a", b"young"))  # 1, timestamp 5000: within a 1 s lag at 5500
+        w.segment().batch((b"a", b"new"))  # 2, in the active segment
+
+    no_lag = env.open(CONFIG, topic="no-lag")
+    fill(no_lag)
+    compaction.compact(no_lag, now_ms=5500, delete_retention_ms=DAY)
+    assert records(no_lag) == [(2, b"a", b"new")]
+
+    lagged = env.open(CONFIG, topic="lagged")
+    fill(lagged)
+    job = compaction.plan_compaction(lagged, now_ms=5500, delete_retention_ms=DAY, min_compaction_lag_ms=1000)
+    assert job is not None
+    job.run()
+    assert job.install().installed
+    # The old record goes (a newer one exists); the young one stays though superseded.
+    assert records(lagged) == [(1, b"a", b"young"), (2, b"a", b"new")]
+
+    only_young = env.open(CONFIG, topic="only-young")
+    w = Writer(only_young)
+    w.ts = 5000
+    w.segment().batch((b"a", b"young"))
+    w.segment().batch((b"a", b"new"))
+    assert compaction.plan_compaction(
+        only_young, now_ms=5500, delete_retention_ms=DAY, min_compaction_lag_ms=1000
+    ) is None
+
+
+async def test_cleaner_follows_the_topics_dirty_ratio_and_max_lag() -> None:
+    from slipstream.broker.cleaner import LogCleaner
+    from slipstream.broker.config import BrokerConfig
+    from slipstream.broker.topics import TopicManager
+    from slipstream.log.memory import MemoryLogStore
+
+    topics = TopicManager(BrokerConfig(storage="memory"), MemoryLogStore(), None)
+    base = {"cleanup.policy": "compact", "segment.ms": "1"}
+    topics.create("eager", 1, {**base, "min.cleanable.dirty.ratio": "0.01"})
+    topics.create("lagged", 1, {**base, "min.cleanable.dirty.ratio": "0.99", "max.compaction.lag.ms": "60000"})
+    topics.create("lazy", 1, {**base, "min.cleanable.dirty.ratio": "0.99"})
+    now = [1000]
+    cleaner = LogCleaner(topics, lambda: now[0])
+    writers = {name: Writer(plog) for name in ("eager", "lagged", "lazy")
+               if (plog := topics.partition(name, 0)) is not None}
+    for w in writers.values():
+        for i in range(30):
+            w.segment().batch((b"k%d" % i, b"v"))
+    try:
+        assert len(await cleaner.clean_all()) == 3  # first pass after start: everything
+        for w in writers.values():  # a little more: dirty ratio about 0.03
+            w.segment().batch((b"k0", b"v2"))
+        done = await cleaner.clean_all()
+        assert [d.topic for d in done] == ["eager"]
+        now[0] += 59_000
+        assert await cleaner.clean_all() == []
+        now[0] += 2_000  # the records appended after the last pass waited max.compaction.lag.ms
+        done = await cleaner.clean_all()
+        assert [d.topic for d in done] == ["lagged"]
+    finally:
+        cleaner.close()
+        topics.close()
+
+
 # ------------------------------------------------------------------ disk: crash safety
 
 
