@@ -1,7 +1,8 @@
-"""Churn test of Slipstream's own ConsumerGroup client (issue 4, "Tests").
+"""Churn test of Slipstream's own ConsumerGroup client beside confluent-kafka members.
 
-Six members of ``slipstream.client.consumer_group.ConsumerGroup``, each in a
-process of its own (this file run as a program, see ``member`` below), consume a
+Six members, four of ``slipstream.client.consumer_group.ConsumerGroup`` and two
+confluent-kafka (librdkafka) consumers in the same group, each in a process of
+its own (this file run as a program, see ``member`` below), consume a
 12-partition topic while Slipstream's ``AIOProducer`` writes a bounded number of
 records; for ~20 s members are SIGKILLed and restarted at random (seeded). The
 broker is a subprocess started with ``group.min.session.timeout.ms=1000`` and
@@ -52,6 +53,7 @@ from test_groups_harness import (  # noqa: E402
     last_processed,
     mono_ns,
     ownership_intervals,
+    start_python_member,
     wait_empty,
     wait_stable,
     wait_until,
@@ -320,6 +322,9 @@ def verify_end(admin: Any, bootstrap: str, group: str, topic: str, members: list
 # =========================================================================================
 
 
+# Of the six member slots, these are confluent-kafka (librdkafka) members; the rest ours.
+CONFLUENT_SLOTS = 2
+
 @pytest.mark.parametrize("assignor", ["cooperative-sticky", "range", "consumer"])
 def test_churn_kill_and_restart(request, topic_name, assignor):
     """``assignor`` "consumer": the consumer (KIP-848) group protocol, the broker assigning."""
@@ -338,7 +343,12 @@ def test_churn_kill_and_restart(request, topic_name, assignor):
 
     def launch(slot: int) -> Member:
         counter[0] += 1
-        m = start_slipstream_member(f"s{slot}-{counter[0]}", bootstrap, topic_name, group, assignor=assignor)
+        if slot < CONFLUENT_SLOTS:
+            # librdkafka members in the same group: our client interoperates with theirs.
+            protocol = {"group_protocol": "consumer"} if assignor == "consumer" else {"assignor": assignor}
+            m = start_python_member("confluent", f"c{slot}-{counter[0]}", bootstrap, topic_name, group, **protocol)
+        else:
+            m = start_slipstream_member(f"s{slot}-{counter[0]}", bootstrap, topic_name, group, assignor=assignor)
         members.append(m)
         slots[slot] = m
         return m
