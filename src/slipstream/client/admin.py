@@ -85,6 +85,7 @@ from ..protocol.primitives import DecodeError
 from .cluster import BrokerNode, Cluster, TopicInfo
 from .connection import BrokerConnection, ConnectionClosed, UnsupportedApi
 from .offsets import NAMED_TOPICS_MAX_VERSION
+from .retry import DeadlineBackoff
 
 EARLIEST = -2
 LATEST = -1
@@ -221,21 +222,6 @@ class PartitionLag:
     host: str | None = None
 
 
-class _Backoff:
-    """Bounded exponential backoff: ``wait`` sleeps, or raises once the deadline would pass."""
-
-    def __init__(self, initial_s: float, max_s: float, timeout_s: float) -> None:
-        self.delay = initial_s
-        self.max_s = max_s
-        self.deadline = time.monotonic() + timeout_s
-
-    async def wait(self, error: BaseException) -> None:
-        if time.monotonic() + self.delay > self.deadline:
-            raise error
-        await asyncio.sleep(self.delay)
-        self.delay = min(self.delay * 2, self.max_s)
-
-
 def _group_error(group_id: str, code: int, what: str) -> KafkaError:
     hints = {
         ErrorCode.NON_EMPTY_GROUP: "the group still has active members",
@@ -284,7 +270,8 @@ class Admin:
 
     Group calls retry coordinator errors with exponential backoff from
     ``retry_backoff_s`` up to ``retry_backoff_max_s``, for at most
-    ``retry_timeout_s`` in all; then the last error is raised.
+    ``retry_timeout_s`` in all; then the last error is raised. ``clock`` and ``sleep``
+    time those retries (tests pass a manual clock).
     """
 
     def __init__(
@@ -294,11 +281,15 @@ class Admin:
         retry_backoff_s: float = 0.05,
         retry_backoff_max_s: float = 1.0,
         retry_timeout_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.cluster = cluster
         self.retry_backoff_s = retry_backoff_s
         self.retry_backoff_max_s = retry_backoff_max_s
         self.retry_timeout_s = retry_timeout_s
+        self.clock = clock
+        self.sleep = sleep
         self._coordinators: dict[str, BrokerNode] = {}
 
     async def create_topic(
@@ -396,8 +387,10 @@ class Admin:
 
     # ================================================================== consumer groups
 
-    def _backoff(self) -> _Backoff:
-        return _Backoff(self.retry_backoff_s, self.retry_backoff_max_s, self.retry_timeout_s)
+    def _backoff(self) -> DeadlineBackoff:
+        return DeadlineBackoff(
+            self.retry_backoff_s, self.retry_backoff_max_s, self.retry_timeout_s, clock=self.clock, sleep=self.sleep
+        )
 
     # ------------------------------------------------------------------ coordinator discovery
 

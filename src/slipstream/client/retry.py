@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -97,3 +98,30 @@ async def retry_async(
             if deadline is not None and loop.time() + delay > deadline:
                 raise
             await asyncio.sleep(delay)
+
+
+class DeadlineBackoff:
+    """Bounded exponential backoff: ``wait`` sleeps, or raises the error once the next
+    sleep would pass the deadline. The clock and the sleep are injected (tests drive a
+    manual clock); by default the monotonic clock and ``asyncio.sleep``."""
+
+    def __init__(
+        self,
+        initial_s: float,
+        max_s: float,
+        timeout_s: float,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.delay = initial_s
+        self.max_s = max_s
+        self._clock = clock
+        self._sleep = sleep
+        self.deadline = clock() + timeout_s
+
+    async def wait(self, error: BaseException) -> None:
+        if self._clock() + self.delay > self.deadline:
+            raise error
+        await self._sleep(self.delay)
+        self.delay = min(self.delay * 2, self.max_s)

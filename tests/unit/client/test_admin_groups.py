@@ -215,14 +215,26 @@ async def test_find_coordinator_gives_up_after_the_retry_timeout(
         return fake
 
     monkeypatch.setattr(admin.cluster, "any_connection", any_connection)
-    admin.retry_timeout_s = 0.3
-    started = time.monotonic()
+    # A manual clock: each backoff sleep moves it, nothing waits for real.
+    now = [0.0]
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    admin.clock, admin.sleep = (lambda: now[0]), sleep
+    admin.retry_timeout_s = 3.0
     with pytest.raises(KafkaError) as excinfo:
         await admin.find_coordinator("never")
     assert excinfo.value.code == ErrorCode.COORDINATOR_NOT_AVAILABLE
     assert "never" in str(excinfo.value)
-    assert 1 < fake.calls < 20
-    assert time.monotonic() - started < 2
+    # Exponential from retry_backoff_s, capped at retry_backoff_max_s, given up before the
+    # next sleep would pass the retry timeout.
+    assert slept[:3] == [admin.retry_backoff_s, 2 * admin.retry_backoff_s, 4 * admin.retry_backoff_s]
+    assert max(slept) <= admin.retry_backoff_max_s
+    assert sum(slept) <= 3.0 < sum(slept) + min(2 * slept[-1], admin.retry_backoff_max_s)
+    assert fake.calls == len(slept) + 1
 
 
 async def test_not_coordinator_rediscovers_and_retries(admin: Admin, monkeypatch: pytest.MonkeyPatch) -> None:
