@@ -1,0 +1,119 @@
+"""The workload: the list of things that happen to a group, drawn from the seed up front.
+
+Actions are plain data with their time and arguments fixed when drawn, so a history
+can be replayed with any subset of them (that is what shrinking does). An action
+that does not apply when its time comes (leaving an empty slot, joining a taken one)
+is a no-op, which keeps every subset a valid history.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+MAX_MEMBERS = 8
+
+KINDS = (
+    "join",
+    "leave",
+    "crash",
+    "pause",
+    "restart",
+    "subscribe",
+    "add_partitions",
+    "coordinator_restart",
+    "disconnect",
+)
+# Relative weights of the actions after the initial joins.
+_WEIGHTS = (14, 8, 6, 6, 7, 7, 4, 4, 8)
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    at_ms: int
+    kind: str
+    slot: int = -1
+    topics: tuple[str, ...] = ()
+    duration_ms: int = 0
+    extra: int = 0
+
+    def describe(self) -> str:
+        parts = [self.kind]
+        if self.slot >= 0:
+            parts.append(f"slot={self.slot}")
+        if self.topics:
+            parts.append(f"topics={','.join(self.topics)}")
+        if self.duration_ms:
+            parts.append(f"for={self.duration_ms}ms")
+        if self.extra:
+            parts.append(f"n={self.extra}")
+        return " ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Setup:
+    """Per-history choices that are not actions: topics, static slots, assignors."""
+
+    topics: tuple[tuple[str, int], ...]
+    static_slots: frozenset[int]
+    assignors: tuple[str, ...]
+    homogeneous: bool
+
+
+_ASSIGNOR_CHOICES: tuple[tuple[str, ...], ...] = (
+    ("range", "cooperative-sticky"),
+    ("cooperative-sticky",),
+    ("roundrobin",),
+    ("sticky",),
+    ("range",),
+)
+
+
+def draw_setup(seed: int) -> Setup:
+    rng = random.Random(f"{seed}/setup")
+    topics = tuple((f"t{i}", 1 + rng.randrange(6)) for i in range(3))
+    static = frozenset(s for s in range(MAX_MEMBERS) if rng.random() < 0.35)
+    return Setup(topics, static, rng.choice(_ASSIGNOR_CHOICES), rng.random() < 0.6)
+
+
+def _subscription(rng: random.Random, setup: Setup) -> tuple[str, ...]:
+    names = [n for n, _ in setup.topics]
+    if setup.homogeneous:
+        return tuple(names[:2])
+    picked = tuple(n for n in names if rng.random() < 0.5)
+    return picked or (rng.choice(names),)
+
+
+def draw_actions(seed: int, setup: Setup, steps: int, session_ms: int) -> list[Action]:
+    rng = random.Random(f"{seed}/workload")
+    actions: list[Action] = []
+    initial = 1 + rng.randrange(MAX_MEMBERS)
+    for slot in range(initial):
+        actions.append(Action(rng.randrange(2_000), "join", slot, _subscription(rng, setup)))
+    actions.sort(key=lambda a: a.at_ms)
+    t = 3_000
+    for _ in range(steps):
+        t += 200 + rng.randrange(4_000)
+        kind = rng.choices(KINDS, _WEIGHTS)[0]
+        slot = rng.randrange(MAX_MEMBERS)
+        if kind == "join":
+            actions.append(Action(t, kind, slot, _subscription(rng, setup)))
+        elif kind == "pause":
+            # Mostly longer than the session (the member gets kicked out), sometimes just long.
+            factor = rng.choice((0.3, 1.3, 1.6, 2.5))
+            actions.append(Action(t, kind, slot, duration_ms=int(session_ms * factor)))
+        elif kind == "restart":
+            actions.append(Action(t, kind, slot, duration_ms=100 + rng.randrange(3_000)))
+        elif kind == "subscribe":
+            # More or fewer topics: a prefix of the topic list, or any subset.
+            names = [n for n, _ in setup.topics]
+            topics = tuple(names[: 1 + rng.randrange(len(names))]) if setup.homogeneous else _subscription(rng, setup)
+            actions.append(Action(t, kind, slot, topics))
+        elif kind == "add_partitions":
+            topic = rng.choice(setup.topics)[0]
+            actions.append(Action(t, kind, topics=(topic,), extra=1 + rng.randrange(3)))
+        elif kind == "coordinator_restart":
+            actions.append(Action(t, kind, duration_ms=rng.randrange(3_000), extra=rng.randrange(300)))
+        else:
+            actions.append(Action(t, kind, slot))
+    return actions

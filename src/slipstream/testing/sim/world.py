@@ -1,0 +1,381 @@
+"""One simulated history: the world (clock, network, broker, members), run step by step.
+
+``simulate(seed, protocol, steps)`` is a pure function of its arguments: one seed
+picks the setup, the workload and every network delay (each from its own named
+random stream), the clock is simulated, nothing iterates an unordered set. Every
+step runs one event, then the safety invariants; once the faults are over the run
+waits (bounded) for the group to become quiet.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import random
+import traceback
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from ...coordinator import CoordinatorConfig, GroupCoordinator, ManualTimer
+from ...protocol.errors import ErrorCode
+from ...protocol.errors import name as error_name
+from .broker import BrokerObserver, Origin, SimBroker
+from .classic import ClassicMember
+from .consumer import UNEXPECTED_FATAL, ConsumerMember
+from .coverage import Coverage
+from .events import EventQueue
+from .history import History
+from .invariants import (
+    CommitFencing,
+    OffsetWatch,
+    Violation,
+    classic_ownership,
+    classic_quiet_problems,
+    compare_views,
+    consumer_ownership,
+    consumer_quiet_problems,
+    durable_view,
+    live,
+)
+from .members import SimMember
+from .network import Network
+from .planted import PLANTS, Plant
+from .topics import Topics
+from .workload import Action, Setup, draw_actions, draw_setup
+
+PROTOCOLS = ("classic", "consumer")
+DEFAULT_STEPS = 24
+# Too many events at one simulated millisecond: something spins without time passing.
+STORM_LIMIT = 20_000
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    session_ms: int = 10_000
+    heartbeat_ms: int = 1_000
+    # >= the session timeout: see consumer_core.py on the member's lease.
+    rebalance_ms: int = 20_000
+    metadata_max_age_ms: int = 5_000
+    consumer_session_ms: int = 10_000
+    consumer_heartbeat_ms: int = 1_000
+    # After the last fault, the group must be quiet within this much simulated time.
+    liveness_ms: int = 120_000
+
+
+class World(BrokerObserver):
+    def __init__(
+        self,
+        seed: int,
+        protocol: str,
+        actions: list[Action],
+        setup: Setup,
+        plant: Plant | None = None,
+        timing: Timing | None = None,
+        trace_limit: int | None = 400,
+    ) -> None:
+        if protocol not in PROTOCOLS:
+            raise ValueError(f"protocol must be one of {PROTOCOLS}")
+        self.seed = seed
+        self.protocol = protocol
+        self.actions = actions
+        self.setup = setup
+        self.plant = plant
+        self.timing = timing or Timing()
+        self.group_id = "sim-group"
+        self.queue = EventQueue()
+        self.network = Network(self.queue, seed)
+        self.topics = Topics(dict(setup.topics))
+        self.coverage = Coverage()
+        self.violations: list[Violation] = []
+        self.offsets = OffsetWatch(self.group_id)
+        self.fencing = CommitFencing(self.group_id)
+        self.trace: deque[str] | list[str] = [] if trace_limit is None else deque(maxlen=trace_limit)
+        self._digest = hashlib.blake2b(digest_size=8)
+        self._member_ids = itertools.count(1)
+        t = self.timing
+        self.config = CoordinatorConfig(
+            offsets_topic_num_partitions=1,
+            consumer_group_session_timeout_ms=t.consumer_session_ms,
+            consumer_group_heartbeat_interval_ms=t.consumer_heartbeat_ms,
+        )
+        self.slots: dict[int, SimMember | None] = {}
+        self.incarnations: dict[int, int] = {}
+        self.members: list[SimMember] = []
+        self.faults_until = max((a.at_ms for a in actions), default=0)
+        self.broker = SimBroker(
+            self.queue,
+            self.network,
+            self._coordinator,
+            random.Random(f"{seed}/broker"),
+            self,
+            None if plant is None else plant.replay_filter,
+        )
+        self._last_group: str = ""
+        self._last_held: dict[str, tuple[tuple[str, int], ...]] = {}
+        self._last_member_state: dict[str, str] = {}
+
+    # ------------------------------------------------------------ construction helpers
+
+    def _coordinator(self, timer: ManualTimer) -> GroupCoordinator:
+        coordinator = GroupCoordinator(
+            self.config,
+            timer=timer,
+            # Ids keep counting across restarts: a real broker's uuids never repeat.
+            member_id_factory=lambda prefix: f"{prefix}-{next(self._member_ids)}",
+            topics=self.topics.image,
+        )
+        if self.plant is not None and self.plant.wrap is not None:
+            self.plant.wrap(coordinator)
+        return coordinator
+
+    def partition_counts(self, topics: list[str]) -> dict[str, int]:
+        return {t: self.topics.counts[t] for t in topics if t in self.topics.counts}
+
+    def _start_member(self, slot: int, topics: tuple[str, ...]) -> None:
+        incarnation = self.incarnations.get(slot, -1) + 1
+        self.incarnations[slot] = incarnation
+        instance = f"instance-{slot}" if slot in self.setup.static_slots else None
+        member: SimMember
+        if self.protocol == "classic":
+            member = ClassicMember(self, slot, incarnation, list(topics), instance, list(self.setup.assignors))
+        else:
+            member = ConsumerMember(self, slot, incarnation, list(topics), instance)
+        self.slots[slot] = member
+        self.members.append(member)
+        member.start()
+
+    def member_failed(self, member: SimMember, code: int, reason: str) -> None:
+        self.coverage.member_state(self.protocol, f"fatal:{error_name(code)}")
+        if self.protocol == "classic" or code in UNEXPECTED_FATAL:
+            # A well-behaved member of a single-protocol group never gets a fatal answer.
+            self.violate("fatal-error", f"{member.label} failed: {reason}")
+        else:
+            self.coverage.member_state(self.protocol, f"fatal:{error_name(code)}")
+
+    def violate(self, kind: str, message: str) -> None:
+        self.violations.append(Violation(kind, message, self.queue.now_ms))
+        self.note(f"!! VIOLATION {kind}: {message}")
+
+    def note(self, text: str) -> None:
+        line = f"{self.queue.now_ms:>8} ms  {text}"
+        self.trace.append(line)
+        self._digest.update(line.encode())
+
+    # ------------------------------------------------------------ actions
+
+    def _do(self, action: Action) -> None:
+        self.coverage.action(action.kind)
+        kind, slot = action.kind, action.slot
+        member = self.slots.get(slot) if slot >= 0 else None
+        now = self.queue.now_ms
+        if kind == "join":
+            if member is None:
+                self._start_member(slot, action.topics)
+        elif kind == "leave" and member is not None:
+            member.leave()
+            self.slots[slot] = None
+        elif kind == "crash" and member is not None:
+            member.crash()
+            self.slots[slot] = None
+        elif kind == "pause" and member is not None:
+            member.pause(action.duration_ms)
+            self.faults_until = max(self.faults_until, now + action.duration_ms)
+        elif kind == "restart" and member is not None:
+            member.crash()
+            self.slots[slot] = None
+            topics = member.subscription
+
+            def back() -> None:
+                if self.slots.get(slot) is None:
+                    self._start_member(slot, topics)
+
+            self.queue.after(action.duration_ms, f"slot {slot} restarts", back)
+            self.faults_until = max(self.faults_until, now + action.duration_ms)
+        elif kind == "subscribe" and member is not None:
+            member.subscribe(list(action.topics))
+        elif kind == "add_partitions":
+            self.topics.add_partitions(action.topics[0], action.extra)
+        elif kind == "coordinator_restart":
+            self.broker.restart(action.duration_ms, action.extra)
+            self.faults_until = max(self.faults_until, now + action.duration_ms + action.extra)
+        elif kind == "disconnect" and member is not None:
+            member.drop_connection()
+
+    # ------------------------------------------------------------ broker observer
+
+    def request_started(self, api: str, request: Any) -> object:
+        if api != "offset_commit":
+            return None
+        self.fencing.observe(self.broker.coordinator)
+        generation = request.generation_id_or_member_epoch
+        return generation >= 0 and self.fencing.is_fenced(request.member_id, generation)
+
+    def answered(self, origin: Origin, response: Any) -> None:
+        if origin.api == "offset_commit" and origin.note:
+            accepted = [
+                (t.name, p.partition_index) for t in response.topics for p in t.partitions if not p.error_code
+            ]
+            if accepted:
+                req = origin.request
+                self.violate(
+                    "fenced-commit",
+                    f"commit from {req.member_id} with stale generation/epoch "
+                    f"{req.generation_id_or_member_epoch} accepted for {accepted}",
+                )
+
+    def restarted(self, old: GroupCoordinator, new: GroupCoordinator) -> None:
+        self.note(f"coordinator replayed {len(self.broker.log)} records")
+        problem = compare_views(durable_view(old, self.group_id), durable_view(new, self.group_id))
+        if problem:
+            self.violate("replay", problem)
+        self.fencing.after_restart(new)
+
+    # ------------------------------------------------------------ observing and checking
+
+    def _observe(self) -> None:
+        """Trace notes and coverage for what changed in this step."""
+        coordinator = self.broker.coordinator
+        classic = coordinator.group(self.group_id)
+        group = coordinator.consumer_group(self.group_id)
+        if classic is not None:
+            text = f"classic {classic.state.value} gen {classic.generation_id} members {len(classic.members)}"
+            state = ("classic", classic.state.value)
+        elif group is not None:
+            text = f"consumer {group.state.value} epoch {group.group_epoch}/{group.target_assignment_epoch} members {len(group.members)}"
+            state = ("consumer", group.state.value)
+            for m in group.members.values():
+                key = f"cg:{m.member_id}"
+                if self._last_member_state.get(key) != m.state.name:
+                    self._last_member_state[key] = m.state.name
+                    self.coverage.member_state("coordinator", m.state.name)
+        else:
+            text, state = "no group", ("", "")
+        if text != self._last_group:
+            if state[0] and not self._last_group.startswith(f"{state[0]} {state[1]} "):
+                self.coverage.group_state(*state)
+            self._last_group = text
+            self.note(f"   group: {text}")
+        for m in self.members:
+            if m.gone and m.label not in self._last_held:
+                continue
+            held = () if m.gone else tuple(sorted(m.held()))
+            if self._last_held.get(m.label) != held:
+                self._last_held[m.label] = held
+                self.note(f"   {m.label} holds {list(held)}")
+            if m.gone:
+                self._last_held.pop(m.label, None)
+            if isinstance(m, ClassicMember):
+                st = m.core.state.value
+                if self._last_member_state.get(m.label) != st:
+                    self._last_member_state[m.label] = st
+                    self.coverage.member_state("classic", st)
+
+    def _check(self) -> None:
+        alive = [m for m in self.members if not m.gone]
+        if self.protocol == "classic":
+            problem, zombies = classic_ownership(alive)
+            self.coverage.zombie_overlaps += zombies
+        else:
+            problem = consumer_ownership(alive, self.queue.now_ms)
+        if problem:
+            self.violate("ownership", problem)
+        if self.broker.up:
+            coordinator = self.broker.coordinator
+            problem = self.offsets.check(coordinator)
+            if problem:
+                self.violate("offsets", problem)
+            self.fencing.observe(coordinator)
+
+    def _quiet_problems(self) -> list[str]:
+        if not self.broker.up or self.broker.coordinator.is_group_loading(self.group_id):
+            return ["coordinator not serving"]
+        members = live(self.members)
+        if any(m.paused for m in members):
+            return ["a member is paused"]
+        check = classic_quiet_problems if self.protocol == "classic" else consumer_quiet_problems
+        return check(self.broker.coordinator, self.group_id, members, self.topics)
+
+    # ------------------------------------------------------------ running
+
+    def run(self, steps: int, plant_name: str | None) -> History:
+        for action in self.actions:
+            self.queue.at(action.at_ms, f"action {action.describe()}", lambda a=action: self._do(a))
+        history = History(self.seed, self.protocol, steps, plant_name, list(self.actions))
+        events = 0
+        same_ms, last_ms = 0, -1
+        next_quiet_check = 0
+        problems: list[str] = []
+        while not self.violations:
+            event = self.queue.pop()
+            if event is None:
+                break
+            now = self.queue.now_ms
+            if now == last_ms:
+                same_ms += 1
+                if same_ms > STORM_LIMIT:
+                    self.violate("storm", f"more than {STORM_LIMIT} events at {now} ms (last: {event.label})")
+                    break
+            else:
+                same_ms, last_ms = 0, now
+            if now > self.faults_until + self.timing.liveness_ms:
+                self.violate("liveness", f"not quiet {self.timing.liveness_ms} ms after the faults: {problems}")
+                break
+            events += 1
+            if not event.label.endswith("tick") and not event.label.endswith("process"):
+                self.note(event.label)
+            try:
+                event.action()
+            except Exception as exc:  # the real code raised: a finding in itself
+                self.violate("exception", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
+                break
+            self._observe()
+            self._check()
+            if now >= self.faults_until and now >= next_quiet_check and not self.violations:
+                next_quiet_check = now + 50
+                problems = self._quiet_problems()
+                if not problems:
+                    history.quiet_at_ms = now
+                    self.note("quiet: every member settled, every subscribed partition owned")
+                    break
+        history.violations = list(self.violations)
+        history.events = events
+        history.sim_ms = self.queue.now_ms
+        history.trace = list(self.trace)
+        history.coverage = self.coverage
+        history.digest = self._digest.hexdigest()
+        return history
+
+
+def generate(seed: int, steps: int = DEFAULT_STEPS, timing: Timing | None = None) -> tuple[Setup, list[Action]]:
+    setup = draw_setup(seed)
+    return setup, draw_actions(seed, setup, steps, (timing or Timing()).session_ms)
+
+
+def simulate(
+    seed: int,
+    protocol: str,
+    steps: int = DEFAULT_STEPS,
+    *,
+    plant: str | None = None,
+    keep: list[int] | None = None,
+    trace_limit: int | None = 400,
+    timing: Timing | None = None,
+) -> History:
+    """Run one history. ``keep``: indices of the drawn actions to run (None: all of them)."""
+    setup, actions = generate(seed, steps, timing)
+    if keep is not None:
+        actions = [actions[i] for i in keep]
+    planted = None
+    if plant is not None:
+        planted = PLANTS[plant]
+        if protocol not in planted.protocols:
+            raise ValueError(f"plant {plant!r} applies to {planted.protocols}, not {protocol!r}")
+    world = World(seed, protocol, actions, setup, planted, timing, trace_limit)
+    if planted is None:
+        return world.run(steps, None)
+    with planted.installed():
+        return world.run(steps, plant)
+
+
+__all__ = ["DEFAULT_STEPS", "PROTOCOLS", "ErrorCode", "Timing", "World", "generate", "simulate"]
