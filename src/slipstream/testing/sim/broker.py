@@ -81,6 +81,8 @@ class SimBroker:
         self.incarnation = 0
         self.up = False
         self.restarts = 0
+        # Bumped whenever the coordinator ran something: observers skip work otherwise.
+        self.activity = 0
         self._timer_event: Event | None = None
         self._conns: dict[int, _ConnState] = {}
         self._parked: dict[Pending, Origin | None] = {}
@@ -104,6 +106,7 @@ class SimBroker:
         state = self._conns.get(conn.id)
         while state is not None and not state.busy and state.queue:
             corr, api, version, request = state.queue.popleft()
+            self.activity += 1
             origin = Origin(conn, corr, api, request, self.observer.request_started(api, request))
             state.busy = True
             ctx = RequestContext(api_version=version, client_id=conn.owner, client_host="/10.0.0.1")
@@ -180,6 +183,7 @@ class SimBroker:
         if not self.up:
             return
         now = self.queue.now_ms
+        self.activity += 1
         while (expired := self.timer.pop_expired(now)) is not None:
             self._carry_out(expired.callback(now), None)
         self._arm_timer()
@@ -211,11 +215,13 @@ class SimBroker:
         for key, value in records:
             self.coordinator.replay(key, value, now)
         self.up = True
+        self.activity += 1
         self.observer.restarted(old, self.coordinator)
         coordinator = self.coordinator
 
         def loaded() -> None:
             if self.coordinator is coordinator and self.up:
+                self.activity += 1
                 coordinator.finish_loading(self.queue.now_ms)
                 self._arm_timer()
 

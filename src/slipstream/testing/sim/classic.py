@@ -149,6 +149,7 @@ class ClassicMember(SimMember):
 
     def _commit_revoked(self, tps: list[TopicPartition], creds: Credentials) -> None:
         if creds.generation >= 0 and creds.member_id:
+            self._process(tps)
             self.commit(tps, creds, releasing=True)
 
     def on_commit_error(self, code: int, creds: Credentials) -> None:

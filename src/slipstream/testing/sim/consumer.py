@@ -101,6 +101,7 @@ class ConsumerMember(SimMember):
         held = sorted(self.core.owned)
         creds = self.commit_credentials()
         if held and creds is not None:
+            self._process(held)
             self.commit(held, creds, releasing=True)
         self.partitions_removed(held)
         request = self.core.leave_request()
@@ -169,6 +170,7 @@ class ConsumerMember(SimMember):
         applied: Applied = self.core.on_response(response, sent_ms, self.world.topics.names_by_id)
         if applied.revoked:
             # Commit what was processed, then release: the commit is ahead of the next heartbeat.
+            self._process(applied.revoked)
             self.commit(applied.revoked, Credentials(self.core.member_id, self._revoking_epoch(response)), True)
             self.partitions_removed(applied.revoked)
         if applied.lost:

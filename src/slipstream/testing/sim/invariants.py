@@ -24,6 +24,7 @@ from ...coordinator import GroupCoordinator, GroupState
 from ...coordinator.consumer import ConsumerGroupState
 from ...coordinator.consumer.member import MemberState as CgMemberState
 from ...protocol.consumer_protocol import decode_assignment
+from ...client.membership import MemberState
 from .members import SimMember, TopicPartition
 from .topics import Topics
 
@@ -38,8 +39,11 @@ class Violation:
 # ---------------------------------------------------------------- ownership
 
 
-def classic_ownership(members: Iterable[Any]) -> tuple[str | None, int]:
-    """(a violation message or None, zombie overlaps seen) for classic members."""
+def classic_ownership(members: list[Any], ordered: bool = False) -> tuple[str | None, int]:
+    """(a violation message or None, zombie overlaps seen) for classic members.
+
+    The fast pass iterates sets; a conflict is re-derived in sorted order so the
+    message does not depend on string hashing (which differs between processes)."""
     by_generation: dict[int, dict[TopicPartition, str]] = {}
     everyone: dict[TopicPartition, tuple[str, int]] = {}
     zombies = 0
@@ -49,8 +53,8 @@ def classic_ownership(members: Iterable[Any]) -> tuple[str | None, int]:
         if not owned:
             continue
         gen = core.generation_id
-        stable = core.generation is not None
-        for tp in sorted(owned):
+        stable = core.state is MemberState.STABLE and gen >= 0
+        for tp in sorted(owned) if ordered else owned:
             other = everyone.get(tp)
             if other is not None and other[1] != gen:
                 zombies += 1
@@ -59,18 +63,23 @@ def classic_ownership(members: Iterable[Any]) -> tuple[str | None, int]:
                 continue
             seen = by_generation.setdefault(gen, {})
             if tp in seen:
+                if not ordered:
+                    return classic_ownership(members, ordered=True)
                 return f"{tp} owned by {seen[tp]} and {m.label}, both Stable in generation {gen}", zombies
             seen[tp] = m.label
     return None, zombies
 
 
-def consumer_ownership(members: Iterable[Any], now_ms: int) -> str | None:
+def consumer_ownership(members: list[Any], now_ms: int, ordered: bool = False) -> str | None:
     seen: dict[TopicPartition, str] = {}
     for m in members:
         if not m.lease_valid(now_ms):
             continue
-        for tp in sorted(m.held()):
+        held = m.held()
+        for tp in sorted(held) if ordered else held:
             if tp in seen:
+                if not ordered:
+                    return consumer_ownership(members, now_ms, ordered=True)
                 return f"{tp} held by {seen[tp]} and {m.label} at the same time"
             seen[tp] = m.label
     return None

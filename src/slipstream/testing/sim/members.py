@@ -163,7 +163,6 @@ class SimMember:
     # ------------------------------------------------------------ lifecycle (driven by the world)
 
     def start(self) -> None:
-        self._tick_processing()
         self._tick_commit()
 
     def crash(self) -> None:
@@ -276,13 +275,15 @@ class SimMember:
 
     # ------------------------------------------------------------ processing and commits
 
-    def _tick_processing(self) -> None:
-        for tp in sorted(self.positions):
-            if tp in self.held():
-                self.positions[tp] += self.rng.randrange(4)
-        self.after(100 + self.rng.randrange(200), "process", self._tick_processing)
+    def _process(self, tps: set[TopicPartition] | list[TopicPartition]) -> None:
+        """Processing is implicit: when positions are read, each partition processed has
+        moved on by a random amount (no event per poll keeps histories cheap)."""
+        for tp in sorted(tps):
+            if tp in self.positions:
+                self.positions[tp] += self.rng.randrange(8)
 
     def _tick_commit(self) -> None:
+        self._process(self.held())
         self.commit(sorted(self.positions))
         self.after(300 + self.rng.randrange(2_700), "commit", self._tick_commit)
 

@@ -111,8 +111,9 @@ class World(BrokerObserver):
             self,
             None if plant is None else plant.replay_filter,
         )
-        self._last_group: str = ""
-        self._last_held: dict[str, tuple[tuple[str, int], ...]] = {}
+        self._last_group: tuple[object, ...] = ()
+        self._seen_activity = -1
+        self._last_held: dict[str, set[tuple[str, int]]] = {}
         self._last_member_state: dict[str, str] = {}
 
     # ------------------------------------------------------------ construction helpers
@@ -233,59 +234,64 @@ class World(BrokerObserver):
 
     # ------------------------------------------------------------ observing and checking
 
-    def _observe(self) -> None:
-        """Trace notes and coverage for what changed in this step."""
-        coordinator = self.broker.coordinator
-        classic = coordinator.group(self.group_id)
-        group = coordinator.consumer_group(self.group_id)
-        if classic is not None:
-            text = f"classic {classic.state.value} gen {classic.generation_id} members {len(classic.members)}"
-            state = ("classic", classic.state.value)
-        elif group is not None:
-            text = f"consumer {group.state.value} epoch {group.group_epoch}/{group.target_assignment_epoch} members {len(group.members)}"
-            state = ("consumer", group.state.value)
-            for m in group.members.values():
-                key = f"cg:{m.member_id}"
-                if self._last_member_state.get(key) != m.state.name:
-                    self._last_member_state[key] = m.state.name
-                    self.coverage.member_state("coordinator", m.state.name)
-        else:
-            text, state = "no group", ("", "")
-        if text != self._last_group:
-            if state[0] and not self._last_group.startswith(f"{state[0]} {state[1]} "):
-                self.coverage.group_state(*state)
-            self._last_group = text
-            self.note(f"   group: {text}")
-        for m in self.members:
-            if m.gone and m.label not in self._last_held:
-                continue
-            held = () if m.gone else tuple(sorted(m.held()))
-            if self._last_held.get(m.label) != held:
-                self._last_held[m.label] = held
-                self.note(f"   {m.label} holds {list(held)}")
-            if m.gone:
-                self._last_held.pop(m.label, None)
+    def _observe_and_check(self) -> None:
+        """One pass after each step: trace notes and coverage for what changed, then the
+        safety invariants. Coordinator-side work is skipped when the coordinator did not run."""
+        active = [m for m in self.members if not m.gone]
+        if len(active) != len(self.members):
+            for m in self.members:
+                if m.gone and self._last_held.pop(m.label, None):
+                    self.note(f"   {m.label} holds []")
+            self.members = active
+        held = {m.label: m.held() for m in active}
+        for m in active:
+            now_held = held[m.label]
+            if self._last_held.get(m.label) != now_held:
+                self._last_held[m.label] = now_held
+                self.note(f"   {m.label} holds {sorted(now_held)}")
             if isinstance(m, ClassicMember):
                 st = m.core.state.value
                 if self._last_member_state.get(m.label) != st:
                     self._last_member_state[m.label] = st
                     self.coverage.member_state("classic", st)
-
-    def _check(self) -> None:
-        alive = [m for m in self.members if not m.gone]
         if self.protocol == "classic":
-            problem, zombies = classic_ownership(alive)
+            problem, zombies = classic_ownership(active)
             self.coverage.zombie_overlaps += zombies
         else:
-            problem = consumer_ownership(alive, self.queue.now_ms)
+            problem = consumer_ownership(active, self.queue.now_ms)
         if problem:
             self.violate("ownership", problem)
-        if self.broker.up:
-            coordinator = self.broker.coordinator
+        broker = self.broker
+        if broker.activity == self._seen_activity:
+            return
+        self._seen_activity = broker.activity
+        coordinator = broker.coordinator
+        self._observe_group(coordinator)
+        if broker.up:
             problem = self.offsets.check(coordinator)
             if problem:
                 self.violate("offsets", problem)
             self.fencing.observe(coordinator)
+
+    def _observe_group(self, coordinator: GroupCoordinator) -> None:
+        classic = coordinator.group(self.group_id)
+        group = coordinator.consumer_group(self.group_id)
+        if classic is not None:
+            key = ("classic", classic.state.value, classic.generation_id, len(classic.members))
+        elif group is not None:
+            key = ("consumer", group.state.value, group.group_epoch, group.target_assignment_epoch, len(group.members))
+            for m in group.members.values():
+                name = f"cg:{m.member_id}"
+                if self._last_member_state.get(name) != m.state.name:
+                    self._last_member_state[name] = m.state.name
+                    self.coverage.member_state("coordinator", m.state.name)
+        else:
+            key = ("none",)
+        if key != self._last_group:
+            if key[:2] != self._last_group[:2] and key[0] != "none":
+                self.coverage.group_state(key[0], str(key[1]))
+            self._last_group = key
+            self.note(f"   group: {' '.join(map(str, key))}")
 
     def _quiet_problems(self) -> list[str]:
         if not self.broker.up or self.broker.coordinator.is_group_loading(self.group_id):
@@ -322,15 +328,14 @@ class World(BrokerObserver):
                 self.violate("liveness", f"not quiet {self.timing.liveness_ms} ms after the faults: {problems}")
                 break
             events += 1
-            if not event.label.endswith("tick") and not event.label.endswith("process"):
+            if not event.label.endswith("tick"):
                 self.note(event.label)
             try:
                 event.action()
             except Exception as exc:  # the real code raised: a finding in itself
                 self.violate("exception", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
                 break
-            self._observe()
-            self._check()
+            self._observe_and_check()
             if now >= self.faults_until and now >= next_quiet_check and not self.violations:
                 next_quiet_check = now + 50
                 problems = self._quiet_problems()
