@@ -20,11 +20,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ...client.membership import MemberState
 from ...coordinator import GroupCoordinator, GroupState
 from ...coordinator.consumer import ConsumerGroupState
 from ...coordinator.consumer.member import MemberState as CgMemberState
 from ...protocol.consumer_protocol import decode_assignment
-from ...client.membership import MemberState
 from .members import SimMember, TopicPartition
 from .topics import Topics
 

@@ -25,7 +25,11 @@ from ...protocol.apis.offset_commit import (
     OffsetCommitRequestPartition,
     OffsetCommitRequestTopic,
 )
-from ...protocol.apis.offset_fetch import OffsetFetchRequest, OffsetFetchRequestGroup, OffsetFetchRequestTopics
+from ...protocol.apis.offset_fetch import (
+    OffsetFetchRequest,
+    OffsetFetchRequestGroup,
+    OffsetFetchRequestTopics,
+)
 from ...protocol.errors import ErrorCode
 from .events import Event
 from .network import Connection

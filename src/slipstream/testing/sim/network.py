@@ -15,6 +15,7 @@ record but the member never heard back" happens.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import random
 from collections.abc import Callable
@@ -169,8 +170,7 @@ class Network:
         for flight in flights:
             if flight.timeout is not None:
                 flight.timeout.cancel()
-            failure = flight.on_failure
-            self.queue.after(0, f"fail {flight.api} {conn}: {reason}", lambda f=failure: f(reason))
+            self.queue.after(0, f"fail {flight.api} {conn}: {reason}", functools.partial(flight.on_failure, reason))
         broker = self.broker
         if broker is not None:
             broker.connection_closed(conn)

@@ -9,6 +9,7 @@ waits (bounded) for the group to become quiet.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import random
@@ -22,7 +23,7 @@ from ...protocol.errors import ErrorCode
 from ...protocol.errors import name as error_name
 from .broker import BrokerObserver, Origin, SimBroker
 from .classic import ClassicMember
-from .consumer import UNEXPECTED_FATAL, ConsumerMember
+from .consumer import ConsumerMember
 from .coverage import Coverage
 from .events import EventQueue
 from .history import History
@@ -45,6 +46,10 @@ from .topics import Topics
 from .workload import Action, Setup, draw_actions, draw_setup
 
 PROTOCOLS = ("classic", "consumer")
+# Fatal answers a correct member can get. FENCED_INSTANCE_ID: a static member whose id
+# changed in a generation that never completed, when the coordinator then fails over,
+# finds its instance id mapped to its previous id again (Kafka answers the same).
+EXPECTED_FATAL = frozenset({ErrorCode.FENCED_INSTANCE_ID})
 DEFAULT_STEPS = 24
 # Too many events at one simulated millisecond: something spins without time passing.
 STORM_LIMIT = 20_000
@@ -115,6 +120,7 @@ class World(BrokerObserver):
         self._seen_activity = -1
         self._last_held: dict[str, set[tuple[str, int]]] = {}
         self._last_member_state: dict[str, str] = {}
+        self._last_identity: dict[str, tuple[object, ...]] = {}
 
     # ------------------------------------------------------------ construction helpers
 
@@ -148,11 +154,12 @@ class World(BrokerObserver):
 
     def member_failed(self, member: SimMember, code: int, reason: str) -> None:
         self.coverage.member_state(self.protocol, f"fatal:{error_name(code)}")
-        if self.protocol == "classic" or code in UNEXPECTED_FATAL:
-            # A well-behaved member of a single-protocol group never gets a fatal answer.
+        self.note(f"   {member.label} failed: {reason}")
+        if self.slots.get(member.slot) is member:
+            self.slots[member.slot] = None  # the application died with it
+        if code not in EXPECTED_FATAL:
+            # A well-behaved member of a single-protocol group never gets another fatal answer.
             self.violate("fatal-error", f"{member.label} failed: {reason}")
-        else:
-            self.coverage.member_state(self.protocol, f"fatal:{error_name(code)}")
 
     def violate(self, kind: str, message: str) -> None:
         self.violations.append(Violation(kind, message, self.queue.now_ms))
@@ -240,7 +247,7 @@ class World(BrokerObserver):
         active = [m for m in self.members if not m.gone]
         if len(active) != len(self.members):
             for m in self.members:
-                if m.gone and self._last_held.pop(m.label, None):
+                if m.gone and m.label in self._last_held and self._last_held.pop(m.label):
                     self.note(f"   {m.label} holds []")
             self.members = active
         held = {m.label: m.held() for m in active}
@@ -250,10 +257,20 @@ class World(BrokerObserver):
                 self._last_held[m.label] = now_held
                 self.note(f"   {m.label} holds {sorted(now_held)}")
             if isinstance(m, ClassicMember):
-                st = m.core.state.value
+                core = m.core
+                st = core.state.value
                 if self._last_member_state.get(m.label) != st:
                     self._last_member_state[m.label] = st
                     self.coverage.member_state("classic", st)
+                ident: tuple[object, ...] = (st, core.member_id, core.generation_id)
+                if self._last_identity.get(m.label) != ident:
+                    self._last_identity[m.label] = ident
+                    self.note(f"   {m.label} is {st} as {core.member_id or '-'} in generation {core.generation_id}")
+            elif isinstance(m, ConsumerMember):
+                ident = (m.core.member_id, m.core.epoch)
+                if self._last_identity.get(m.label) != ident:
+                    self._last_identity[m.label] = ident
+                    self.note(f"   {m.label} at epoch {m.core.epoch}")
         if self.protocol == "classic":
             problem, zombies = classic_ownership(active)
             self.coverage.zombie_overlaps += zombies
@@ -276,6 +293,7 @@ class World(BrokerObserver):
     def _observe_group(self, coordinator: GroupCoordinator) -> None:
         classic = coordinator.group(self.group_id)
         group = coordinator.consumer_group(self.group_id)
+        key: tuple[object, ...]
         if classic is not None:
             key = ("classic", classic.state.value, classic.generation_id, len(classic.members))
         elif group is not None:
@@ -288,8 +306,8 @@ class World(BrokerObserver):
         else:
             key = ("none",)
         if key != self._last_group:
-            if key[:2] != self._last_group[:2] and key[0] != "none":
-                self.coverage.group_state(key[0], str(key[1]))
+            if key[:2] != self._last_group[:2] and len(key) > 1:
+                self.coverage.group_state(str(key[0]), str(key[1]))
             self._last_group = key
             self.note(f"   group: {' '.join(map(str, key))}")
 
@@ -306,7 +324,7 @@ class World(BrokerObserver):
 
     def run(self, steps: int, plant_name: str | None) -> History:
         for action in self.actions:
-            self.queue.at(action.at_ms, f"action {action.describe()}", lambda a=action: self._do(a))
+            self.queue.at(action.at_ms, f"action {action.describe()}", functools.partial(self._do, action))
         history = History(self.seed, self.protocol, steps, plant_name, list(self.actions))
         events = 0
         same_ms, last_ms = 0, -1
