@@ -48,6 +48,9 @@ class ConsumerMember(SimMember):
             rebalance_timeout_ms=t.rebalance_ms,
             session_timeout_ms=t.consumer_session_ms,
             topic_ids={n: topic_id(n) for n in world.topics.names},
+            lean=world.setup.lean,
+            use_regex=world.setup.regex,
+            server_assignor=world.setup.server_assignor,
         )
         self._hb_event: Event | None = None
         self._lease_event: Event | None = None
@@ -106,7 +109,7 @@ class ConsumerMember(SimMember):
         self.partitions_removed(held)
         request = self.core.leave_request()
         conn = self.locator.conn
-        if conn is None or not conn.open or request.member_epoch == 0:
+        if conn is None or not conn.open:
             self._closed()
             return
         self.world.network.request(

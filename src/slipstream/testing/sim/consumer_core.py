@@ -90,6 +90,10 @@ class SimConsumerCore:
         rebalance_timeout_ms: int,
         session_timeout_ms: int,
         topic_ids: Mapping[str, uuid.UUID],
+        *,
+        lean: bool = False,
+        use_regex: bool = False,
+        server_assignor: str | None = None,
     ) -> None:
         self.group_id = group_id
         self.member_id = member_id
@@ -105,6 +109,14 @@ class SimConsumerCore:
         self.interval_ms = 0
         self.lease_until_ms: int | None = None
         self.acknowledge = False  # something changed: heartbeat at once
+        # Lean (like the Java client): owned partitions only when they changed since the
+        # last heartbeat that got through; otherwise every heartbeat lists them.
+        self.lean = lean
+        self.last_sent_owned: set[TopicPartition] | None = None
+        # Subscribe with a regex matching exactly the subscribed names (resolved by the
+        # coordinator) instead of the names themselves.
+        self.use_regex = use_regex
+        self.server_assignor = server_assignor
 
     def subscribe(self, topics: list[str]) -> bool:
         new = tuple(sorted(set(topics)))
@@ -120,18 +132,26 @@ class SimConsumerCore:
         owned: dict[str, list[int]] = {}
         for topic, partition in sorted(self.owned):
             owned.setdefault(topic, []).append(partition)
+        send_subscription = full or self.subscription_changed
+        send_owned = full or not self.lean or self.last_sent_owned != self.owned
         request = ConsumerGroupHeartbeatRequest(
             group_id=self.group_id,
             member_id=self.member_id,
             member_epoch=self.epoch,
             instance_id=self.instance_id,
             rebalance_timeout_ms=self.rebalance_timeout_ms if full else -1,
-            subscribed_topic_names=list(self.subscription) if full or self.subscription_changed else None,
+            subscribed_topic_names=list(self.subscription) if send_subscription and not self.use_regex else None,
+            subscribed_topic_regex=self.regex() if send_subscription and self.use_regex else None,
+            server_assignor=self.server_assignor if full else None,
             topic_partitions=[
                 ConsumerGroupHeartbeatRequestTopicPartitions(topic_id=self.topic_ids[t], partitions=ps)
                 for t, ps in owned.items()
-            ],
+            ]
+            if send_owned
+            else None,
         )
+        if send_owned:
+            self.last_sent_owned = set(self.owned)
         self.send_full = False
         self.subscription_changed = False
         self.acknowledge = False
@@ -165,6 +185,7 @@ class SimConsumerCore:
             # Fenced again on a join: the coordinator has not dropped our old self yet.
             return Applied(Reaction.BACKOFF if rejoining else Reaction.REJOIN, lost=lost, error=code)
         self.send_full = True
+        self.last_sent_owned = None
         if code in (
             ErrorCode.COORDINATOR_NOT_AVAILABLE,
             ErrorCode.NOT_COORDINATOR,
@@ -179,11 +200,16 @@ class SimConsumerCore:
         self.owned = set()
         self.epoch = JOIN_EPOCH
         self.send_full = True
+        self.last_sent_owned = None
         self.lease_until_ms = None
         return lost
 
     def on_failure(self) -> None:
         self.send_full = True
+        self.last_sent_owned = None
+
+    def regex(self) -> str:
+        return "|".join(self.subscription)
 
     def next_heartbeat_ms(self) -> int:
         return 0 if self.acknowledge or self.epoch == JOIN_EPOCH else self.interval_ms

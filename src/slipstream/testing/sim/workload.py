@@ -58,6 +58,10 @@ class Setup:
     static_slots: frozenset[int]
     assignors: tuple[str, ...]
     homogeneous: bool
+    # Consumer protocol only: how members write their heartbeats.
+    lean: bool = False
+    regex: bool = False
+    server_assignor: str | None = None
 
 
 _ASSIGNOR_CHOICES: tuple[tuple[str, ...], ...] = (
@@ -73,7 +77,17 @@ def draw_setup(seed: int) -> Setup:
     rng = random.Random(f"{seed}/setup")
     topics = tuple((f"t{i}", 1 + rng.randrange(6)) for i in range(3))
     static = frozenset(s for s in range(MAX_MEMBERS) if rng.random() < 0.35)
-    return Setup(topics, static, rng.choice(_ASSIGNOR_CHOICES), rng.random() < 0.6)
+    assignors = rng.choice(_ASSIGNOR_CHOICES)
+    homogeneous = rng.random() < 0.6
+    return Setup(
+        topics,
+        static,
+        assignors,
+        homogeneous,
+        lean=rng.random() < 0.5,
+        regex=rng.random() < 0.3,
+        server_assignor=rng.choice((None, None, "uniform", "range")),
+    )
 
 
 def _subscription(rng: random.Random, setup: Setup) -> tuple[str, ...]:
@@ -85,19 +99,42 @@ def _subscription(rng: random.Random, setup: Setup) -> tuple[str, ...]:
 
 
 def draw_actions(seed: int, setup: Setup, steps: int, session_ms: int) -> list[Action]:
+    """The history's actions. A rough model of which slots are taken steers member
+    actions to members that exist and joins to free slots (the run itself may differ:
+    a member can die of a fatal error; then the action is a no-op)."""
     rng = random.Random(f"{seed}/workload")
     actions: list[Action] = []
     initial = 1 + rng.randrange(MAX_MEMBERS)
+    taken: set[int] = set()
     for slot in range(initial):
         actions.append(Action(rng.randrange(2_000), "join", slot, _subscription(rng, setup)))
+        taken.add(slot)
     actions.sort(key=lambda a: a.at_ms)
+    names = [n for n, _ in setup.topics]
     t = 3_000
     for _ in range(steps):
         t += 200 + rng.randrange(4_000)
         kind = rng.choices(KINDS, _WEIGHTS)[0]
-        slot = rng.randrange(MAX_MEMBERS)
+        free = sorted(set(range(MAX_MEMBERS)) - taken)
+        if kind == "join" and not free:
+            kind = "subscribe"
+        if kind not in ("join", "add_partitions", "coordinator_restart") and not taken:
+            kind = "join"
         if kind == "join":
+            slot = rng.choice(free)
+            taken.add(slot)
             actions.append(Action(t, kind, slot, _subscription(rng, setup)))
+            continue
+        if kind == "add_partitions":
+            actions.append(Action(t, kind, topics=(rng.choice(names),), extra=1 + rng.randrange(3)))
+            continue
+        if kind == "coordinator_restart":
+            actions.append(Action(t, kind, duration_ms=rng.randrange(3_000), extra=rng.randrange(300)))
+            continue
+        slot = rng.choice(sorted(taken))
+        if kind in ("leave", "crash"):
+            taken.discard(slot)
+            actions.append(Action(t, kind, slot))
         elif kind == "pause":
             # Mostly longer than the session (the member gets kicked out), sometimes just long.
             factor = rng.choice((0.3, 1.3, 1.6, 2.5))
@@ -106,14 +143,8 @@ def draw_actions(seed: int, setup: Setup, steps: int, session_ms: int) -> list[A
             actions.append(Action(t, kind, slot, duration_ms=100 + rng.randrange(3_000)))
         elif kind == "subscribe":
             # More or fewer topics: a prefix of the topic list, or any subset.
-            names = [n for n, _ in setup.topics]
             topics = tuple(names[: 1 + rng.randrange(len(names))]) if setup.homogeneous else _subscription(rng, setup)
             actions.append(Action(t, kind, slot, topics))
-        elif kind == "add_partitions":
-            topic = rng.choice(setup.topics)[0]
-            actions.append(Action(t, kind, topics=(topic,), extra=1 + rng.randrange(3)))
-        elif kind == "coordinator_restart":
-            actions.append(Action(t, kind, duration_ms=rng.randrange(3_000), extra=rng.randrange(300)))
         else:
             actions.append(Action(t, kind, slot))
     return actions

@@ -331,6 +331,22 @@ class World(BrokerObserver):
         next_quiet_check = 0
         problems: list[str] = []
         while not self.violations:
+            upcoming = self.queue.next_time()
+            now = self.queue.now_ms
+            if upcoming is None or upcoming > self.faults_until:
+                # Nothing changes until the next event: judge quietness on the state as it is.
+                if now >= next_quiet_check or upcoming is None or upcoming > now + 50:
+                    next_quiet_check = now + 50
+                    problems = self._quiet_problems()
+                    if not problems:
+                        history.quiet_at_ms = max(now, self.faults_until)
+                        self.note("quiet: every member settled, every subscribed partition owned")
+                        break
+                deadline = self.faults_until + self.timing.liveness_ms
+                if upcoming is None or upcoming > deadline:
+                    self.queue.advance_to(deadline)
+                    self.violate("liveness", f"not quiet {self.timing.liveness_ms} ms after the faults: {problems}")
+                    break
             event = self.queue.pop()
             if event is None:
                 break
@@ -342,9 +358,6 @@ class World(BrokerObserver):
                     break
             else:
                 same_ms, last_ms = 0, now
-            if now > self.faults_until + self.timing.liveness_ms:
-                self.violate("liveness", f"not quiet {self.timing.liveness_ms} ms after the faults: {problems}")
-                break
             events += 1
             if not event.label.endswith("tick"):
                 self.note(event.label)
@@ -354,13 +367,6 @@ class World(BrokerObserver):
                 self.violate("exception", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
                 break
             self._observe_and_check()
-            if now >= self.faults_until and now >= next_quiet_check and not self.violations:
-                next_quiet_check = now + 50
-                problems = self._quiet_problems()
-                if not problems:
-                    history.quiet_at_ms = now
-                    self.note("quiet: every member settled, every subscribed partition owned")
-                    break
         history.violations = list(self.violations)
         history.events = events
         history.sim_ms = self.queue.now_ms
