@@ -83,6 +83,10 @@ class SimBroker:
         self.restarts = 0
         # Bumped whenever the coordinator ran something: observers skip work otherwise.
         self.activity = 0
+        # Until then every append fails with ``append_error`` (see ``fail_appends``).
+        self.appends_fail_until = -1
+        self.append_error: int = ErrorCode.KAFKA_STORAGE_ERROR
+        self.failed_appends = 0
         self._timer_event: Event | None = None
         self._conns: dict[int, _ConnState] = {}
         self._parked: dict[Pending, Origin | None] = {}
@@ -135,10 +139,17 @@ class SimBroker:
                 self._parked[result.pending] = waiting if result.response is None else None
                 if result.response is None:
                     waiting = None
+            error = ErrorCode.NONE
             if result.records:
-                for record in result.records:
-                    self.log.append((record.key, record.value))
-                    self.coordinator.apply(record, now)
+                if now < self.appends_fail_until:
+                    # The log refused the write (a full or failing disk): nothing is
+                    # appended, nothing replayed; after_append hears the error.
+                    error = self.append_error
+                    self.failed_appends += 1
+                else:
+                    for record in result.records:
+                        self.log.append((record.key, record.value))
+                        self.coordinator.apply(record, now)
             if result.response is not None and waiting is not None:
                 self._answer(waiting, result.response)
                 waiting = None
@@ -150,7 +161,7 @@ class SimBroker:
                         self._release(target.conn)
             if result.after_append is None:
                 break
-            result = result.after_append(ErrorCode.NONE, now)
+            result = result.after_append(error, now)
         if origin is None:
             return True
         return waiting is None and not any(o is origin for o in self._parked.values())
@@ -187,6 +198,11 @@ class SimBroker:
         while (expired := self.timer.pop_expired(now)) is not None:
             self._carry_out(expired.callback(now), None)
         self._arm_timer()
+
+    def fail_appends(self, duration_ms: int, error: int) -> None:
+        """Make every ``__consumer_offsets`` append fail for a while (disk error, lost leadership)."""
+        self.appends_fail_until = self.queue.now_ms + duration_ms
+        self.append_error = error
 
     # ------------------------------------------------------------ restarts
 

@@ -23,9 +23,10 @@ KINDS = (
     "add_partitions",
     "coordinator_restart",
     "disconnect",
+    "append_failures",
 )
 # Relative weights of the actions after the initial joins.
-_WEIGHTS = (14, 8, 6, 6, 7, 7, 4, 4, 8)
+_WEIGHTS = (14, 8, 6, 6, 7, 7, 4, 4, 8, 3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +119,7 @@ def draw_actions(seed: int, setup: Setup, steps: int, session_ms: int) -> list[A
         free = sorted(set(range(MAX_MEMBERS)) - taken)
         if kind == "join" and not free:
             kind = "subscribe"
-        if kind not in ("join", "add_partitions", "coordinator_restart") and not taken:
+        if kind not in ("join", "add_partitions", "coordinator_restart", "append_failures") and not taken:
             kind = "join"
         if kind == "join":
             slot = rng.choice(free)
@@ -127,6 +128,10 @@ def draw_actions(seed: int, setup: Setup, steps: int, session_ms: int) -> list[A
             continue
         if kind == "add_partitions":
             actions.append(Action(t, kind, topics=(rng.choice(names),), extra=1 + rng.randrange(3)))
+            continue
+        if kind == "append_failures":
+            # extra: 0 -> KAFKA_STORAGE_ERROR, 1 -> NOT_COORDINATOR (what the broker's writes answer).
+            actions.append(Action(t, kind, duration_ms=100 + rng.randrange(2_000), extra=rng.randrange(2)))
             continue
         if kind == "coordinator_restart":
             actions.append(Action(t, kind, duration_ms=rng.randrange(3_000), extra=rng.randrange(300)))

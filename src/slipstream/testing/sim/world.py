@@ -207,6 +207,10 @@ class World(BrokerObserver):
         elif kind == "coordinator_restart":
             self.broker.restart(action.duration_ms, action.extra)
             self.faults_until = max(self.faults_until, now + action.duration_ms + action.extra)
+        elif kind == "append_failures":
+            code = ErrorCode.NOT_COORDINATOR if action.extra else ErrorCode.KAFKA_STORAGE_ERROR
+            self.broker.fail_appends(action.duration_ms, code)
+            self.faults_until = max(self.faults_until, now + action.duration_ms)
         elif kind == "disconnect" and member is not None:
             member.drop_connection()
 
