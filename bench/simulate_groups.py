@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from slipstream.testing.sim import DEFAULT_STEPS, PLANTS, PROTOCOLS, History, shrink, simulate
 from slipstream.testing.sim.coverage import Coverage
+from slipstream.testing.sim.workload import PROFILES
 
 # Histories a planted bug may take to be found (the test asserts the same budgets).
 PLANT_BUDGET = 60
@@ -39,13 +40,15 @@ class RunResult:
     coverage: Coverage
 
 
-def run_many(protocol: str, start: int, count: int, steps: int, plant: str | None = None) -> RunResult:
+def run_many(
+    protocol: str, start: int, count: int, steps: int, plant: str | None = None, profile: str = "default"
+) -> RunResult:
     coverage = Coverage()
     failures: list[History] = []
     events = 0
     began = time.perf_counter()
     for seed in range(start, start + count):
-        history = simulate(seed, protocol, steps, plant=plant)
+        history = simulate(seed, protocol, steps, plant=plant, profile=profile)
         events += history.events
         coverage.merge(history.coverage)
         if not history.ok:
@@ -83,16 +86,20 @@ def hunt(plant: str, protocol: str, start: int, budget: int, steps: int, do_shri
 
 def replay(args: argparse.Namespace) -> int:
     keep = None if args.keep is None else [int(x) for x in args.keep.split(",") if x]
-    history = simulate(args.seed, args.protocol, args.steps, plant=args.plant, keep=keep, trace_limit=None)
+    history = simulate(
+        args.seed, args.protocol, args.steps, plant=args.plant, keep=keep, trace_limit=None, profile=args.profile
+    )
     print(history.render(last=args.trace_lines or None))
     print()
     print(history.coverage.render())
     if not history.ok and args.shrink:
-        s = shrink(args.seed, args.protocol, args.steps, plant=args.plant)
+        s = shrink(args.seed, args.protocol, args.steps, plant=args.plant, profile=args.profile)
         print()
         print(f"shrunk to {len(s.keep)} of {len(history.actions)} actions in {s.runs} runs:")
         print(f"  python bench/simulate_groups.py --seed {args.seed} --protocol {args.protocol}"
-              + (f" --plant {args.plant}" if args.plant else "") + f" --keep {','.join(map(str, s.keep))}")
+              + (f" --plant {args.plant}" if args.plant else "")
+              + (f" --profile {args.profile}" if args.profile != "default" else "")
+              + f" --keep {','.join(map(str, s.keep))}")
         print()
         print(s.history.render(last=args.trace_lines or 200))
     return 0 if history.ok else 1
@@ -111,6 +118,7 @@ def main() -> int:
     parser.add_argument("--shrink", action="store_true", help="shrink failing histories")
     parser.add_argument("--trace-lines", type=int, default=0, help="with --seed: last N trace lines only")
     parser.add_argument("--quick", action="store_true", help="smoke size: 20 histories per protocol")
+    parser.add_argument("--profile", choices=sorted(PROFILES), default="default", help="workload mix of actions")
     args = parser.parse_args()
     # The coordinator logs planted inconsistencies loudly; the report says what matters.
     logging.getLogger("slipstream").setLevel(logging.CRITICAL)
@@ -125,13 +133,14 @@ def main() -> int:
     count = 20 if args.quick else args.histories
     protocols = PROTOCOLS if args.protocol == "both" else (args.protocol,)
     print("## Deterministic group simulation\n")
-    print(f"Seeds {args.start}..{args.start + count - 1}, {args.steps} workload actions per history.\n")
+    print(f"Seeds {args.start}..{args.start + count - 1}, {args.steps} workload actions per history, "
+          f"profile {args.profile}.\n")
     print("| protocol | histories | histories/s | events/s | violations | failing seeds |")
     print("|---|---:|---:|---:|---:|---|")
     results = []
     for protocol in protocols:
         print(f"running {count} {protocol} histories...", file=sys.stderr)
-        r = run_many(protocol, args.start, count, args.steps)
+        r = run_many(protocol, args.start, count, args.steps, profile=args.profile)
         results.append(r)
         seeds = ", ".join(str(h.seed) for h in r.failures[:10]) or "-"
         print(
@@ -145,7 +154,8 @@ def main() -> int:
             print(f"\n### Violations ({r.protocol})\n")
             for h in r.failures:
                 print(f"- {h.summary()}")
-                print(f"  replay: `python bench/simulate_groups.py --seed {h.seed} --protocol {h.protocol} --shrink`")
+                extra = f" --profile {h.profile}" if h.profile != "default" else ""
+                print(f"  replay: `python bench/simulate_groups.py --seed {h.seed} --protocol {h.protocol}{extra} --shrink`")
 
     if args.plant != "none":
         plants = list(PLANTS) if args.plant in (None, "all") else [args.plant]

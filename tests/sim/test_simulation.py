@@ -13,27 +13,30 @@ from collections.abc import Iterator
 
 import pytest
 
-from slipstream.testing.sim import PLANTS, shrink, simulate
+from slipstream.testing.sim import PLANTS, diagnosis, shrink, simulate
 
 CLASSIC_HISTORIES = 300
 CONSUMER_HISTORIES = 150
 PLANT_BUDGET = 60  # histories; bench/simulate_groups.py uses the same
 
-# Seeds in the ranges above that fail because of real bugs found by the simulator, not
-# fixed on this branch (see the simulator's report; fixes belong on main). Left out of
-# the zero-violation check; each is replayed by
-# ``python bench/simulate_groups.py --seed S --protocol P``.
-KNOWN_REAL_BUGS: dict[tuple[str, int], str] = {
-    # MemberCore.on_sync_response clears rejoin_needed even when subscribe() changed the
-    # subscription while the JoinGroup (sent with the old one) was in flight: the change
-    # is lost and the new topic's partitions never get an owner.
-    ("classic", 69): "subscription change during JoinGroup lost",
-    ("classic", 165): "subscription change during JoinGroup lost",
-    ("classic", 291): "subscription change during JoinGroup lost",
-    # GroupMembership._join_once, static leader rejoining a Stable group (skip_assignment):
-    # the metadata baseline is set to the *current* partition counts, so partitions added
-    # while the leader was away are never assigned.
-    ("classic", 311): "static leader's metadata baseline hides added partitions",
+# Real bugs the simulator found, not fixed on this branch (fixes belong on main; see the
+# simulator's report). Their seeds are left out of the zero-violation runs below, and
+# ``test_known_real_bugs_still_reproduce`` checks each still fails with the bug's
+# signature (diagnosis.py): when one starts passing, the bug was fixed, put it back.
+# Replay: python bench/simulate_groups.py --seed S --protocol P [--profile X] --shrink
+KNOWN_REAL_BUGS: dict[tuple[str, int, str], str] = {
+    ("classic", 32, "default"): diagnosis.LOST_SUBSCRIPTION_CHANGE,
+    ("classic", 60, "default"): diagnosis.LOST_SUBSCRIPTION_CHANGE,
+    ("classic", 161, "default"): diagnosis.LOST_SUBSCRIPTION_CHANGE,
+    ("classic", 524, "default"): diagnosis.STATIC_LEADER_BASELINE,
+    ("consumer", 6, "default"): diagnosis.FENCE_NOT_RETRIED,
+    ("consumer", 16, "default"): diagnosis.FENCE_NOT_RETRIED,
+    ("consumer", 25, "default"): diagnosis.FENCE_NOT_RETRIED,
+    ("consumer", 34, "default"): diagnosis.FENCE_NOT_RETRIED,
+    ("consumer", 94, "default"): diagnosis.FENCE_NOT_RETRIED,
+    ("consumer", 108, "default"): diagnosis.FENCE_NOT_RETRIED,
+    ("consumer", 146, "default"): diagnosis.FENCE_NOT_RETRIED,
+    ("consumer", 156, "append-heavy"): diagnosis.ACK_WITHOUT_APPEND,
 }
 
 
@@ -52,7 +55,7 @@ def test_histories_hold_every_invariant(protocol: str, count: int, capsys: pytes
     failures = []
     ran = 0
     for seed in range(count):
-        if (protocol, seed) in KNOWN_REAL_BUGS:
+        if (protocol, seed, "default") in KNOWN_REAL_BUGS:
             continue
         history = simulate(seed, protocol)
         ran += 1
@@ -64,11 +67,10 @@ def test_histories_hold_every_invariant(protocol: str, count: int, capsys: pytes
 
 
 def test_known_real_bugs_still_reproduce() -> None:
-    # When one of these starts passing, the bug was fixed: move the seed back into the suite.
-    for (protocol, seed), what in sorted(KNOWN_REAL_BUGS.items()):
-        history = simulate(seed, protocol)
-        assert not history.ok, f"seed {seed} ({what}) no longer fails"
-        assert history.violations[0].kind == "liveness"
+    for (protocol, seed, profile), bug in sorted(KNOWN_REAL_BUGS.items()):
+        history = simulate(seed, protocol, profile=profile)
+        assert not history.ok, f"{protocol} seed {seed} no longer fails: fixed? ({bug})"
+        assert bug in history.diagnosis, (seed, history.summary())
 
 
 @pytest.mark.parametrize(

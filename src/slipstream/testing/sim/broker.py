@@ -54,8 +54,8 @@ class BrokerObserver:
     def request_started(self, api: str, request: Any) -> object:
         return None
 
-    def answered(self, origin: Origin, response: Any) -> None:
-        pass
+    def answered(self, origin: Origin, response: Any, append_error: int) -> None:
+        """``append_error``: the append of the records that came with this very answer failed."""
 
     def restarted(self, old: GroupCoordinator, new: GroupCoordinator) -> None:
         pass
@@ -151,7 +151,7 @@ class SimBroker:
                         self.log.append((record.key, record.value))
                         self.coordinator.apply(record, now)
             if result.response is not None and waiting is not None:
-                self._answer(waiting, result.response)
+                self._answer(waiting, result.response, error)
                 waiting = None
             for completion in result.completions:
                 target = self._parked.pop(completion.pending, None)
@@ -166,8 +166,8 @@ class SimBroker:
             return True
         return waiting is None and not any(o is origin for o in self._parked.values())
 
-    def _answer(self, origin: Origin, response: Any) -> None:
-        self.observer.answered(origin, response)
+    def _answer(self, origin: Origin, response: Any, append_error: int = ErrorCode.NONE) -> None:
+        self.observer.answered(origin, response, append_error)
         self.network.respond(origin.conn, origin.corr, response)
 
     def _release(self, conn: Connection) -> None:

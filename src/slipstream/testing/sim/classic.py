@@ -63,6 +63,10 @@ class ClassicMember(SimMember):
         self._next_metadata_check: int | None = None
         self.rebalances = 0
         self.fatal: int | None = None
+        # For the diagnosis: the subscription the last JoinGroup carried, and whether this
+        # member last came back as a static leader told to skip the assignment.
+        self.joined_subscription: tuple[str, ...] = ()
+        self.skipped_assignment = False
 
     # ------------------------------------------------------------ what the world reads
 
@@ -206,6 +210,7 @@ class ClassicMember(SimMember):
             self._join_done()
             return
         request = core.join_request()
+        self.joined_subscription = core.subscription
         sent_member = core.member_id
         self.send(
             conn,
@@ -227,6 +232,7 @@ class ClassicMember(SimMember):
         if not self._check(outcome):
             return
         assignment: dict[str, list[TopicPartition]] | None = None
+        self.skipped_assignment = core.is_leader and core.skip_assignment
         if core.is_leader and not core.skip_assignment:
             subs = core.member_subscriptions()
             topics = sorted({t for s in subs.values() for t in s.topics})

@@ -16,6 +16,7 @@ class History:
     steps: int
     plant: str | None
     actions: list[Action]
+    profile: str = "default"
     violations: list[Violation] = field(default_factory=list)
     events: int = 0
     sim_ms: int = 0
@@ -23,6 +24,8 @@ class History:
     trace: list[str] = field(default_factory=list)
     coverage: Coverage = field(default_factory=Coverage)
     digest: str = ""  # a hash of the trace: equal digests, identical histories
+    # Known real bugs whose signature the failing world shows (see diagnosis.py).
+    diagnosis: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -30,10 +33,13 @@ class History:
 
     def summary(self) -> str:
         head = f"seed={self.seed} protocol={self.protocol} plant={self.plant or '-'}"
+        if self.profile != "default":
+            head += f" profile={self.profile}"
         if self.ok:
             return f"{head}: ok ({self.events} events, {self.sim_ms} ms simulated, quiet at {self.quiet_at_ms} ms)"
         v = self.violations[0]
-        return f"{head}: VIOLATION {v.kind} at {v.at_ms} ms: {v.message}"
+        cause = f" [probable cause: {', '.join(self.diagnosis)}]" if self.diagnosis else ""
+        return f"{head}: VIOLATION {v.kind} at {v.at_ms} ms: {v.message}{cause}"
 
     def render(self, last: int | None = None) -> str:
         lines = [self.summary(), "", "actions:"]

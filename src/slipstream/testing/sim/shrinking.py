@@ -16,11 +16,17 @@ class Shrunk:
 
 
 def shrink(
-    seed: int, protocol: str, steps: int = DEFAULT_STEPS, *, plant: str | None = None, max_runs: int = 200
+    seed: int,
+    protocol: str,
+    steps: int = DEFAULT_STEPS,
+    *,
+    plant: str | None = None,
+    max_runs: int = 200,
+    profile: str = "default",
 ) -> Shrunk:
     """The smallest subset of the drawn actions (by greedy removal) that still fails
     with the same kind of violation; ``keep`` are indices into the drawn list."""
-    full = simulate(seed, protocol, steps, plant=plant)
+    full = simulate(seed, protocol, steps, plant=plant, profile=profile)
     if full.ok:
         raise ValueError(f"seed {seed} does not fail")
     kind = full.violations[0].kind
@@ -31,7 +37,7 @@ def shrink(
     i = len(keep) - 1
     while i >= 0 and runs < max_runs:
         candidate = keep[:i] + keep[i + 1 :]
-        attempt = simulate(seed, protocol, steps, plant=plant, keep=candidate)
+        attempt = simulate(seed, protocol, steps, plant=plant, keep=candidate, profile=profile)
         runs += 1
         if not attempt.ok and attempt.violations[0].kind == kind:
             keep, best = candidate, attempt

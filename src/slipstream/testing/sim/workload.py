@@ -25,8 +25,12 @@ KINDS = (
     "disconnect",
     "append_failures",
 )
-# Relative weights of the actions after the initial joins.
-_WEIGHTS = (14, 8, 6, 6, 7, 7, 4, 4, 8, 3)
+# Relative weights of the actions after the initial joins, per workload profile.
+PROFILES: dict[str, tuple[int, ...]] = {
+    "default": (14, 8, 6, 6, 7, 7, 4, 4, 8, 3),
+    # The log refusing writes often: after_append error paths and timer writes.
+    "append-heavy": (14, 8, 6, 6, 7, 7, 4, 4, 8, 20),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +103,7 @@ def _subscription(rng: random.Random, setup: Setup) -> tuple[str, ...]:
     return picked or (rng.choice(names),)
 
 
-def draw_actions(seed: int, setup: Setup, steps: int, session_ms: int) -> list[Action]:
+def draw_actions(seed: int, setup: Setup, steps: int, session_ms: int, profile: str = "default") -> list[Action]:
     """The history's actions. A rough model of which slots are taken steers member
     actions to members that exist and joins to free slots (the run itself may differ:
     a member can die of a fatal error; then the action is a no-op)."""
@@ -115,7 +119,7 @@ def draw_actions(seed: int, setup: Setup, steps: int, session_ms: int) -> list[A
     t = 3_000
     for _ in range(steps):
         t += 200 + rng.randrange(4_000)
-        kind = rng.choices(KINDS, _WEIGHTS)[0]
+        kind = rng.choices(KINDS, PROFILES[profile])[0]
         free = sorted(set(range(MAX_MEMBERS)) - taken)
         if kind == "join" and not free:
             kind = "subscribe"

@@ -25,6 +25,7 @@ from .broker import BrokerObserver, Origin, SimBroker
 from .classic import ClassicMember
 from .consumer import ConsumerMember
 from .coverage import Coverage
+from .diagnosis import diagnose
 from .events import EventQueue
 from .history import History
 from .invariants import (
@@ -88,6 +89,7 @@ class World(BrokerObserver):
         self.plant = plant
         self.timing = timing or Timing()
         self.group_id = "sim-group"
+        self.profile = "default"
         self.queue = EventQueue()
         self.network = Network(self.queue, seed)
         self.topics = Topics(dict(setup.topics))
@@ -121,6 +123,7 @@ class World(BrokerObserver):
         self._last_held: dict[str, set[tuple[str, int]]] = {}
         self._last_member_state: dict[str, str] = {}
         self._last_identity: dict[str, tuple[object, ...]] = {}
+        self.acked_unwritten: list[str] = []
 
     # ------------------------------------------------------------ construction helpers
 
@@ -223,7 +226,11 @@ class World(BrokerObserver):
         generation = request.generation_id_or_member_epoch
         return generation >= 0 and self.fencing.is_fenced(request.member_id, generation)
 
-    def answered(self, origin: Origin, response: Any) -> None:
+    def answered(self, origin: Origin, response: Any, append_error: int) -> None:
+        if append_error and not getattr(response, "error_code", 0):
+            # Success answered for a change the log refused: remembered for the diagnosis.
+            self.acked_unwritten.append(f"{origin.api} from {origin.conn.owner} at {self.queue.now_ms} ms")
+            self.note(f"   {origin.api} of {origin.conn.owner} answered OK though its records failed to append")
         if origin.api == "offset_commit" and origin.note:
             accepted = [
                 (t.name, p.partition_index) for t in response.topics for p in t.partitions if not p.error_code
@@ -329,7 +336,7 @@ class World(BrokerObserver):
     def run(self, steps: int, plant_name: str | None) -> History:
         for action in self.actions:
             self.queue.at(action.at_ms, f"action {action.describe()}", functools.partial(self._do, action))
-        history = History(self.seed, self.protocol, steps, plant_name, list(self.actions))
+        history = History(self.seed, self.protocol, steps, plant_name, list(self.actions), profile=self.profile)
         events = 0
         same_ms, last_ms = 0, -1
         next_quiet_check = 0
@@ -372,6 +379,8 @@ class World(BrokerObserver):
                 break
             self._observe_and_check()
         history.violations = list(self.violations)
+        if self.violations:
+            history.diagnosis = diagnose(self)
         history.events = events
         history.sim_ms = self.queue.now_ms
         history.trace = list(self.trace)
@@ -380,9 +389,11 @@ class World(BrokerObserver):
         return history
 
 
-def generate(seed: int, steps: int = DEFAULT_STEPS, timing: Timing | None = None) -> tuple[Setup, list[Action]]:
+def generate(
+    seed: int, steps: int = DEFAULT_STEPS, timing: Timing | None = None, profile: str = "default"
+) -> tuple[Setup, list[Action]]:
     setup = draw_setup(seed)
-    return setup, draw_actions(seed, setup, steps, (timing or Timing()).session_ms)
+    return setup, draw_actions(seed, setup, steps, (timing or Timing()).session_ms, profile)
 
 
 def simulate(
@@ -394,9 +405,11 @@ def simulate(
     keep: list[int] | None = None,
     trace_limit: int | None = 400,
     timing: Timing | None = None,
+    profile: str = "default",
 ) -> History:
-    """Run one history. ``keep``: indices of the drawn actions to run (None: all of them)."""
-    setup, actions = generate(seed, steps, timing)
+    """Run one history. ``keep``: indices of the drawn actions to run (None: all of them);
+    ``profile``: the workload's mix of actions (``workload.PROFILES``)."""
+    setup, actions = generate(seed, steps, timing, profile)
     if keep is not None:
         actions = [actions[i] for i in keep]
     planted = None
@@ -405,6 +418,7 @@ def simulate(
         if protocol not in planted.protocols:
             raise ValueError(f"plant {plant!r} applies to {planted.protocols}, not {protocol!r}")
     world = World(seed, protocol, actions, setup, planted, timing, trace_limit)
+    world.profile = profile
     if planted is None:
         return world.run(steps, None)
     with planted.installed():
