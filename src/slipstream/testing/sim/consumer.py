@@ -94,6 +94,12 @@ class ConsumerMember(SimMember):
     def on_resume(self) -> None:
         self._check_lease()
 
+    def crash(self) -> None:
+        for event in (self._hb_event, self._lease_event):
+            if event is not None:
+                event.cancel()
+        super().crash()
+
     def leave(self) -> None:
         if self.gone or self.closing:
             return

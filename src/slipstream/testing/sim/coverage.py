@@ -53,6 +53,7 @@ class Coverage:
                 line("member states", self.member_states),
                 line("error codes", self.errors),
                 line("actions", self.actions),
-                f"- classic zombie overlaps (different generations, allowed): {self.zombie_overlaps}",
+                f"- steps where a classic zombie (older generation) still held a partition its successor held"
+                f" (allowed by the classic protocol): {self.zombie_overlaps}",
             ]
         )
