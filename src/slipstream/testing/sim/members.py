@@ -234,7 +234,14 @@ class SimMember:
         tokens = {tp: self._fetch_tokens.get(tp) for tp in tps}
 
         def wanted() -> list[TopicPartition]:
-            return [tp for tp in tps if tp in self.held() and self._fetch_tokens.get(tp) == tokens[tp]]
+            # Still held, still the same grant, and no answer yet: a retried fetch whose
+            # first attempt was answered after all must not rewind a position in use.
+            held = self.held()
+            return [
+                tp
+                for tp in tps
+                if tp in held and self._fetch_tokens.get(tp) == tokens[tp] and tp not in self.positions
+            ]
 
         def retry(_why: str) -> None:
             still = wanted()

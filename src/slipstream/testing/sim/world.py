@@ -124,6 +124,8 @@ class World(BrokerObserver):
         self._last_member_state: dict[str, str] = {}
         self._last_identity: dict[str, tuple[object, ...]] = {}
         self.acked_unwritten: list[str] = []
+        # Full traces (replays) show every commit and its fate; batch runs skip the text.
+        self.trace_commits = trace_limit is None
 
     # ------------------------------------------------------------ construction helpers
 
@@ -231,6 +233,14 @@ class World(BrokerObserver):
             # Success answered for a change the log refused: remembered for the diagnosis.
             self.acked_unwritten.append(f"{origin.api} from {origin.conn.owner} at {self.queue.now_ms} ms")
             self.note(f"   {origin.api} of {origin.conn.owner} answered OK though its records failed to append")
+        if origin.api == "offset_commit" and self.trace_commits:
+            req = origin.request
+            sent = {(t.name, p.partition_index): p.committed_offset for t in req.topics for p in t.partitions}
+            codes = {(t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions}
+            self.note(
+                f"   commit {req.member_id}@{req.generation_id_or_member_epoch}: "
+                + ", ".join(f"{tp[0]}-{tp[1]}={off}{'' if not codes.get(tp) else ' refused'}" for tp, off in sorted(sent.items()))
+            )
         if origin.api == "offset_commit" and origin.note:
             accepted = [
                 (t.name, p.partition_index) for t in response.topics for p in t.partitions if not p.error_code
