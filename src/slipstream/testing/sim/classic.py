@@ -120,6 +120,10 @@ class ClassicMember(SimMember):
         self.gone = True
         self.locator.close()
 
+    def crash(self) -> None:
+        self._cancel_tasks()
+        super().crash()
+
     def _cancel_tasks(self) -> None:
         for event in (self._run_event, self._hb_event):
             if event is not None:

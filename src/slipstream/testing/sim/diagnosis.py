@@ -17,7 +17,10 @@ if TYPE_CHECKING:
     from .world import World
 
 LOST_SUBSCRIPTION_CHANGE = "classic: subscription change made during a JoinGroup lost (MemberCore.on_sync_response)"
-STATIC_LEADER_BASELINE = "classic: returning static leader's metadata baseline hides added partitions (GroupMembership._join_once)"
+STATIC_LEADER_BASELINE = (
+    "classic: a static leader back in a Stable group (skip_assignment) never checks that the "
+    "assignment covers the group's subscriptions and partition counts (GroupMembership._join_once)"
+)
 FENCE_NOT_RETRIED = "consumer: a member fenced by a timer while appends fail is never fenced again (no timer retry)"
 ACK_WITHOUT_APPEND = "consumer: ConsumerGroupHeartbeat answered OK though its records failed to append"
 
