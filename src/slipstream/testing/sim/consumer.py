@@ -32,6 +32,9 @@ UNEXPECTED_FATAL = frozenset(
 )
 
 
+_NOTHING: set[TopicPartition] = set()
+
+
 class ConsumerMember(SimMember):
     protocol = "consumer"
 
@@ -56,14 +59,14 @@ class ConsumerMember(SimMember):
         self._lease_event: Event | None = None
         self._in_flight = False
         self._attempt = 0
+        self._resets = 0  # lease expiries: answers to heartbeats sent before one are stale
         self.fatal: int | None = None
 
     # ------------------------------------------------------------ what the world reads
 
     def held(self) -> set[TopicPartition]:
-        if self.gone:
-            return set()
-        return set(self.core.owned)
+        # The core rebinds ``owned`` on every change, never mutates it: no copy needed.
+        return _NOTHING if self.gone else self.core.owned
 
     def lease_valid(self, now_ms: int) -> bool:
         lease = getattr(self.core, "lease_until_ms", None)
@@ -148,12 +151,13 @@ class ConsumerMember(SimMember):
         self._check_lease()
         sent_ms = self.now
         request = self.core.heartbeat_request(sent_ms)
+        resets = self._resets
         self.send(
             conn,
             "consumer_group_heartbeat",
             1,
             request,
-            lambda r: self._on_response(r, sent_ms),
+            lambda r: self._on_response(r, sent_ms, resets),
             self._failed,
             REQUEST_TIMEOUT_MS,
         )
@@ -171,9 +175,14 @@ class ConsumerMember(SimMember):
         self._attempt += 1
         self._wake(delay)
 
-    def _on_response(self, response: Any, sent_ms: int) -> None:
+    def _on_response(self, response: Any, sent_ms: int, resets: int) -> None:
         self._in_flight = False
         if self.closing:
+            return
+        if resets != self._resets:
+            # The member gave everything up (lease ran out) after sending this: the answer
+            # is about a membership it abandoned. Heartbeat again (a join) instead.
+            self._wake()
             return
         self.world.coverage.error("ConsumerGroupHeartbeat", response.error_code)
         applied: Applied = self.core.on_response(response, sent_ms, self.world.topics.names_by_id)
@@ -228,6 +237,7 @@ class ConsumerMember(SimMember):
         if lost is None:
             return
         self.world.coverage.member_state("consumer", "lease-expired")
+        self._resets += 1
         self.partitions_removed(lost)
         if not self._in_flight:
             self._wake()

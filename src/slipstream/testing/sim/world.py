@@ -120,7 +120,7 @@ class World(BrokerObserver):
         )
         self._last_group: tuple[object, ...] = ()
         self._seen_activity = -1
-        self._last_held: dict[str, set[tuple[str, int]]] = {}
+        self._last_held: dict[str, frozenset[tuple[str, int]]] = {}
         self._last_member_state: dict[str, str] = {}
         self._last_identity: dict[str, tuple[object, ...]] = {}
         self.acked_unwritten: list[str] = []
@@ -271,12 +271,15 @@ class World(BrokerObserver):
                 if m.gone and m.label in self._last_held and self._last_held.pop(m.label):
                     self.note(f"   {m.label} holds []")
             self.members = active
-        held = {m.label: m.held() for m in active}
+        # Ownership can only break when what someone holds (or, classic, the generation
+        # it holds it in) changed; leases running out only ever remove holders.
+        changed = False
         for m in active:
-            now_held = held[m.label]
+            now_held = m.held()
             if self._last_held.get(m.label) != now_held:
-                self._last_held[m.label] = now_held
+                self._last_held[m.label] = frozenset(now_held)
                 self.note(f"   {m.label} holds {sorted(now_held)}")
+                changed = True
             if isinstance(m, ClassicMember):
                 core = m.core
                 st = core.state.value
@@ -287,18 +290,20 @@ class World(BrokerObserver):
                 if self._last_identity.get(m.label) != ident:
                     self._last_identity[m.label] = ident
                     self.note(f"   {m.label} is {st} as {core.member_id or '-'} in generation {core.generation_id}")
+                    changed = True
             elif isinstance(m, ConsumerMember):
                 ident = (m.core.member_id, m.core.epoch)
                 if self._last_identity.get(m.label) != ident:
                     self._last_identity[m.label] = ident
                     self.note(f"   {m.label} at epoch {m.core.epoch}")
-        if self.protocol == "classic":
-            problem, zombies = classic_ownership(active)
-            self.coverage.zombie_overlaps += zombies
-        else:
-            problem = consumer_ownership(active, self.queue.now_ms)
-        if problem:
-            self.violate("ownership", problem)
+        if changed:
+            if self.protocol == "classic":
+                problem, zombies = classic_ownership(active)
+                self.coverage.zombie_overlaps += zombies
+            else:
+                problem = consumer_ownership(active, self.queue.now_ms)
+            if problem:
+                self.violate("ownership", problem)
         broker = self.broker
         if broker.activity == self._seen_activity:
             return
