@@ -1,0 +1,46 @@
+"""A deterministic simulator of consumer groups (FoundationDB / TigerBeetle VOPR style).
+
+It drives the real ``GroupCoordinator`` and the real classic ``MemberCore`` (plus a
+small KIP-848 member standing in for the client's coming ``ConsumerMemberCore``)
+under a simulated clock and network, checks invariants after every step, shrinks
+failing histories and replays any of them from its seed.
+
+Modules, one job each:
+
+- ``events``: the clock and the event queue (ties broken by insertion order);
+- ``network``: per-connection FIFO links with random delays, drops, timeouts;
+- ``broker``: the coordinator, an in-memory ``__consumer_offsets`` log, a ManualTimer,
+  results carried out as ``coordinator/result.py`` prescribes, restarts, failing appends;
+- ``members`` / ``classic`` / ``consumer`` / ``consumer_core``: members (connect,
+  fetch offsets, process, commit) and their group protocol drivers;
+- ``topics``: the cluster's topics and the image the coordinator sees;
+- ``workload``: the seed's setup and list of actions (joins, leaves, crashes, pauses,
+  static restarts, subscription changes, added partitions, coordinator restarts,
+  dropped links, failing appends);
+- ``invariants``: what must hold after every step, and liveness once faults stop;
+- ``world``: one history, step by step (``simulate``);
+- ``shrinking``: greedy removal of actions while the failure persists;
+- ``coverage``: what the runs reached; ``planted``: bugs planted from outside;
+- ``diagnosis``: signatures of the real bugs found so far.
+
+Replay a seed with ``python bench/simulate_groups.py --seed S --protocol P --shrink``.
+"""
+
+from . import diagnosis
+from .history import History
+from .invariants import Violation
+from .planted import PLANTS
+from .shrinking import shrink
+from .world import DEFAULT_STEPS, PROTOCOLS, Timing, simulate
+
+__all__ = [
+    "DEFAULT_STEPS",
+    "PLANTS",
+    "PROTOCOLS",
+    "History",
+    "Timing",
+    "Violation",
+    "diagnosis",
+    "shrink",
+    "simulate",
+]

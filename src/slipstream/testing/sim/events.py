@@ -1,0 +1,61 @@
+"""The simulator's one clock and its event queue.
+
+Everything that happens in a simulated history is an event at an integer
+millisecond. Ties are broken by insertion order (a counter), never by object
+identity or hashing, so a seed always yields the same interleaving.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class Event:
+    """One scheduled callback; ``cancel()`` turns it into a no-op (cheaper than removal)."""
+
+    at_ms: int
+    seq: int
+    label: str
+    action: Callable[[], None] = field(compare=False)
+    cancelled: bool = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class EventQueue:
+    def __init__(self) -> None:
+        self.now_ms = 0
+        self._heap: list[tuple[int, int, Event]] = []
+        self._seq = itertools.count()
+
+    def at(self, at_ms: int, label: str, action: Callable[[], None]) -> Event:
+        # Never schedule into the past: a late event runs "now", after what is already due.
+        event = Event(max(at_ms, self.now_ms), next(self._seq), label, action)
+        heapq.heappush(self._heap, (event.at_ms, event.seq, event))
+        return event
+
+    def after(self, delay_ms: int, label: str, action: Callable[[], None]) -> Event:
+        return self.at(self.now_ms + max(0, delay_ms), label, action)
+
+    def next_time(self) -> int | None:
+        while self._heap and self._heap[0][2].cancelled:
+            heapq.heappop(self._heap)
+        return self._heap[0][0] if self._heap else None
+
+    def pop(self) -> Event | None:
+        """The next live event (the clock moves to its time), or None when nothing is left."""
+        while self._heap:
+            _at, _seq, event = heapq.heappop(self._heap)
+            if event.cancelled:
+                continue
+            self.now_ms = max(self.now_ms, event.at_ms)
+            return event
+        return None
+
+    def advance_to(self, at_ms: int) -> None:
+        self.now_ms = max(self.now_ms, at_ms)

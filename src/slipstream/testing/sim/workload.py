@@ -1,0 +1,159 @@
+"""The workload: the list of things that happen to a group, drawn from the seed up front.
+
+Actions are plain data with their time and arguments fixed when drawn, so a history
+can be replayed with any subset of them (that is what shrinking does). An action
+that does not apply when its time comes (leaving an empty slot, joining a taken one)
+is a no-op, which keeps every subset a valid history.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+MAX_MEMBERS = 8
+
+KINDS = (
+    "join",
+    "leave",
+    "crash",
+    "pause",
+    "restart",
+    "subscribe",
+    "add_partitions",
+    "coordinator_restart",
+    "disconnect",
+    "append_failures",
+)
+# Relative weights of the actions after the initial joins, per workload profile.
+PROFILES: dict[str, tuple[int, ...]] = {
+    "default": (14, 8, 6, 6, 7, 7, 4, 4, 8, 3),
+    # The log refusing writes often: after_append error paths and timer writes.
+    "append-heavy": (14, 8, 6, 6, 7, 7, 4, 4, 8, 20),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    at_ms: int
+    kind: str
+    slot: int = -1
+    topics: tuple[str, ...] = ()
+    duration_ms: int = 0
+    extra: int = 0
+
+    def describe(self) -> str:
+        parts = [self.kind]
+        if self.slot >= 0:
+            parts.append(f"slot={self.slot}")
+        if self.topics:
+            parts.append(f"topics={','.join(self.topics)}")
+        if self.duration_ms:
+            parts.append(f"for={self.duration_ms}ms")
+        if self.extra:
+            parts.append(f"n={self.extra}")
+        return " ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Setup:
+    """Per-history choices that are not actions: topics, static slots, assignors."""
+
+    topics: tuple[tuple[str, int], ...]
+    static_slots: frozenset[int]
+    assignors: tuple[str, ...]
+    homogeneous: bool
+    # Consumer protocol only: how members write their heartbeats.
+    lean: bool = False
+    regex: bool = False
+    server_assignor: str | None = None
+
+
+_ASSIGNOR_CHOICES: tuple[tuple[str, ...], ...] = (
+    ("range", "cooperative-sticky"),
+    ("cooperative-sticky",),
+    ("roundrobin",),
+    ("sticky",),
+    ("range",),
+)
+
+
+def draw_setup(seed: int) -> Setup:
+    rng = random.Random(f"{seed}/setup")
+    topics = tuple((f"t{i}", 1 + rng.randrange(6)) for i in range(3))
+    static = frozenset(s for s in range(MAX_MEMBERS) if rng.random() < 0.35)
+    assignors = rng.choice(_ASSIGNOR_CHOICES)
+    homogeneous = rng.random() < 0.6
+    return Setup(
+        topics,
+        static,
+        assignors,
+        homogeneous,
+        lean=rng.random() < 0.5,
+        regex=rng.random() < 0.3,
+        server_assignor=rng.choice((None, None, "uniform", "range")),
+    )
+
+
+def _subscription(rng: random.Random, setup: Setup) -> tuple[str, ...]:
+    names = [n for n, _ in setup.topics]
+    if setup.homogeneous:
+        return tuple(names[:2])
+    picked = tuple(n for n in names if rng.random() < 0.5)
+    return picked or (rng.choice(names),)
+
+
+def draw_actions(seed: int, setup: Setup, steps: int, session_ms: int, profile: str = "default") -> list[Action]:
+    """The history's actions. A rough model of which slots are taken steers member
+    actions to members that exist and joins to free slots (the run itself may differ:
+    a member can die of a fatal error; then the action is a no-op)."""
+    rng = random.Random(f"{seed}/workload")
+    actions: list[Action] = []
+    initial = 1 + rng.randrange(MAX_MEMBERS)
+    taken: set[int] = set()
+    for slot in range(initial):
+        actions.append(Action(rng.randrange(2_000), "join", slot, _subscription(rng, setup)))
+        taken.add(slot)
+    actions.sort(key=lambda a: a.at_ms)
+    names = [n for n, _ in setup.topics]
+    t = 3_000
+    for _ in range(steps):
+        t += 200 + rng.randrange(4_000)
+        kind = rng.choices(KINDS, PROFILES[profile])[0]
+        free = sorted(set(range(MAX_MEMBERS)) - taken)
+        if kind == "join" and not free:
+            kind = "subscribe"
+        if kind not in ("join", "add_partitions", "coordinator_restart", "append_failures") and not taken:
+            kind = "join"
+        if kind == "join":
+            slot = rng.choice(free)
+            taken.add(slot)
+            actions.append(Action(t, kind, slot, _subscription(rng, setup)))
+            continue
+        if kind == "add_partitions":
+            actions.append(Action(t, kind, topics=(rng.choice(names),), extra=1 + rng.randrange(3)))
+            continue
+        if kind == "append_failures":
+            # extra: 0 -> KAFKA_STORAGE_ERROR, 1 -> NOT_COORDINATOR (what the broker's writes answer).
+            actions.append(Action(t, kind, duration_ms=100 + rng.randrange(2_000), extra=rng.randrange(2)))
+            continue
+        if kind == "coordinator_restart":
+            actions.append(Action(t, kind, duration_ms=rng.randrange(3_000), extra=rng.randrange(300)))
+            continue
+        slot = rng.choice(sorted(taken))
+        if kind in ("leave", "crash"):
+            taken.discard(slot)
+            actions.append(Action(t, kind, slot))
+        elif kind == "pause":
+            # Mostly longer than the session (the member gets kicked out), sometimes just long.
+            factor = rng.choice((0.3, 1.3, 1.6, 2.5))
+            actions.append(Action(t, kind, slot, duration_ms=int(session_ms * factor)))
+        elif kind == "restart":
+            actions.append(Action(t, kind, slot, duration_ms=100 + rng.randrange(3_000)))
+        elif kind == "subscribe":
+            # More or fewer topics: a prefix of the topic list, or any subset.
+            topics = tuple(names[: 1 + rng.randrange(len(names))]) if setup.homogeneous else _subscription(rng, setup)
+            actions.append(Action(t, kind, slot, topics))
+        else:
+            actions.append(Action(t, kind, slot))
+    return actions

@@ -1,0 +1,443 @@
+"""One simulated history: the world (clock, network, broker, members), run step by step.
+
+``simulate(seed, protocol, steps)`` is a pure function of its arguments: one seed
+picks the setup, the workload and every network delay (each from its own named
+random stream), the clock is simulated, nothing iterates an unordered set. Every
+step runs one event, then the safety invariants; once the faults are over the run
+waits (bounded) for the group to become quiet.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import itertools
+import random
+import traceback
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from ...coordinator import CoordinatorConfig, GroupCoordinator, ManualTimer
+from ...protocol.errors import ErrorCode
+from ...protocol.errors import name as error_name
+from .broker import BrokerObserver, Origin, SimBroker
+from .classic import ClassicMember
+from .consumer import ConsumerMember
+from .coverage import Coverage
+from .diagnosis import diagnose
+from .events import EventQueue
+from .history import History
+from .invariants import (
+    CommitFencing,
+    OffsetWatch,
+    Violation,
+    classic_ownership,
+    classic_quiet_problems,
+    compare_views,
+    consumer_ownership,
+    consumer_quiet_problems,
+    durable_view,
+    live,
+)
+from .members import SimMember
+from .network import Network
+from .planted import PLANTS, Plant
+from .topics import Topics
+from .workload import Action, Setup, draw_actions, draw_setup
+
+PROTOCOLS = ("classic", "consumer")
+# Fatal answers a correct member can get. FENCED_INSTANCE_ID: a static member whose id
+# changed in a generation that never completed, when the coordinator then fails over,
+# finds its instance id mapped to its previous id again (Kafka answers the same).
+EXPECTED_FATAL = frozenset({ErrorCode.FENCED_INSTANCE_ID})
+DEFAULT_STEPS = 24
+# Too many events at one simulated millisecond: something spins without time passing.
+STORM_LIMIT = 20_000
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    session_ms: int = 10_000
+    heartbeat_ms: int = 1_000
+    # >= the session timeout: see consumer_core.py on the member's lease.
+    rebalance_ms: int = 20_000
+    metadata_max_age_ms: int = 5_000
+    consumer_session_ms: int = 10_000
+    consumer_heartbeat_ms: int = 1_000
+    # After the last fault, the group must be quiet within this much simulated time.
+    liveness_ms: int = 120_000
+
+
+class World(BrokerObserver):
+    def __init__(
+        self,
+        seed: int,
+        protocol: str,
+        actions: list[Action],
+        setup: Setup,
+        plant: Plant | None = None,
+        timing: Timing | None = None,
+        trace_limit: int | None = 400,
+    ) -> None:
+        if protocol not in PROTOCOLS:
+            raise ValueError(f"protocol must be one of {PROTOCOLS}")
+        self.seed = seed
+        self.protocol = protocol
+        self.actions = actions
+        self.setup = setup
+        self.plant = plant
+        self.timing = timing or Timing()
+        self.group_id = "sim-group"
+        self.profile = "default"
+        self.queue = EventQueue()
+        self.network = Network(self.queue, seed)
+        self.topics = Topics(dict(setup.topics))
+        self.coverage = Coverage()
+        self.violations: list[Violation] = []
+        self.offsets = OffsetWatch(self.group_id)
+        self.fencing = CommitFencing(self.group_id)
+        self.trace: deque[str] | list[str] = [] if trace_limit is None else deque(maxlen=trace_limit)
+        self._digest = hashlib.blake2b(digest_size=8)
+        self._member_ids = itertools.count(1)
+        t = self.timing
+        self.config = CoordinatorConfig(
+            offsets_topic_num_partitions=1,
+            consumer_group_session_timeout_ms=t.consumer_session_ms,
+            consumer_group_heartbeat_interval_ms=t.consumer_heartbeat_ms,
+        )
+        self.slots: dict[int, SimMember | None] = {}
+        self.incarnations: dict[int, int] = {}
+        self.members: list[SimMember] = []
+        self.faults_until = max((a.at_ms for a in actions), default=0)
+        self.broker = SimBroker(
+            self.queue,
+            self.network,
+            self._coordinator,
+            random.Random(f"{seed}/broker"),
+            self,
+            None if plant is None else plant.replay_filter,
+        )
+        self._last_group: tuple[object, ...] = ()
+        self._seen_activity = -1
+        self._last_held: dict[str, frozenset[tuple[str, int]]] = {}
+        self._last_member_state: dict[str, str] = {}
+        self._last_identity: dict[str, tuple[object, ...]] = {}
+        self.acked_unwritten: list[str] = []
+        # Full traces (replays) show every commit and its fate; batch runs skip the text.
+        self.trace_commits = trace_limit is None
+
+    # ------------------------------------------------------------ construction helpers
+
+    def _coordinator(self, timer: ManualTimer) -> GroupCoordinator:
+        coordinator = GroupCoordinator(
+            self.config,
+            timer=timer,
+            # Ids keep counting across restarts: a real broker's uuids never repeat.
+            member_id_factory=lambda prefix: f"{prefix}-{next(self._member_ids)}",
+            topics=self.topics.image,
+        )
+        if self.plant is not None and self.plant.wrap is not None:
+            self.plant.wrap(coordinator)
+        return coordinator
+
+    def partition_counts(self, topics: list[str]) -> dict[str, int]:
+        return {t: self.topics.counts[t] for t in topics if t in self.topics.counts}
+
+    def _start_member(self, slot: int, topics: tuple[str, ...]) -> None:
+        incarnation = self.incarnations.get(slot, -1) + 1
+        self.incarnations[slot] = incarnation
+        instance = f"instance-{slot}" if slot in self.setup.static_slots else None
+        member: SimMember
+        if self.protocol == "classic":
+            member = ClassicMember(self, slot, incarnation, list(topics), instance, list(self.setup.assignors))
+        else:
+            member = ConsumerMember(self, slot, incarnation, list(topics), instance)
+        self.slots[slot] = member
+        self.members.append(member)
+        member.start()
+
+    def member_failed(self, member: SimMember, code: int, reason: str) -> None:
+        self.coverage.member_state(self.protocol, f"fatal:{error_name(code)}")
+        self.note(f"   {member.label} failed: {reason}")
+        if self.slots.get(member.slot) is member:
+            self.slots[member.slot] = None  # the application died with it
+        if code not in EXPECTED_FATAL:
+            # A well-behaved member of a single-protocol group never gets another fatal answer.
+            self.violate("fatal-error", f"{member.label} failed: {reason}")
+
+    def violate(self, kind: str, message: str) -> None:
+        self.violations.append(Violation(kind, message, self.queue.now_ms))
+        self.note(f"!! VIOLATION {kind}: {message}")
+
+    def note(self, text: str) -> None:
+        line = f"{self.queue.now_ms:>8} ms  {text}"
+        self.trace.append(line)
+        self._digest.update(line.encode())
+
+    # ------------------------------------------------------------ actions
+
+    def _do(self, action: Action) -> None:
+        self.coverage.action(action.kind)
+        kind, slot = action.kind, action.slot
+        member = self.slots.get(slot) if slot >= 0 else None
+        now = self.queue.now_ms
+        if kind == "join":
+            if member is None:
+                self._start_member(slot, action.topics)
+        elif kind == "leave" and member is not None:
+            member.leave()
+            self.slots[slot] = None
+        elif kind == "crash" and member is not None:
+            member.crash()
+            self.slots[slot] = None
+        elif kind == "pause" and member is not None:
+            member.pause(action.duration_ms)
+            self.faults_until = max(self.faults_until, now + action.duration_ms)
+        elif kind == "restart" and member is not None:
+            member.crash()
+            self.slots[slot] = None
+            topics = member.subscription
+
+            def back() -> None:
+                if self.slots.get(slot) is None:
+                    self._start_member(slot, topics)
+
+            self.queue.after(action.duration_ms, f"slot {slot} restarts", back)
+            self.faults_until = max(self.faults_until, now + action.duration_ms)
+        elif kind == "subscribe" and member is not None:
+            member.subscribe(list(action.topics))
+        elif kind == "add_partitions":
+            self.topics.add_partitions(action.topics[0], action.extra)
+        elif kind == "coordinator_restart":
+            self.broker.restart(action.duration_ms, action.extra)
+            self.faults_until = max(self.faults_until, now + action.duration_ms + action.extra)
+        elif kind == "append_failures":
+            code = ErrorCode.NOT_COORDINATOR if action.extra else ErrorCode.KAFKA_STORAGE_ERROR
+            self.broker.fail_appends(action.duration_ms, code)
+            self.faults_until = max(self.faults_until, now + action.duration_ms)
+        elif kind == "disconnect" and member is not None:
+            member.drop_connection()
+
+    # ------------------------------------------------------------ broker observer
+
+    def request_started(self, api: str, request: Any) -> object:
+        if api != "offset_commit":
+            return None
+        self.fencing.observe(self.broker.coordinator)
+        generation = request.generation_id_or_member_epoch
+        return generation >= 0 and self.fencing.is_fenced(request.member_id, generation)
+
+    def answered(self, origin: Origin, response: Any, append_error: int) -> None:
+        if append_error and not getattr(response, "error_code", 0):
+            # Success answered for a change the log refused: remembered for the diagnosis.
+            self.acked_unwritten.append(f"{origin.api} from {origin.conn.owner} at {self.queue.now_ms} ms")
+            self.note(f"   {origin.api} of {origin.conn.owner} answered OK though its records failed to append")
+        if origin.api == "offset_commit" and self.trace_commits:
+            req = origin.request
+            sent = {(t.name, p.partition_index): p.committed_offset for t in req.topics for p in t.partitions}
+            codes = {(t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions}
+            self.note(
+                f"   commit {req.member_id}@{req.generation_id_or_member_epoch}: "
+                + ", ".join(f"{tp[0]}-{tp[1]}={off}{'' if not codes.get(tp) else ' refused'}" for tp, off in sorted(sent.items()))
+            )
+        if origin.api == "offset_commit" and origin.note:
+            accepted = [
+                (t.name, p.partition_index) for t in response.topics for p in t.partitions if not p.error_code
+            ]
+            if accepted:
+                req = origin.request
+                self.violate(
+                    "fenced-commit",
+                    f"commit from {req.member_id} with stale generation/epoch "
+                    f"{req.generation_id_or_member_epoch} accepted for {accepted}",
+                )
+
+    def restarted(self, old: GroupCoordinator, new: GroupCoordinator) -> None:
+        self.note(f"coordinator replayed {len(self.broker.log)} records")
+        problem = compare_views(durable_view(old, self.group_id), durable_view(new, self.group_id))
+        if problem:
+            self.violate("replay", problem)
+        self.fencing.after_restart(new)
+
+    # ------------------------------------------------------------ observing and checking
+
+    def _observe_and_check(self) -> None:
+        """One pass after each step: trace notes and coverage for what changed, then the
+        safety invariants. Coordinator-side work is skipped when the coordinator did not run."""
+        active = [m for m in self.members if not m.gone]
+        if len(active) != len(self.members):
+            for m in self.members:
+                if m.gone and m.label in self._last_held and self._last_held.pop(m.label):
+                    self.note(f"   {m.label} holds []")
+            self.members = active
+        # Ownership can only break when what someone holds (or, classic, the generation
+        # it holds it in) changed; leases running out only ever remove holders.
+        changed = False
+        for m in active:
+            now_held = m.held()
+            if self._last_held.get(m.label) != now_held:
+                self._last_held[m.label] = frozenset(now_held)
+                self.note(f"   {m.label} holds {sorted(now_held)}")
+                changed = True
+            if isinstance(m, ClassicMember):
+                core = m.core
+                st = core.state.value
+                if self._last_member_state.get(m.label) != st:
+                    self._last_member_state[m.label] = st
+                    self.coverage.member_state("classic", st)
+                ident: tuple[object, ...] = (st, core.member_id, core.generation_id)
+                if self._last_identity.get(m.label) != ident:
+                    self._last_identity[m.label] = ident
+                    self.note(f"   {m.label} is {st} as {core.member_id or '-'} in generation {core.generation_id}")
+                    changed = True
+            elif isinstance(m, ConsumerMember):
+                ident = (m.core.member_id, m.core.epoch)
+                if self._last_identity.get(m.label) != ident:
+                    self._last_identity[m.label] = ident
+                    self.note(f"   {m.label} at epoch {m.core.epoch}")
+        if changed:
+            if self.protocol == "classic":
+                problem, zombies = classic_ownership(active)
+                self.coverage.zombie_overlaps += zombies
+            else:
+                problem = consumer_ownership(active, self.queue.now_ms)
+            if problem:
+                self.violate("ownership", problem)
+        broker = self.broker
+        if broker.activity == self._seen_activity:
+            return
+        self._seen_activity = broker.activity
+        coordinator = broker.coordinator
+        self._observe_group(coordinator)
+        if broker.up:
+            problem = self.offsets.check(coordinator)
+            if problem:
+                self.violate("offsets", problem)
+            self.fencing.observe(coordinator)
+
+    def _observe_group(self, coordinator: GroupCoordinator) -> None:
+        classic = coordinator.group(self.group_id)
+        group = coordinator.consumer_group(self.group_id)
+        key: tuple[object, ...]
+        if classic is not None:
+            key = ("classic", classic.state.value, classic.generation_id, len(classic.members))
+        elif group is not None:
+            key = ("consumer", group.state.value, group.group_epoch, group.target_assignment_epoch, len(group.members))
+            for m in group.members.values():
+                name = f"cg:{m.member_id}"
+                if self._last_member_state.get(name) != m.state.name:
+                    self._last_member_state[name] = m.state.name
+                    self.coverage.member_state("coordinator", m.state.name)
+        else:
+            key = ("none",)
+        if key != self._last_group:
+            if key[:2] != self._last_group[:2] and len(key) > 1:
+                self.coverage.group_state(str(key[0]), str(key[1]))
+            self._last_group = key
+            self.note(f"   group: {' '.join(map(str, key))}")
+
+    def _quiet_problems(self) -> list[str]:
+        if not self.broker.up or self.broker.coordinator.is_group_loading(self.group_id):
+            return ["coordinator not serving"]
+        members = live(self.members)
+        if any(m.paused for m in members):
+            return ["a member is paused"]
+        check = classic_quiet_problems if self.protocol == "classic" else consumer_quiet_problems
+        return check(self.broker.coordinator, self.group_id, members, self.topics)
+
+    # ------------------------------------------------------------ running
+
+    def run(self, steps: int, plant_name: str | None) -> History:
+        for action in self.actions:
+            self.queue.at(action.at_ms, f"action {action.describe()}", functools.partial(self._do, action))
+        history = History(self.seed, self.protocol, steps, plant_name, list(self.actions), profile=self.profile)
+        events = 0
+        same_ms, last_ms = 0, -1
+        next_quiet_check = 0
+        problems: list[str] = []
+        while not self.violations:
+            upcoming = self.queue.next_time()
+            now = self.queue.now_ms
+            if upcoming is None or upcoming > self.faults_until:
+                # Nothing changes until the next event: judge quietness on the state as it is.
+                if now >= next_quiet_check or upcoming is None or upcoming > now + 50:
+                    next_quiet_check = now + 50
+                    problems = self._quiet_problems()
+                    if not problems:
+                        history.quiet_at_ms = max(now, self.faults_until)
+                        self.note("quiet: every member settled, every subscribed partition owned")
+                        break
+                deadline = self.faults_until + self.timing.liveness_ms
+                if upcoming is None or upcoming > deadline:
+                    self.queue.advance_to(deadline)
+                    self.violate("liveness", f"not quiet {self.timing.liveness_ms} ms after the faults: {problems}")
+                    break
+            event = self.queue.pop()
+            if event is None:
+                break
+            now = self.queue.now_ms
+            if now == last_ms:
+                same_ms += 1
+                if same_ms > STORM_LIMIT:
+                    self.violate("storm", f"more than {STORM_LIMIT} events at {now} ms (last: {event.label})")
+                    break
+            else:
+                same_ms, last_ms = 0, now
+            events += 1
+            if not event.label.endswith("tick"):
+                self.note(event.label)
+            try:
+                event.action()
+            except Exception as exc:  # the real code raised: a finding in itself
+                self.violate("exception", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
+                break
+            self._observe_and_check()
+        history.violations = list(self.violations)
+        if self.violations:
+            history.diagnosis = diagnose(self)
+        history.events = events
+        history.sim_ms = self.queue.now_ms
+        history.trace = list(self.trace)
+        history.coverage = self.coverage
+        history.digest = self._digest.hexdigest()
+        return history
+
+
+def generate(
+    seed: int, steps: int = DEFAULT_STEPS, timing: Timing | None = None, profile: str = "default"
+) -> tuple[Setup, list[Action]]:
+    setup = draw_setup(seed)
+    return setup, draw_actions(seed, setup, steps, (timing or Timing()).session_ms, profile)
+
+
+def simulate(
+    seed: int,
+    protocol: str,
+    steps: int = DEFAULT_STEPS,
+    *,
+    plant: str | None = None,
+    keep: list[int] | None = None,
+    trace_limit: int | None = 400,
+    timing: Timing | None = None,
+    profile: str = "default",
+) -> History:
+    """Run one history. ``keep``: indices of the drawn actions to run (None: all of them);
+    ``profile``: the workload's mix of actions (``workload.PROFILES``)."""
+    setup, actions = generate(seed, steps, timing, profile)
+    if keep is not None:
+        actions = [actions[i] for i in keep]
+    planted = None
+    if plant is not None:
+        planted = PLANTS[plant]
+        if protocol not in planted.protocols:
+            raise ValueError(f"plant {plant!r} applies to {planted.protocols}, not {protocol!r}")
+    world = World(seed, protocol, actions, setup, planted, timing, trace_limit)
+    world.profile = profile
+    if planted is None:
+        return world.run(steps, None)
+    with planted.installed():
+        return world.run(steps, plant)
+
+
+__all__ = ["DEFAULT_STEPS", "PROTOCOLS", "ErrorCode", "Timing", "World", "generate", "simulate"]
