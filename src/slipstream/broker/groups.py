@@ -438,6 +438,10 @@ class GroupCoordinatorAdapter:
                 self._parked[result.pending] = fut
                 if own is None:
                     own = fut
+            elif own is None and result.response is not None:
+                # A result whose answer comes from its after_append (e.g. a JoinGroup that
+                # first deleted an empty consumer group).
+                own = result.response
             error = ErrorCode.NONE
             if result.records:
                 error = await self._append(result.records)

@@ -316,6 +316,8 @@ class MemberCore:
         self.session_timeout_s = config.session_timeout_ms / 1000.0
 
         self.subscription: tuple[str, ...] = ()
+        # The subscription the last JoinGroup carried (compared when its assignment arrives).
+        self.joined_subscription: tuple[str, ...] = ()
         self.member_id: str = UNKNOWN_MEMBER_ID
         self.generation_id: int = NO_GENERATION
         self.protocol_name: str | None = None
@@ -454,6 +456,7 @@ class MemberCore:
         if not self.subscription:
             raise ValueError("cannot join a group without a subscription")
         self.state = MemberState.PREPARING_REBALANCE
+        self.joined_subscription = self.subscription
         return JoinGroupRequest(
             group_id=self.group_id,
             session_timeout_ms=self.session_timeout_ms,
@@ -662,6 +665,10 @@ class MemberCore:
             self.state = MemberState.STABLE
             self.rejoin_needed = False
             self.rejoin_reason = ""
+            if self.subscription != self.joined_subscription:
+                # The subscription changed while this join was in flight: the assignment is
+                # for the old one (as the Java client, rejoin once it is taken).
+                self.request_rejoin(f"subscription changed to {list(self.subscription)} during the rebalance")
             return Outcome(Action.OK), assigned
         action = classify_group_error(code)
         reason = f"SyncGroup: {error_name(code)}"

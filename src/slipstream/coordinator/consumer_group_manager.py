@@ -42,6 +42,7 @@ from ..protocol.apis.consumer_group_heartbeat import (
 )
 from ..protocol.errors import ErrorCode, KafkaError
 from . import consumer_records as crec
+from .append_errors import append_error_for_group
 from .config import CoordinatorConfig
 from .consumer import (
     ASSIGNORS,
@@ -73,6 +74,8 @@ log = logging.getLogger("slipstream.coordinator")
 # ConsumerGroupHeartbeat v1 (KIP-1082): the consumer generates its member id.
 CONSUMER_GENERATED_MEMBER_ID_VERSION = 1
 CONSUMER_MEMBER_TYPE = 1
+# A fence whose write failed is tried again this much later.
+FENCE_RETRY_MS = 500
 
 
 def session_key(group_id: str, member_id: str) -> str:
@@ -384,7 +387,7 @@ class ConsumerGroupManager:
                     for t, parts in sorted(reconciled.assigned_partitions.items())
                 ]
             )
-        return CoordinatorResult(response=response, records=records)
+        return _answer_after_write(response, records)
 
     def _interval(self, group: ConsumerGroup, bumped: bool, reconciled: bool, now_ms: int) -> int:
         """The regular interval for a member of a settled group, a short one while it changes."""
@@ -468,7 +471,7 @@ class ConsumerGroupManager:
                     ErrorCode.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of group {group_id}."
                 )
             log.info("group %s: member %s left", group_id, member.member_id)
-            return CoordinatorResult(response=response, records=self.fence_records(group, member))
+            return self._fence(group, member, response)
         member = group.static_member(req.instance_id)
         if member is None:
             raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
@@ -480,14 +483,13 @@ class ConsumerGroupManager:
             )
         if req.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
             log.info("group %s: static member %s (%s) left", group_id, member.member_id, req.instance_id)
-            return CoordinatorResult(response=response, records=self.fence_records(group, member))
+            return self._fence(group, member, response)
         # -2: the static member will be back; it keeps its partitions until its session ends.
         log.info("group %s: static member %s (%s) left for now", group_id, member.member_id, req.instance_id)
         leaving = member.replace(member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, partitions_pending_revocation={})
-        self.timer.cancel(rebalance_key(group_id, member.member_id))
-        return CoordinatorResult(
-            response=response,
-            records=[crec.current_assignment_record(self.partition_for(group_id), group_id, leaving)],
+        record = crec.current_assignment_record(self.partition_for(group_id), group_id, leaving)
+        return _answer_after_write(
+            response, [record], on_success=lambda: self.timer.cancel(rebalance_key(group_id, member.member_id))
         )
 
     def fence_records(self, group: ConsumerGroup, member: ConsumerGroupMember) -> list[Record]:
@@ -503,22 +505,44 @@ class ConsumerGroupManager:
         others = [m for m in group.members.values() if m.member_id != member.member_id]
         metadata_hash = self.topics().metadata_hash(_subscribed_names(others, resolved))
         records.append(crec.group_epoch_record(partition, group_id, group.group_epoch + 1, metadata_hash))
-        self.timer.cancel(session_key(group_id, member.member_id))
-        self.timer.cancel(rebalance_key(group_id, member.member_id))
         return records
+
+    def _fence(
+        self,
+        group: ConsumerGroup,
+        member: ConsumerGroupMember,
+        response: ConsumerGroupHeartbeatResponse | None = None,
+    ) -> CoordinatorResult:
+        """Fence ``member`` (a leave, or an expired timer: ``response`` None). Its timers stop
+        once the removal is durable; if the write fails it stays, and a fence that a timer
+        started is tried again after ``FENCE_RETRY_MS`` (Kafka's timers retry a failed write)."""
+        group_id, member_id = group.group_id, member.member_id
+
+        def stop_timers() -> None:
+            self.timer.cancel(session_key(group_id, member_id))
+            self.timer.cancel(rebalance_key(group_id, member_id))
+
+        def retry() -> None:
+            log.warning("group %s: fencing member %s failed to write; retrying", group_id, member_id)
+            self._schedule_session_timeout(group_id, member_id, FENCE_RETRY_MS)
+
+        records = self.fence_records(group, member)
+        if response is None:
+            return _after_write(records, stop_timers, retry)
+        return _answer_after_write(response, records, on_success=stop_timers)
 
     # ================================================================ timers
 
-    def _schedule_session_timeout(self, group_id: str, member_id: str) -> None:
+    def _schedule_session_timeout(self, group_id: str, member_id: str, delay_ms: int | None = None) -> None:
         def expire(now_ms: int) -> CoordinatorResult:
             group = self.groups.get(group_id)
             member = None if group is None else group.member(member_id)
             if group is None or member is None:
                 return CoordinatorResult()
             log.info("group %s: member %s fenced: its session expired", group_id, member_id)
-            return CoordinatorResult(records=self.fence_records(group, member))
+            return self._fence(group, member)
 
-        timeout = self.timeouts(group_id).session_timeout_ms
+        timeout = self.timeouts(group_id).session_timeout_ms if delay_ms is None else delay_ms
         self.timer.schedule(session_key(group_id, member_id), timeout, expire)
 
     def _schedule_rebalance_timeout(self, group_id: str, member: ConsumerGroupMember) -> None:
@@ -539,7 +563,7 @@ class ConsumerGroupManager:
                 epoch,
                 timeout,
             )
-            return CoordinatorResult(records=self.fence_records(group, current))
+            return self._fence(group, current)
 
         self.timer.schedule(rebalance_key(group_id, member_id), timeout, expire)
 
@@ -628,3 +652,37 @@ def _subscribed_names(members: Iterable[ConsumerGroupMember], resolved: dict[str
         if m.uses_regex:
             names |= resolved.get(m.subscribed_topic_regex, frozenset())
     return names
+
+
+def _after_write(
+    records: list[Record], on_success: Callable[[], None] | None = None, on_failure: Callable[[], None] | None = None
+) -> CoordinatorResult:
+    def after_append(error: int, now_ms: int) -> CoordinatorResult:
+        if error:
+            if on_failure is not None:
+                on_failure()
+        elif on_success is not None:
+            on_success()
+        return CoordinatorResult()
+
+    return CoordinatorResult(records=records, after_append=after_append)
+
+
+def _answer_after_write(
+    response: ConsumerGroupHeartbeatResponse,
+    records: list[Record],
+    on_success: Callable[[], None] | None = None,
+) -> CoordinatorResult:
+    """Answer once ``records`` are durable; a failed write answers its error instead, so a
+    member never acts on an epoch or an assignment the group did not keep."""
+    if not records:
+        return CoordinatorResult(response=response)
+
+    def after_append(error: int, now_ms: int) -> CoordinatorResult:
+        if error:
+            return CoordinatorResult(response=heartbeat_error(append_error_for_group(error)))
+        if on_success is not None:
+            on_success()
+        return CoordinatorResult(response=response)
+
+    return CoordinatorResult(records=records, after_append=after_append)

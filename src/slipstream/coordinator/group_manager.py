@@ -38,9 +38,12 @@ from ..protocol.apis.leave_group import (
     LeaveGroupResponseMemberResponse,
 )
 from ..protocol.apis.sync_group import SyncGroupRequest, SyncGroupResponse
-from ..protocol.errors import BY_NAME, ErrorCode
+from ..protocol.errors import ErrorCode
 from ..protocol.schema import Struct
 from . import records as rec
+from .append_errors import (
+    append_error_for_group,
+)
 from .config import CoordinatorConfig
 from .group import ClassicGroup
 from .lookups import RecentLookups
@@ -52,8 +55,6 @@ from .timer import GuardedTimer
 log = logging.getLogger("slipstream.coordinator")
 
 UNKNOWN_MEMBER_ID = ""
-NOT_ENOUGH_REPLICAS = BY_NAME["NOT_ENOUGH_REPLICAS"].code
-NOT_ENOUGH_REPLICAS_AFTER_APPEND = BY_NAME["NOT_ENOUGH_REPLICAS_AFTER_APPEND"].code
 JOIN_GROUP_KEY = 11
 SYNC_GROUP_KEY = 14
 # FindCoordinator lookups one consumer makes before joining, at most: librdkafka asks
@@ -82,17 +83,6 @@ def join_key(group_id: str) -> str:
 
 def sync_key(group_id: str) -> str:
     return f"sync-{group_id}"
-
-
-def append_error_for_group(error: int) -> int:
-    """Kafka's mapping of a failed group-metadata append to a response error."""
-    if error in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS, ErrorCode.REQUEST_TIMED_OUT):
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    if error in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
-        return ErrorCode.NOT_COORDINATOR
-    if error in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE):
-        return ErrorCode.UNKNOWN_SERVER_ERROR
-    return error
 
 
 class Effects:

@@ -36,11 +36,12 @@ from ..protocol.errors import ErrorCode
 from ..protocol.primitives import ZERO_UUID
 from ..protocol.schema import Struct
 from . import records as rec
+from .append_errors import NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND
 from .config import CoordinatorConfig
 from .consumer import ConsumerGroup
 from .consumer_group_manager import ConsumerGroupManager, validate_member_commit
 from .group import ClassicGroup
-from .group_manager import NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND, GroupManager
+from .group_manager import GroupManager
 from .offset_and_metadata import OffsetAndMetadata
 from .result import Completion, CoordinatorResult, Pending, RequestContext
 from .state import GroupState

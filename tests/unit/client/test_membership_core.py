@@ -291,3 +291,24 @@ def test_a_long_join_does_not_count_against_the_session() -> None:
                                          protocol_name="range", leader="x", member_id="m1"), "m1", 30.0)
     assert not c.session_expired(31.0)
     assert c.time_to_next_heartbeat(30.0) == pytest.approx(1.0)
+
+
+def test_a_subscription_change_during_the_join_rejoins_after_the_assignment() -> None:
+    # Found by the group simulator (classic seed 32): the join carried the old subscription.
+    c = core("range")
+    join_ok(c, leader="other")
+    c.subscribe(["t", "u"])  # while JoinGroup/SyncGroup are in flight
+    out, assigned = c.on_sync_response(
+        SyncGroupResponse(error_code=0, assignment=assignment_bytes(("t", 0))), c.generation_key
+    )
+    assert out.ok and assigned == [("t", 0)]
+    assert c.rejoin_needed
+    request = c.join_request()
+    _, sub = decode_subscription(request.protocols[0].metadata)
+    assert sub.topics == ["t", "u"]
+    # Without a change in between, the assignment settles the member.
+    join_ok(c, generation=2, leader="other")
+    out, _ = c.on_sync_response(
+        SyncGroupResponse(error_code=0, assignment=assignment_bytes(("t", 0), ("u", 0))), c.generation_key
+    )
+    assert out.ok and not c.rejoin_needed

@@ -359,3 +359,49 @@ def test_a_member_rejoining_under_its_own_id_starts_over_at_once() -> None:
     assert replayed is not None
     assert dict(replayed.members) == dict(group_of(ctx).members)
     assert dict(replayed.target_assignment) == dict(group_of(ctx).target_assignment)
+
+
+def test_a_heartbeat_whose_write_fails_answers_the_error_and_changes_nothing() -> None:
+    ctx = GroupContext()
+    set_topics(ctx, t=2)
+    a = Member(ctx, "g", topics=["t"])
+    a.join()
+    epoch = group_of(ctx).group_epoch
+    ctx.fail_appends_with = ErrorCode.NOT_LEADER_OR_FOLLOWER
+    b = Member(ctx, "g", topics=["t"])
+    assert b.join().error_code == ErrorCode.NOT_COORDINATOR
+    assert not group_of(ctx).has_member(b.member_id)
+    assert group_of(ctx).group_epoch == epoch
+    # a is not told about an epoch the group never wrote.
+    ctx.fail_appends_with = None
+    assert a.beat().member_epoch == epoch
+
+
+def test_a_fence_whose_write_fails_is_retried() -> None:
+    from slipstream.coordinator.consumer_group_manager import FENCE_RETRY_MS
+
+    ctx = GroupContext()
+    set_topics(ctx, t=2)
+    a, b = Member(ctx, "g", topics=["t"]), Member(ctx, "g", topics=["t"])
+    a.join()
+    b.join()
+    settle(a, b)
+    ctx.fail_appends_with = ErrorCode.NOT_LEADER_OR_FOLLOWER
+    ctx.advance(45_000)  # both sessions expire while the log refuses writes
+    assert group_of(ctx).has_member(a.member_id) and group_of(ctx).has_member(b.member_id)
+    ctx.fail_appends_with = None
+    ctx.advance(FENCE_RETRY_MS)
+    assert not group_of(ctx).members
+
+
+def test_a_leave_whose_write_fails_keeps_the_member_until_its_session_ends() -> None:
+    ctx = GroupContext()
+    set_topics(ctx, t=2)
+    a = Member(ctx, "g", topics=["t"])
+    a.join()
+    ctx.fail_appends_with = ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert a.leave().error_code == ErrorCode.NOT_COORDINATOR
+    assert group_of(ctx).has_member(a.member_id)
+    ctx.fail_appends_with = None
+    ctx.advance(45_000)
+    assert not group_of(ctx).has_member(a.member_id)
