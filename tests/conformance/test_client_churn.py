@@ -296,6 +296,12 @@ def verify_end(admin: Any, bootstrap: str, group: str, topic: str, members: list
     wait_until(lambda: {(e["partition"], e["offset"]) for m in members for e in m.records()} >= set(acks.values()),
                30, lambda: "every acked record to be processed; "
                + "\n".join(m.diag() for m in members if m.end_t is None))
+    # Records a killed member processed but never committed are processed again by their
+    # next owner: wait for the live group to commit up to the log end before closing it.
+    log_end = {p: hi for p, (_lo, hi) in ck_watermarks(bootstrap, topic).items()}
+    wait_until(lambda: committed_offsets(admin, group, topic, partitions) == log_end, 30,
+               lambda: f"the live members to commit up to the log end {log_end}: "
+               f"{committed_offsets(admin, group, topic, partitions)}")
     for m in members:
         if m.end_t is None:
             m.close()
