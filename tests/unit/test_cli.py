@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from slipstream.broker.broker import Broker
 from slipstream.cli import main
-from slipstream.cli_groups import parse_datetime_ms
+from slipstream.cli.groups import parse_datetime_ms
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -14,8 +14,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from .cli_client import _bootstrap_arg, _run
-from .client.admin import (
+from ..client.admin import (
     EARLIEST,
     LATEST,
     STATE_DEAD,
@@ -26,12 +25,13 @@ from .client.admin import (
     PartitionLag,
     TopicPartition,
 )
-from .client.cluster import Cluster
-from .client.connection import UnsupportedApi
-from .protocol.errors import KafkaError
+from ..client.cluster import Cluster
+from ..client.connection import UnsupportedApi
+from ..protocol.errors import KafkaError
+from .client_commands import _bootstrap_arg, _run
 
 if TYPE_CHECKING:
-    from .cli_client import Sub
+    from .client_commands import Sub
 
 _NONE = "-"
 

@@ -51,8 +51,8 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 def _serve(args: argparse.Namespace) -> int:
     import os
 
-    from .broker.broker import Broker
-    from .broker.config import build
+    from ..broker.broker import Broker
+    from ..broker.config import build
 
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
@@ -100,11 +100,11 @@ def build_parser(*, serve_only: bool = False) -> argparse.ArgumentParser:
     if serve_only:
         # The client commands import the whole client; a broker start need not pay for that.
         return parser
-    from . import cli_client, cli_groups, cli_pipeline
+    from . import client_commands, groups, pipeline
 
-    cli_client.add_commands(sub)
-    cli_groups.add_commands(sub)
-    cli_pipeline.add_commands(sub)
+    client_commands.add_commands(sub)
+    groups.add_commands(sub)
+    pipeline.add_commands(sub)
     return parser
 
 

@@ -9,12 +9,12 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .client.admin import Admin
-from .client.aio_consumer import AIOConsumer
-from .client.cluster import Cluster
-from .client.producer import AIOProducer
-from .protocol.compression import codec_by_name
-from .protocol.errors import KafkaError
+from ..client.admin import Admin
+from ..client.aio_consumer import AIOConsumer
+from ..client.cluster import Cluster
+from ..client.producer import AIOProducer
+from ..protocol.compression import codec_by_name
+from ..protocol.errors import KafkaError
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 _BATCH_RECORDS = 1000

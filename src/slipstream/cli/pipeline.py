@@ -16,7 +16,7 @@ import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from .spark.pipelines import PIPELINES
+from ..spark.pipelines import PIPELINES
 
 if TYPE_CHECKING:
     Sub = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -108,8 +108,8 @@ def parse_start(text: str) -> int:
 
 
 def _demo_data(args: argparse.Namespace) -> int:
-    from .protocol.errors import KafkaError
-    from .spark.pipelines.demo import produce_demo_data
+    from ..protocol.errors import KafkaError
+    from ..spark.pipelines.demo import produce_demo_data
 
     try:
         produce_demo_data(
