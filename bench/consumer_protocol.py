@@ -164,6 +164,7 @@ class Ownership:
         self.lost_calls = 0
         self.last_change = 0.0
         self.t0 = time.perf_counter()
+        self.events: list[tuple[float, int, str, int]] = []  # (time, consumer, kind, partitions)
 
     def grow(self) -> int:
         with self.lock:
@@ -176,6 +177,7 @@ class Ownership:
         now = time.perf_counter()
         with self.lock:
             self.assign_calls[i] += 1
+            self.events.append((now, i, "+", len(parts)))
             if not self.incremental:
                 # Eager: the full new set; anything else the consumer held is gone.
                 for p in self.owned[i] - set(parts):
@@ -198,6 +200,7 @@ class Ownership:
     def revoke(self, i: int, parts: list[int], lost: bool = False) -> None:
         now = time.perf_counter()
         with self.lock:
+            self.events.append((now, i, "lost" if lost else "-", len(parts)))
             if lost:
                 self.lost_calls += 1
             else:
@@ -207,6 +210,12 @@ class Ownership:
                 self.owner.get(p, set()).discard(i)
             if parts:
                 self.last_change = now
+
+    def timeline(self, since: float) -> str:
+        """The callbacks after ``since``, as +ms c<consumer><kind><partitions>."""
+        with self.lock:
+            return " ".join(f"{(t - since) * 1000:.0f}ms:c{i}{k}{n}"
+                            for t, i, k, n in self.events if t >= since)
 
     def snapshot(self) -> list[set[int]]:
         with self.lock:
@@ -339,6 +348,8 @@ class JoinRun:
     examples: list[str] = field(default_factory=list)
     client_errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    timeline: str = ""
+    kept_gap_where: str = ""
     error: str | None = None
 
     @property
@@ -391,7 +402,10 @@ class SteadyProducer(threading.Thread):
 
 
 def measure_join(bootstrap: str, topic: str, protocol: str, rate: int, baseline: float,
-                 timeout: float) -> JoinRun:
+                 stable: float, timeout: float) -> JoinRun:
+    """``stable``: seconds without an ownership change before the eleventh joins (longer than
+    the heartbeat interval, so that every member is back on its regular interval);
+    ``baseline``: the seconds before the join whose gaps are the normal ones."""
     group = f"join-{protocol}-{uuid.uuid4().hex[:8]}"
     own = Ownership(10, PROTOCOLS[protocol][2])
     notes = _Notes()
@@ -435,7 +449,7 @@ def measure_join(bootstrap: str, topic: str, protocol: str, rate: int, baseline:
         # delivered records for a while since the last ownership change.
         while time.perf_counter() < deadline:
             if (own.complete(10, balanced=True)
-                    and time.perf_counter() - own.last_change > baseline
+                    and time.perf_counter() - own.last_change > max(stable, baseline)
                     and all(a and a[-1][0] > own.last_change + baseline / 2 for a in arrivals)):
                 break
             time.sleep(0.05)
@@ -465,6 +479,7 @@ def measure_join(bootstrap: str, topic: str, protocol: str, rate: int, baseline:
         time.sleep(1.0)
         window_end = time.perf_counter()
         after = own.snapshot()
+        result.timeline = own.timeline(joined_at)
     finally:
         stop.set()
         producer.stop_event.set()
@@ -482,18 +497,24 @@ def measure_join(bootstrap: str, topic: str, protocol: str, rate: int, baseline:
     moved = [p for p in range(PARTITIONS) if p not in kept]
     result.kept, result.moved = len(kept), len(moved)
 
-    def gaps(p: int, lo: float, hi: float, consumer: int | None) -> list[float]:
+    def gaps(p: int, lo: float, hi: float, consumer: int | None
+             ) -> list[tuple[float, float, int]]:
+        """(gap, its start relative to the join, partition) for gaps ending in (lo, hi]."""
         times = sorted(t for t, c in arrivals[p] if consumer is None or c == consumer)
-        return [b - a for a, b in itertools.pairwise(times) if lo < b <= hi]
+        return [(b - a, a - joined_at, p) for a, b in itertools.pairwise(times) if lo < b <= hi]
 
     base = [g for p in range(PARTITIONS)
-            for g in gaps(p, joined_at - baseline, joined_at, owner_before.get(p))]
+            for g, _at, _p in gaps(p, joined_at - baseline, joined_at, owner_before.get(p))]
     result.normal_gap = pct(base, 0.99)
     result.baseline_max = max(base) if base else None
     kept_gaps = [g for p in kept for g in gaps(p, joined_at, window_end, owner_after[p])]
     moved_gaps = [g for p in moved for g in gaps(p, joined_at, window_end, None)]
-    result.kept_max_gap = max(kept_gaps) if kept_gaps else None
-    result.moved_max_gap = max(moved_gaps) if moved_gaps else None
+    if kept_gaps:
+        gap, at, part = max(kept_gaps)
+        result.kept_max_gap = gap
+        result.kept_gap_where = (f"p{part} of c{owner_after[part]}, from {at * 1000:+.0f} ms"
+                                 " after the join")
+    result.moved_max_gap = max(moved_gaps)[0] if moved_gaps else None
     return result
 
 
@@ -1102,7 +1123,8 @@ def main(argv: list[str] | None = None) -> int:
                             t = time.perf_counter()
                             try:
                                 j = measure_join(b.bootstrap, f"join-{k}-{r}", k, args.rate,
-                                                 2.0 if quick else 4.0, 45)
+                                                 2.0 if quick else 4.0, regular_ms / 1000 + 1.0,
+                                                 45)
                             except Exception as exc:
                                 j = JoinRun(protocol=k, error=str(exc).splitlines()[0])
                             joins.setdefault(k, []).append(j)
@@ -1113,6 +1135,8 @@ def main(argv: list[str] | None = None) -> int:
                                 f" cb {j.assigns}/{j.revokes}, double {j.violations}"
                                 f"{', ' + j.error if j.error else ''}"
                                 f" ({time.perf_counter() - t:.0f} s)")
+                            log(f"(2) {k} longest kept gap: {j.kept_gap_where}; callbacks after"
+                                f" the join (ms:consumer +assigned/-revoked count): {j.timeline}")
                 logs["(1)+(2) broker"] = scan_log(b)
         if 3 in sections:
             join_timeout = 60.0 if quick else 120.0
