@@ -38,6 +38,7 @@ import json
 import logging
 import os
 import platform
+import random
 import re
 import shlex
 import shutil
@@ -522,7 +523,7 @@ def measure_join(bootstrap: str, topic: str, protocol: str, rate: int, baseline:
 
 
 async def capacity_main(port: int, topic: str, first: int, last: int, duration: float,
-                        join_timeout: float, regular_ms: int) -> dict:
+                        join_timeout: float, regular_ms: int, join_spread: float) -> dict:
     """Groups first..last-1, five raw consumer-protocol members each, one connection each."""
     from slipstream.client.connection import BrokerConnection
     from slipstream.protocol.apis import consumer_group_heartbeat as cgh
@@ -546,7 +547,7 @@ async def capacity_main(port: int, topic: str, first: int, last: int, duration: 
     join_errors: list[str] = []
     fenced: dict[str, int] = {}
     other_errors: dict[str, int] = {}
-    samples: list[tuple[float, float]] = []  # (sent at, latency)
+    samples: list[tuple[float, float, bool]] = []  # (sent at, latency, carried an ack)
     intervals: dict[int, int] = {}  # interval the broker gave -> responses in the window
     settled: dict[tuple[int, int], float] = {}  # first response with the regular interval
     sent = [0]
@@ -559,10 +560,11 @@ async def capacity_main(port: int, topic: str, first: int, last: int, duration: 
         return [cgh.ConsumerGroupHeartbeatRequestTopicPartitions(
             topic_id=tp.topic_id, partitions=list(tp.partitions)) for tp in parts]
 
-    async def member(key: tuple[int, int]) -> None:
+    async def member(key: tuple[int, int], delay: float) -> None:
         conn = conns.get(key)
         if conn is None:
             return
+        await asyncio.sleep(delay)
         group = f"c848-{key[0]}"
         member_id = str(uuid.uuid4())
         request = cgh.ConsumerGroupHeartbeatRequest(
@@ -586,7 +588,7 @@ async def capacity_main(port: int, topic: str, first: int, last: int, duration: 
             got = time.perf_counter()
             sent[0] += 1
             if window[0] and s >= window[0]:
-                samples.append((s, got - s))
+                samples.append((s, got - s, request.topic_partitions is not None))
                 intervals[r.heartbeat_interval_ms] = intervals.get(r.heartbeat_interval_ms, 0) + 1
             code = r.error_code
             if code in (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID):
@@ -618,15 +620,17 @@ async def capacity_main(port: int, topic: str, first: int, last: int, duration: 
                 await asyncio.sleep(delay)
 
     t1 = time.perf_counter()
+    # The five members of a group join together; groups join at random moments spread over
+    # join_spread seconds (all at once, members of every group would heartbeat in phase).
+    rng = random.Random(first)
     tasks = []
     for g in range(first, last):
+        at = rng.uniform(0, join_spread)
         for m in range(MEMBERS_PER_GROUP):
-            tasks.append(asyncio.ensure_future(member((g, m))))
-        if g % 50 == 49:
-            await asyncio.sleep(0.05)
+            tasks.append(asyncio.ensure_future(member((g, m), at)))
     lags: list[float] = []
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(asyncio.shield(all_joined), join_timeout)
+        await asyncio.wait_for(asyncio.shield(all_joined), join_spread + join_timeout)
     join_s = time.perf_counter() - t1
     gc.collect()
     gc.freeze()
@@ -661,10 +665,22 @@ async def capacity_main(port: int, topic: str, first: int, last: int, duration: 
         "fenced": fenced,
         "other_errors": other_errors,
         "intervals": {str(k): v for k, v in intervals.items()},
-        "latencies": [round(x, 6) for _s, x in samples],
+        "latencies": [round(x, 6) for _s, x, _a in samples],
+        "ack_latencies": [round(x, 6) for _s, x, a in samples if a],
+        # Slow answers (> 50 ms) per second of the window, to see when they happen.
+        "slow_by_second": slow_by_second(samples, window[0]),
         "lag_p99": pct(lags, 0.99),
         "lag_max": max(lags) if lags else None,
     }
+
+
+def slow_by_second(samples: list[tuple[float, float, bool]], start: float) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for s, x, _a in samples:
+        if x > 0.05:
+            key = str(int(s - start))
+            out[key] = out.get(key, 0) + 1
+    return out
 
 
 def run_child(args: list[str], workdir: Path, script: str | None = None
@@ -691,7 +707,7 @@ def _kill_children() -> None:
 
 
 def measure_capacity(kind: str, spec: BrokerSpec, workdir: Path, groups: int, duration: float,
-                     join_timeout: float, regular_ms: int) -> dict[str, Any]:
+                     join_timeout: float, regular_ms: int, join_spread: float) -> dict[str, Any]:
     with broker(spec, workdir, f"capacity-{kind}") as b:
         create_topics(b.bootstrap, {"cap": MEMBERS_PER_GROUP}, 30)
         sampler = RssSampler(b.pid, 0.2)
@@ -704,7 +720,7 @@ def measure_capacity(kind: str, spec: BrokerSpec, workdir: Path, groups: int, du
                     ["--child", "capacity", "--child-args", json.dumps(
                         {"port": b.port, "topic": "cap", "first": lo, "last": hi,
                          "duration": duration, "join_timeout": join_timeout,
-                         "regular_ms": regular_ms})],
+                         "regular_ms": regular_ms, "join_spread": join_spread})],
                     workdir))
             else:
                 kids.append(run_child(
@@ -712,7 +728,7 @@ def measure_capacity(kind: str, spec: BrokerSpec, workdir: Path, groups: int, du
                         {"port": b.port, "topic": "cap", "first": lo, "last": hi,
                          "interval": 3.0, "duration": duration, "join_timeout": join_timeout})],
                     workdir, script=gc_bench.__file__))
-        parts = [collect(k, join_timeout + duration + 150) for k in kids]
+        parts = [collect(k, join_spread + join_timeout + duration + 150) for k in kids]
         wall = time.perf_counter() - t0
         cap: dict[str, Any] = {
             "members": sum(x["members"] for x in parts),
@@ -737,6 +753,8 @@ def measure_capacity(kind: str, spec: BrokerSpec, workdir: Path, groups: int, du
             cap["settle_s"] = max((x["settle_s"] or 0) for x in parts)
             cap["intervals"] = merge([x["intervals"] for x in parts])
             cap["window_heartbeats"] = sum(x["window_heartbeats"] for x in parts)
+            cap["ack_latencies"] = [v for x in parts for v in x["ack_latencies"]]
+            cap["slow_by_second"] = merge([x["slow_by_second"] for x in parts])
         else:
             cap["fenced"] = merge([x["expired"] for x in parts])
         cap["rss_peak"] = sampler.stop()
@@ -1056,6 +1074,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, help="runs per herd size and protocol, and per join (default 3; quick 1)")
     p.add_argument("--groups", type=int, help="capacity groups (default 2000; quick 200)")
     p.add_argument("--duration", type=float, help="capacity seconds (default 60; quick 15)")
+    p.add_argument("--join-spread", type=float,
+                   help="(3) consumer groups join at random moments over this many seconds"
+                        " (default groups/100: 2 s quick, 20 s full)")
     p.add_argument("--rate", type=int, default=3000, help="(2) records/s (default 3000)")
     p.add_argument("--sections", default="1,2,3", help="comma-separated sections (default 1,2,3)")
     p.add_argument("--no-classic-capacity", action="store_true",
@@ -1140,18 +1161,23 @@ def main(argv: list[str] | None = None) -> int:
                 logs["(1)+(2) broker"] = scan_log(b)
         if 3 in sections:
             join_timeout = 60.0 if quick else 120.0
+            join_spread = args.join_spread if args.join_spread is not None else groups / 100
             kinds = ["consumer"] if args.no_classic_capacity else ["consumer", "classic"]
             for kind in kinds:
                 log(f"(3) capacity, {kind}: {groups} groups x {MEMBERS_PER_GROUP} for {duration:.0f} s")
                 try:
                     caps[kind] = measure_capacity(kind, spec, workdir, groups, duration,
-                                                  join_timeout, regular_ms)
+                                                  join_timeout, regular_ms, join_spread)
                     logs[f"(3) {kind} broker"] = caps[kind].pop("log")
                     c = caps[kind]
                     log(f"(3) {kind}: joined {c['joined']}/{c['members']} in {c['join_s']:.1f} s,"
                         f" fenced {c['fenced']}, other {c['other_errors']}, p99"
                         f" {ms(pct(c['latencies'], 0.99))}, RSS {c['rss_peak'] / MB:.0f} MB,"
                         f" CPU {c['broker_cpu']:.0f} s in {c['wall']:.0f} s")
+                    if kind == "consumer":
+                        log(f"(3) consumer: acks p50/p99 {ms(pct(c['ack_latencies'], 0.5))}/"
+                            f"{ms(pct(c['ack_latencies'], 0.99))} ({len(c['ack_latencies'])});"
+                            f" answers > 50 ms per second of the window: {c['slow_by_second']}")
                 except BenchError as exc:
                     caps[kind] = {"error": str(exc).splitlines()[0]}
                     errors.append(f"(3) {kind}: {exc}")
