@@ -629,19 +629,24 @@ async def capacity_main(port: int, topic: str, first: int, last: int, duration: 
         for m in range(MEMBERS_PER_GROUP):
             tasks.append(asyncio.ensure_future(member((g, m), at)))
     lags: list[float] = []
+    lag_by_second: dict[str, float] = {}
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(asyncio.shield(all_joined), join_spread + join_timeout)
     join_s = time.perf_counter() - t1
     gc.collect()
     gc.freeze()
     window[0] = time.perf_counter()
+    window_wall = time.time()
     window[1] = window[0] + duration
 
     async def lag_monitor() -> None:
         while time.perf_counter() < window[1]:
             s = time.perf_counter()
             await asyncio.sleep(0.01)
-            lags.append(time.perf_counter() - s - 0.01)
+            lag = time.perf_counter() - s - 0.01
+            lags.append(lag)
+            sec = str(int(s - window[0]))
+            lag_by_second[sec] = max(lag_by_second.get(sec, 0.0), lag)
 
     await lag_monitor()
     with contextlib.suppress(TimeoutError):
@@ -671,6 +676,8 @@ async def capacity_main(port: int, topic: str, first: int, last: int, duration: 
         "slow_by_second": slow_by_second(samples, window[0]),
         "lag_p99": pct(lags, 0.99),
         "lag_max": max(lags) if lags else None,
+        "lag_by_second": lag_by_second,
+        "window_wall": window_wall,
     }
 
 
@@ -711,6 +718,15 @@ def measure_capacity(kind: str, spec: BrokerSpec, workdir: Path, groups: int, du
     with broker(spec, workdir, f"capacity-{kind}") as b:
         create_topics(b.bootstrap, {"cap": MEMBERS_PER_GROUP}, 30)
         sampler = RssSampler(b.pid, 0.2)
+        cpu_samples: list[tuple[float, float]] = []  # (wall time, broker CPU seconds)
+        cpu_stop = threading.Event()
+
+        def sample_cpu() -> None:
+            while not cpu_stop.wait(0.5):
+                cpu_samples.append((time.time(), cpu_of(b.pid)))
+
+        cpu_thread = threading.Thread(target=sample_cpu, daemon=True)
+        cpu_thread.start()
         cpu0 = cpu_of(b.pid)
         t0 = time.perf_counter()
         kids = []
@@ -728,7 +744,11 @@ def measure_capacity(kind: str, spec: BrokerSpec, workdir: Path, groups: int, du
                         {"port": b.port, "topic": "cap", "first": lo, "last": hi,
                          "interval": 3.0, "duration": duration, "join_timeout": join_timeout})],
                     workdir, script=gc_bench.__file__))
-        parts = [collect(k, join_spread + join_timeout + duration + 150) for k in kids]
+        try:
+            parts = [collect(k, join_spread + join_timeout + duration + 150) for k in kids]
+        finally:
+            cpu_stop.set()
+            cpu_thread.join(5)
         wall = time.perf_counter() - t0
         cap: dict[str, Any] = {
             "members": sum(x["members"] for x in parts),
@@ -755,11 +775,29 @@ def measure_capacity(kind: str, spec: BrokerSpec, workdir: Path, groups: int, du
             cap["window_heartbeats"] = sum(x["window_heartbeats"] for x in parts)
             cap["ack_latencies"] = [v for x in parts for v in x["ack_latencies"]]
             cap["slow_by_second"] = merge([x["slow_by_second"] for x in parts])
+            cap["per_second"] = per_second(parts, cpu_samples, duration)
         else:
             cap["fenced"] = merge([x["expired"] for x in parts])
         cap["rss_peak"] = sampler.stop()
         cap["log"] = scan_log(b)
     return cap
+
+
+def per_second(parts: list[dict[str, Any]], cpu: list[tuple[float, float]], duration: float
+               ) -> str:
+    """Second of the window: answers > 50 ms, the generators' worst loop lag, broker CPU %."""
+    start = min(x["window_wall"] for x in parts)
+    cells = []
+    for sec in range(int(duration)):
+        slow = sum(x["slow_by_second"].get(str(sec), 0) for x in parts)
+        lag = max(x["lag_by_second"].get(str(sec), 0.0) for x in parts)
+        lo, hi = start + sec, start + sec + 1
+        inside = [(t, c) for t, c in cpu if lo - 0.3 <= t <= hi + 0.3]
+        busy = 0.0
+        if len(inside) >= 2 and inside[-1][0] > inside[0][0]:
+            busy = (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0]) * 100
+        cells.append(f"{sec}:{slow}/{lag * 1000:.0f}ms/{busy:.0f}%")
+    return " ".join(cells)
 
 
 def merge(dicts: list[dict[str, int]]) -> dict[str, int]:
@@ -1177,7 +1215,8 @@ def main(argv: list[str] | None = None) -> int:
                     if kind == "consumer":
                         log(f"(3) consumer: acks p50/p99 {ms(pct(c['ack_latencies'], 0.5))}/"
                             f"{ms(pct(c['ack_latencies'], 0.99))} ({len(c['ack_latencies'])});"
-                            f" answers > 50 ms per second of the window: {c['slow_by_second']}")
+                            " per second of the window (second: answers > 50 ms / worst"
+                            f" load-generator loop lag / broker CPU): {c['per_second']}")
                 except BenchError as exc:
                     caps[kind] = {"error": str(exc).splitlines()[0]}
                     errors.append(f"(3) {kind}: {exc}")
