@@ -36,6 +36,7 @@ import gc
 import itertools
 import json
 import logging
+import math
 import os
 import platform
 import random
@@ -654,6 +655,7 @@ async def capacity_main(port: int, topic: str, first: int, last: int, duration: 
     for c in conns.values():
         c.abort("done")
     settle_times = [t - t1 for t in settled.values()]
+    all_settled = max(settled.values()) if len(settled) == len(joined) and settled else math.inf
     return {
         "members": len(keys),
         "joined": len(joined),
@@ -672,6 +674,7 @@ async def capacity_main(port: int, topic: str, first: int, last: int, duration: 
         "intervals": {str(k): v for k, v in intervals.items()},
         "latencies": [round(x, 6) for _s, x, _a in samples],
         "ack_latencies": [round(x, 6) for _s, x, a in samples if a],
+        "settled_latencies": [round(x, 6) for s, x, _a in samples if s >= all_settled],
         # Slow answers (> 50 ms) per second of the window, to see when they happen.
         "slow_by_second": slow_by_second(samples, window[0]),
         "lag_p99": pct(lags, 0.99),
@@ -718,18 +721,20 @@ def measure_capacity(kind: str, spec: BrokerSpec, workdir: Path, groups: int, du
     with broker(spec, workdir, f"capacity-{kind}") as b:
         create_topics(b.bootstrap, {"cap": MEMBERS_PER_GROUP}, 30)
         sampler = RssSampler(b.pid, 0.2)
-        cpu_samples: list[tuple[float, float]] = []  # (wall time, broker CPU seconds)
+        # (wall time, broker CPU seconds, load generators' CPU seconds)
+        cpu_samples: list[tuple[float, float, float]] = []
         cpu_stop = threading.Event()
+        kids: list[subprocess.Popen[str]] = []
 
         def sample_cpu() -> None:
             while not cpu_stop.wait(0.5):
-                cpu_samples.append((time.time(), cpu_of(b.pid)))
+                cpu_samples.append((time.time(), cpu_of(b.pid),
+                                    sum(cpu_of(k.pid) for k in list(kids))))
 
         cpu_thread = threading.Thread(target=sample_cpu, daemon=True)
         cpu_thread.start()
         cpu0 = cpu_of(b.pid)
         t0 = time.perf_counter()
-        kids = []
         for lo, hi in ((0, groups // 2), (groups // 2, groups)):
             if kind == "consumer":
                 kids.append(run_child(
@@ -774,6 +779,7 @@ def measure_capacity(kind: str, spec: BrokerSpec, workdir: Path, groups: int, du
             cap["intervals"] = merge([x["intervals"] for x in parts])
             cap["window_heartbeats"] = sum(x["window_heartbeats"] for x in parts)
             cap["ack_latencies"] = [v for x in parts for v in x["ack_latencies"]]
+            cap["settled_latencies"] = [v for x in parts for v in x["settled_latencies"]]
             cap["slow_by_second"] = merge([x["slow_by_second"] for x in parts])
             cap["per_second"] = per_second(parts, cpu_samples, duration)
         else:
@@ -783,20 +789,23 @@ def measure_capacity(kind: str, spec: BrokerSpec, workdir: Path, groups: int, du
     return cap
 
 
-def per_second(parts: list[dict[str, Any]], cpu: list[tuple[float, float]], duration: float
-               ) -> str:
-    """Second of the window: answers > 50 ms, the generators' worst loop lag, broker CPU %."""
+def per_second(parts: list[dict[str, Any]], cpu: list[tuple[float, float, float]],
+               duration: float) -> str:
+    """Second of the window: answers > 50 ms, the generators' worst loop lag, CPU % of the
+    broker and of the two load generators together."""
     start = min(x["window_wall"] for x in parts)
     cells = []
     for sec in range(int(duration)):
         slow = sum(x["slow_by_second"].get(str(sec), 0) for x in parts)
         lag = max(x["lag_by_second"].get(str(sec), 0.0) for x in parts)
         lo, hi = start + sec, start + sec + 1
-        inside = [(t, c) for t, c in cpu if lo - 0.3 <= t <= hi + 0.3]
-        busy = 0.0
+        inside = [x for x in cpu if lo - 0.3 <= x[0] <= hi + 0.3]
+        busy = gens = 0.0
         if len(inside) >= 2 and inside[-1][0] > inside[0][0]:
-            busy = (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0]) * 100
-        cells.append(f"{sec}:{slow}/{lag * 1000:.0f}ms/{busy:.0f}%")
+            span = inside[-1][0] - inside[0][0]
+            busy = (inside[-1][1] - inside[0][1]) / span * 100
+            gens = (inside[-1][2] - inside[0][2]) / span * 100
+        cells.append(f"{sec}:{slow}/{lag * 1000:.0f}ms/{busy:.0f}%+{gens:.0f}%")
     return " ".join(cells)
 
 
@@ -1052,6 +1061,14 @@ def report(args: argparse.Namespace, spec: BrokerSpec, herds: dict[str, dict[int
              lambda x: f"{ms(pct(x['latencies'], 0.5))} / {ms(pct(x['latencies'], 0.99))} /"
                        f" {ms(max(x['latencies']) if x['latencies'] else None)}",
              lambda x: pct(x["latencies"], 0.99), "p99 ≤ 50 ms" + mark(None if p99c is None else p99c <= 0.05))
+        if c is not None and not c.get("error"):
+            sl = c["settled_latencies"]
+            out.append(f"| heartbeat latency p50 / p99 / max once every member settled (regular"
+                       f" interval; {len(sl):,} heartbeats) | {ms(pct(sl, 0.5))} / {ms(pct(sl, 0.99))}"
+                       f" / {ms(max(sl) if sl else None)} | - | | |")
+            al = c["ack_latencies"]
+            out.append(f"| latency p50 / p99 of heartbeats carrying an acknowledgement, in the"
+                       f" window ({len(al):,}) | {ms(pct(al, 0.5))} / {ms(pct(al, 0.99))} | - | | |")
         crow("load generators' event-loop lag p99 / max (bounds the latencies' accuracy)",
              lambda x: f"{ms(x['lag_p99'])} / {ms(x['lag_max'])}", None, "")
         rss = num(c, lambda x: x["rss_peak"])
@@ -1216,7 +1233,8 @@ def main(argv: list[str] | None = None) -> int:
                         log(f"(3) consumer: acks p50/p99 {ms(pct(c['ack_latencies'], 0.5))}/"
                             f"{ms(pct(c['ack_latencies'], 0.99))} ({len(c['ack_latencies'])});"
                             " per second of the window (second: answers > 50 ms / worst"
-                            f" load-generator loop lag / broker CPU): {c['per_second']}")
+                            " load-generator loop lag / broker CPU + load generators' CPU):"
+                            f" {c['per_second']}")
                 except BenchError as exc:
                     caps[kind] = {"error": str(exc).splitlines()[0]}
                     errors.append(f"(3) {kind}: {exc}")
