@@ -551,6 +551,7 @@ async def capacity_main(port: int, topic: str, first: int, last: int, duration: 
     samples: list[tuple[float, float, bool]] = []  # (sent at, latency, carried an ack)
     intervals: dict[int, int] = {}  # interval the broker gave -> responses in the window
     settled: dict[tuple[int, int], float] = {}  # first response with the regular interval
+    recon: list[tuple[float, float, int]] = []
     sent = [0]
     all_joined = asyncio.get_running_loop().create_future()
     window: list[float] = [0.0, 0.0]
@@ -573,6 +574,7 @@ async def capacity_main(port: int, topic: str, first: int, last: int, duration: 
             subscribed_topic_names=[topic], topic_partitions=[],
         )
         epoch, pending = 0, None
+        beats, last_assignment = 0, 0.0
         while True:
             s = time.perf_counter()
             if window[1] and s >= window[1]:
@@ -588,6 +590,7 @@ async def capacity_main(port: int, topic: str, first: int, last: int, duration: 
                 return
             got = time.perf_counter()
             sent[0] += 1
+            beats += 1
             if window[0] and s >= window[0]:
                 samples.append((s, got - s, request.topic_partitions is not None))
                 intervals[r.heartbeat_interval_ms] = intervals.get(r.heartbeat_interval_ms, 0) + 1
@@ -608,8 +611,12 @@ async def capacity_main(port: int, topic: str, first: int, last: int, duration: 
                 epoch = r.member_epoch
                 if r.assignment is not None:
                     pending = r.assignment.topic_partitions
+                    last_assignment = got
                 if r.heartbeat_interval_ms >= regular_ms and key not in settled:
                     settled[key] = got
+                    since = joined[key]
+                    # (last assignment change, settled) after the join; heartbeats until then
+                    recon.append((last_assignment - since, got - since, beats))
             request = cgh.ConsumerGroupHeartbeatRequest(
                 group_id=group, member_id=member_id, member_epoch=epoch,
                 topic_partitions=to_request(pending),
@@ -666,6 +673,7 @@ async def capacity_main(port: int, topic: str, first: int, last: int, duration: 
         "join_errors": len(join_errors),
         "first_join_error": join_errors[0] if join_errors else None,
         "settled": len(settled),
+        "recon": [(round(a, 4), round(b, 4), n) for a, b, n in recon],
         "settle_s": max(settle_times) if settle_times else None,
         "heartbeats": sent[0],
         "window_heartbeats": len(samples),
@@ -775,6 +783,7 @@ def measure_capacity(kind: str, spec: BrokerSpec, workdir: Path, groups: int, du
         if kind == "consumer":
             cap["fenced"] = merge([x["fenced"] for x in parts])
             cap["settled"] = sum(x["settled"] for x in parts)
+            cap["recon"] = [v for x in parts for v in x["recon"]]
             cap["settle_s"] = max((x["settle_s"] or 0) for x in parts)
             cap["intervals"] = merge([x["intervals"] for x in parts])
             cap["window_heartbeats"] = sum(x["window_heartbeats"] for x in parts)
@@ -785,6 +794,7 @@ def measure_capacity(kind: str, spec: BrokerSpec, workdir: Path, groups: int, du
         else:
             cap["fenced"] = merge([x["expired"] for x in parts])
         cap["rss_peak"] = sampler.stop()
+        cap["join_spread"] = join_spread if kind == "consumer" else None
         cap["log"] = scan_log(b)
     return cap
 
@@ -1013,9 +1023,12 @@ def report(args: argparse.Namespace, spec: BrokerSpec, herds: dict[str, dict[int
     out.append("")
 
     if caps:
+        spread = caps.get("consumer", {}).get("join_spread")
         out.append(f"Capacity: {groups:,} groups x {MEMBERS_PER_GROUP} members, one connection per"
                    f" member, two load-generator processes, measured for {duration:.0f} s after all"
-                   " joined; each on a fresh broker.")
+                   " joined; each on a fresh broker."
+                   + (f" Consumer-protocol groups join at random moments over {spread:.0f} s"
+                      " (the classic load generator joins 50 groups every 50 ms)." if spread else ""))
         out.append("")
         out.append("| Capacity | consumer protocol (ConsumerGroupHeartbeat v1) | classic"
                    " (JoinGroup/SyncGroup, Heartbeat every 3 s) | consumer ÷ classic | target (consumer) |")
@@ -1047,6 +1060,14 @@ def report(args: argparse.Namespace, spec: BrokerSpec, herds: dict[str, dict[int
         if c is not None and not c.get("error"):
             out.append(f"| members settled (got the regular interval) and when, from the first join"
                        f" | {c['settled']:,}/{c['members']:,}, last after {c['settle_s']:.1f} s | - | | |")
+        if c is not None and not c.get("error") and c["recon"]:
+            last = [a for a, _b, _n in c["recon"]]
+            sett = [b for _a, b, _n in c["recon"]]
+            beats = [float(n) for _a, _b, n in c["recon"]]
+            out.append("| per member, from its join: last assignment change / got the regular"
+                       " interval / heartbeats sent until then (p50, max) |"
+                       f" {ms(pct(last, 0.5))}, {ms(max(last))} / {ms(pct(sett, 0.5))},"
+                       f" {ms(max(sett))} / {pct(beats, 0.5):.0f}, {max(beats):.0f} | - | | |")
         nf = num(c, lambda x: sum(x["fenced"].values()))
         crow("fenced / expired (FENCED_MEMBER_EPOCH 110, UNKNOWN_MEMBER_ID 25; classic: 25, 27, 22);"
              " other errors",
