@@ -44,7 +44,9 @@ import re
 import shlex
 import shutil
 import signal
+import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -68,11 +70,13 @@ from broker_throughput import (
     BrokerSpec,
     RssSampler,
     _on_signal,
+    _recv_exact,
     _stop_all,
     create_topics,
     discover_brokers,
     free_port,
     log,
+    metadata_request,
 )
 from confluent_kafka import Consumer, Producer
 from group_coordinator import child_env, collect, cpu_of, mark, ms, pct
@@ -741,6 +745,8 @@ def measure_capacity(kind: str, spec: BrokerSpec, workdir: Path, groups: int, du
 
         cpu_thread = threading.Thread(target=sample_cpu, daemon=True)
         cpu_thread.start()
+        probe = BrokerProbe(b.port)
+        probe.start()
         cpu0 = cpu_of(b.pid)
         t0 = time.perf_counter()
         for lo, hi in ((0, groups // 2), (groups // 2, groups)):
@@ -762,6 +768,7 @@ def measure_capacity(kind: str, spec: BrokerSpec, workdir: Path, groups: int, du
         finally:
             cpu_stop.set()
             cpu_thread.join(5)
+            probe.stop()
         wall = time.perf_counter() - t0
         cap: dict[str, Any] = {
             "members": sum(x["members"] for x in parts),
@@ -790,7 +797,9 @@ def measure_capacity(kind: str, spec: BrokerSpec, workdir: Path, groups: int, du
             cap["ack_latencies"] = [v for x in parts for v in x["ack_latencies"]]
             cap["settled_latencies"] = [v for x in parts for v in x["settled_latencies"]]
             cap["slow_by_second"] = merge([x["slow_by_second"] for x in parts])
-            cap["per_second"] = per_second(parts, cpu_samples, duration)
+            cap["per_second"] = per_second(parts, cpu_samples, probe.samples, duration)
+            start = min(x["window_wall"] for x in parts)
+            cap["probe"] = [x for t, x in probe.samples if start <= t <= start + duration]
         else:
             cap["fenced"] = merge([x["expired"] for x in parts])
         cap["rss_peak"] = sampler.stop()
@@ -799,10 +808,43 @@ def measure_capacity(kind: str, spec: BrokerSpec, workdir: Path, groups: int, du
     return cap
 
 
+class BrokerProbe(threading.Thread):
+    """Asks the broker for Metadata every 20 ms on a connection of its own: how long the
+    broker itself takes to answer, apart from the load generators' own stalls."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__(daemon=True, name="probe")
+        self.port = port
+        self.samples: list[tuple[float, float]] = []  # (wall time sent, seconds)
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        try:
+            sock = socket.create_connection((HOST, self.port), timeout=10)
+        except OSError:
+            return
+        with sock:
+            corr = 0
+            while not self._stop_event.wait(0.02):
+                corr += 1
+                t, s = time.time(), time.perf_counter()
+                try:
+                    sock.sendall(metadata_request(corr))
+                    size = struct.unpack(">i", _recv_exact(sock, 4))[0]
+                    _recv_exact(sock, size)
+                except (OSError, EOFError, struct.error):
+                    return
+                self.samples.append((t, time.perf_counter() - s))
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(15)
+
+
 def per_second(parts: list[dict[str, Any]], cpu: list[tuple[float, float, float]],
-               duration: float) -> str:
-    """Second of the window: answers > 50 ms, the generators' worst loop lag, CPU % of the
-    broker and of the two load generators together."""
+               probe: list[tuple[float, float]], duration: float) -> str:
+    """Second of the window: answers > 50 ms, the generators' worst loop lag, the broker
+    probe's slowest answer, CPU % of the broker and of the two load generators together."""
     start = min(x["window_wall"] for x in parts)
     cells = []
     for sec in range(int(duration)):
@@ -815,7 +857,8 @@ def per_second(parts: list[dict[str, Any]], cpu: list[tuple[float, float, float]
             span = inside[-1][0] - inside[0][0]
             busy = (inside[-1][1] - inside[0][1]) / span * 100
             gens = (inside[-1][2] - inside[0][2]) / span * 100
-        cells.append(f"{sec}:{slow}/{lag * 1000:.0f}ms/{busy:.0f}%+{gens:.0f}%")
+        worst = max((x for t, x in probe if lo <= t < hi), default=0.0)
+        cells.append(f"{sec}:{slow}/{lag * 1000:.0f}ms/{worst * 1000:.0f}ms/{busy:.0f}%+{gens:.0f}%")
     return " ".join(cells)
 
 
@@ -1090,6 +1133,11 @@ def report(args: argparse.Namespace, spec: BrokerSpec, herds: dict[str, dict[int
             al = c["ack_latencies"]
             out.append(f"| latency p50 / p99 of heartbeats carrying an acknowledgement, in the"
                        f" window ({len(al):,}) | {ms(pct(al, 0.5))} / {ms(pct(al, 0.99))} | - | | |")
+        if c is not None and not c.get("error"):
+            pr = c["probe"]
+            out.append(f"| broker probe: Metadata every 20 ms on its own connection, p50 / p99 / max"
+                       f" in the window ({len(pr):,}) | {ms(pct(pr, 0.5))} / {ms(pct(pr, 0.99))} /"
+                       f" {ms(max(pr) if pr else None)} | - | | |")
         crow("load generators' event-loop lag p99 / max (bounds the latencies' accuracy)",
              lambda x: f"{ms(x['lag_p99'])} / {ms(x['lag_max'])}", None, "")
         rss = num(c, lambda x: x["rss_peak"])
@@ -1254,7 +1302,8 @@ def main(argv: list[str] | None = None) -> int:
                         log(f"(3) consumer: acks p50/p99 {ms(pct(c['ack_latencies'], 0.5))}/"
                             f"{ms(pct(c['ack_latencies'], 0.99))} ({len(c['ack_latencies'])});"
                             " per second of the window (second: answers > 50 ms / worst"
-                            " load-generator loop lag / broker CPU + load generators' CPU):"
+                            " load-generator loop lag / slowest broker probe / broker CPU +"
+                            " load generators' CPU):"
                             f" {c['per_second']}")
                 except BenchError as exc:
                     caps[kind] = {"error": str(exc).splitlines()[0]}
