@@ -1164,10 +1164,16 @@ def report(args: argparse.Namespace, spec: BrokerSpec, herds: dict[str, dict[int
         " consecutive deliveries of a partition to its consumer; normal = the p99 of those gaps"
         " over all partitions in the seconds before the join; pause = the longest gap on a kept"
         " partition from the join until 1 s after the last ownership change, minus normal."
+        " The ten learn of the eleventh at their next heartbeat: classic every 3 s (librdkafka's"
+        " heartbeat.interval.ms), consumer at the interval the broker gives a settled group"
+        " (group.consumer.heartbeat.interval.ms, 5 s unless set), 200 ms while it changes."
         " (3) raw members: v1 join with a generated member id, epoch 0, rebalance timeout 60 s,"
         " the topic, an empty owned list; then heartbeat at the interval each answer gives with the"
         " latest epoch and, once, the assignment of the latest answer that carried one (the"
-        " acknowledgement); a fenced or unknown member is counted and stops. The classic column is"
+        " acknowledgement); a fenced or unknown member is counted and stops. Settled = the first"
+        " answer with the regular interval. The probe is a separate connection from the parent"
+        " process asking for Metadata every 20 ms: its latency is the broker's own responsiveness,"
+        " apart from the load generators' event-loop stalls. The classic column is"
         " bench/group_coordinator.py's capacity load generator (heartbeat every 3 s, session 30 s)."
     )
     if logs:
