@@ -70,6 +70,7 @@ bench-quick: install-bench
 	$(BIN)/python bench/broker_throughput.py --quick
 	$(BIN)/python bench/client_throughput.py --quick
 	$(BIN)/python bench/group_coordinator.py --quick
+	$(BIN)/python bench/consumer_protocol.py --quick
 	$(BIN)/python bench/spark_source.py --quick
 	$(BIN)/python bench/simulate_groups.py --quick
 
