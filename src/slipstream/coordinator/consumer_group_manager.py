@@ -74,6 +74,9 @@ log = logging.getLogger("slipstream.coordinator")
 # ConsumerGroupHeartbeat v1 (KIP-1082): the consumer generates its member id.
 CONSUMER_GENERATED_MEMBER_ID_VERSION = 1
 CONSUMER_MEMBER_TYPE = 1
+# A Stable group whose epoch moved this recently still heartbeats fast: members that start
+# together keep arriving for a while after the first one settles.
+SETTLE_WINDOW_MS = 1_000
 # A fence whose write failed is tried again this much later.
 FENCE_RETRY_MS = 500
 
@@ -396,7 +399,7 @@ class ConsumerGroupManager:
             reconciled
             and not bumped
             and group.state is ConsumerGroupState.STABLE
-            and now_ms - group.epoch_changed_ms >= regular
+            and now_ms - group.epoch_changed_ms >= min(regular, SETTLE_WINDOW_MS)
         )
         return regular if settled else min(regular, self.config.consumer_group_reconciling_heartbeat_interval_ms)
 
