@@ -530,23 +530,10 @@ def measure_join(bootstrap: str, topic: str, protocol: str, rate: int, baseline:
 async def capacity_main(port: int, topic: str, first: int, last: int, duration: float,
                         join_timeout: float, regular_ms: int, join_spread: float) -> dict:
     """Groups first..last-1, five raw consumer-protocol members each, one connection each."""
-    from slipstream.client.connection import BrokerConnection
     from slipstream.protocol.apis import consumer_group_heartbeat as cgh
 
-    conns: dict[tuple[int, int], Any] = {}
-    sem = asyncio.Semaphore(200)
-
-    async def connect(key: tuple[int, int]) -> None:
-        async with sem:
-            conns[key] = await BrokerConnection(
-                HOST, port, max_in_flight=2, request_timeout_s=60, connect_timeout_s=30
-            ).connect()
-
-    t0 = time.perf_counter()
     keys = [(g, m) for g in range(first, last) for m in range(MEMBERS_PER_GROUP)]
-    res = await asyncio.gather(*(connect(k) for k in keys), return_exceptions=True)
-    connect_errors = [str(r) for r in res if isinstance(r, Exception)]
-    connect_s = time.perf_counter() - t0
+    conns, connect_errors, connect_s = await gc_bench.connect_members(port, keys)
 
     joined: dict[tuple[int, int], float] = {}
     join_errors: list[str] = []

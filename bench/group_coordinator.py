@@ -506,13 +506,12 @@ async def rate_main(
     return out
 
 
-async def capacity_main(
-    port: int, topic: str, first: int, last: int, interval: float, duration: float,
-    join_timeout: float,
-) -> dict:
-    """Groups first..last-1, five members each, one connection per member; heartbeat."""
+async def connect_members(
+    port: int, keys: list[tuple[int, int]]
+) -> tuple[dict[tuple[int, int], Any], list[str], float]:
+    """One connection per (group, member) key, 200 connecting at a time: the connections,
+    the errors of those that failed, and the seconds it took."""
     from slipstream.client.connection import BrokerConnection
-    from slipstream.protocol.apis import heartbeat as hb
 
     conns: dict[tuple[int, int], Any] = {}
     sem = asyncio.Semaphore(200)
@@ -524,10 +523,19 @@ async def capacity_main(
             ).connect()
 
     t0 = time.perf_counter()
-    keys = [(g, m) for g in range(first, last) for m in range(MEMBERS_PER_GROUP)]
     res = await asyncio.gather(*(connect(k) for k in keys), return_exceptions=True)
-    connect_errors = [str(r) for r in res if isinstance(r, Exception)]
-    connect_s = time.perf_counter() - t0
+    return conns, [str(r) for r in res if isinstance(r, Exception)], time.perf_counter() - t0
+
+
+async def capacity_main(
+    port: int, topic: str, first: int, last: int, interval: float, duration: float,
+    join_timeout: float,
+) -> dict:
+    """Groups first..last-1, five members each, one connection per member; heartbeat."""
+    from slipstream.protocol.apis import heartbeat as hb
+
+    keys = [(g, m) for g in range(first, last) for m in range(MEMBERS_PER_GROUP)]
+    conns, connect_errors, connect_s = await connect_members(port, keys)
 
     members: dict[tuple[int, int], tuple[str, int]] = {}
     join_errors: list[str] = []
