@@ -8,9 +8,13 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from confluent_kafka import Producer as CkProducer
+
 from slipstream.broker.broker import Broker
 from slipstream.client.admin import Admin
+from slipstream.client.assignors import TopicPartition
 from slipstream.client.cluster import Cluster
+from slipstream.client.membership import RebalanceListener
 
 DEADLINE_S = 15.0
 
@@ -50,3 +54,63 @@ async def create_topic(bootstrap: str, name: str, partitions: int) -> None:
         await Admin(cluster).create_topic(name, partitions)
     finally:
         await cluster.close()
+
+
+# ---------------------------------------------------------------------------- groups
+
+
+def _produce(bootstrap: str, topic: str, per_partition: dict[int, int]) -> None:
+    p = CkProducer({"bootstrap.servers": bootstrap, "log_level": 0, "linger.ms": 5})
+    for partition, n in per_partition.items():
+        for i in range(n):
+            p.produce(topic, key=f"k{i}".encode(), value=f"{topic}-{partition}-{i}".encode(), partition=partition)
+    assert p.flush(15) == 0
+
+
+async def produce(bootstrap: str, topic: str, per_partition: dict[int, int]) -> None:
+    await asyncio.to_thread(_produce, bootstrap, topic, per_partition)
+
+
+class Ledger:
+    """Who owns what, across all members; records every violation of single ownership."""
+
+    def __init__(self) -> None:
+        self.owner: dict[TopicPartition, str] = {}
+        self.violations: list[str] = []
+
+    def acquire(self, member: str, tps: list[TopicPartition]) -> None:
+        for tp in tps:
+            other = self.owner.get(tp)
+            if other is not None and other != member:
+                self.violations.append(f"{tp} assigned to {member} while {other} owns it")
+            self.owner[tp] = member
+
+    def release(self, member: str, tps: list[TopicPartition]) -> None:
+        for tp in tps:
+            if self.owner.get(tp) == member:
+                del self.owner[tp]
+
+    def owned_by(self, member: str) -> set[TopicPartition]:
+        return {tp for tp, m in self.owner.items() if m == member}
+
+
+class Recorder(RebalanceListener):
+    def __init__(self, name: str, ledger: Ledger) -> None:
+        self.name = name
+        self.ledger = ledger
+        self.events: list[tuple[str, list[TopicPartition]]] = []
+
+    async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
+        self.events.append(("revoked", revoked))
+        self.ledger.release(self.name, revoked)
+
+    async def on_partitions_lost(self, lost: list[TopicPartition]) -> None:
+        self.events.append(("lost", lost))
+        self.ledger.release(self.name, lost)
+
+    async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+        self.events.append(("assigned", assigned))
+        self.ledger.acquire(self.name, assigned)
+
+    def kinds(self) -> list[str]:
+        return [k for k, _ in self.events]
