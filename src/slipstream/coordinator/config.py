@@ -10,7 +10,7 @@ from dataclasses import dataclass
 # starts fast. A member joining (or being handed its member id) during a wait, or
 # a member handed an id that has not rejoined yet, extends it by the full delay,
 # bounded by the rebalance timeout, so consumers started together still land in
-# one generation (see GroupManager._on_initial_delay).
+# one generation (see ClassicRebalance._on_initial_delay).
 DEFAULT_INITIAL_REBALANCE_DELAY_MS = 100
 # See CoordinatorConfig.consumer_group_reconciling_heartbeat_interval_ms.
 DEFAULT_RECONCILING_HEARTBEAT_INTERVAL_MS = 200

@@ -63,6 +63,7 @@ from ..protocol.schema import Struct
 from . import consumer_records as crec
 from . import records as rec
 from .append_errors import append_error_for_group
+from .classic_responses import join_response
 from .config import CoordinatorConfig
 from .consumer import ConsumerGroup, ConsumerGroupState, PartitionOwnershipError
 from .consumer_group_manager import (
@@ -72,7 +73,7 @@ from .consumer_group_manager import (
     validate_member_fetch,
 )
 from .group import ClassicGroup
-from .group_manager import GroupManager, join_response
+from .group_manager import GroupManager
 from .member import Member
 from .offset_and_metadata import OffsetAndMetadata
 from .offset_manager import OffsetManager, PartitionExists, commit_error_response

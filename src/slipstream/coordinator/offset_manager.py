@@ -239,7 +239,7 @@ class OffsetManager:
         if generation < 0 and group.state is GroupState.EMPTY:
             return ErrorCode.NONE, group
         if generation >= 0 or member_id or instance_id is not None:
-            error = self.groups._validate_member(group, member_id, instance_id, "offset-commit")
+            error = self.groups.validate_member(group, member_id, instance_id, "offset-commit")
             if error:
                 return error, None
             if generation != group.generation_id:

@@ -23,7 +23,7 @@ from slipstream.coordinator import (
     Record,
     RequestContext,
 )
-from slipstream.coordinator.group_manager import initial_wait_ms
+from slipstream.coordinator.classic_rebalance import initial_wait_ms
 from slipstream.coordinator.topics_image import TopicsImage
 from slipstream.protocol import consumer_protocol as cp
 from slipstream.protocol.apis.delete_groups import DeleteGroupsRequest

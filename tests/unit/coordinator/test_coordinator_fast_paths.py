@@ -122,12 +122,12 @@ def test_a_session_extended_lazily_is_still_cut_short_by_leaving(ctx: GroupConte
     assert group is not None and not group.has_member(member)
     ctx.advance(2 * SESSION_MS)  # the old session timer finds nothing to expire
     assert ctx.state("g") is S.EMPTY
-    assert not ctx.coordinator.group_manager._session_armed
-    assert not ctx.coordinator.group_manager._session_due
+    assert not ctx.coordinator.group_manager.sessions.armed
+    assert not ctx.coordinator.group_manager.sessions.due
 
 
 def test_a_heartbeat_does_not_move_an_armed_session_timer(ctx: GroupContext) -> None:
-    from slipstream.coordinator.group_manager import heartbeat_key
+    from slipstream.coordinator.classic_sessions import heartbeat_key
 
     member, generation = _stable(ctx)
     key = heartbeat_key("g", member)

@@ -319,7 +319,7 @@ def test_zero_initial_delay_is_not_extended_by_arrivals() -> None:
 
 @pytest.mark.parametrize(("delay", "first"), [(0, 0), (1, 1), (3, 1), (4, 1), (5, 2), (100, 25), (3000, 750)])
 def test_initial_wait_is_a_quarter_of_the_delay_rounded_up(delay: int, first: int) -> None:
-    from slipstream.coordinator.group_manager import initial_wait_ms
+    from slipstream.coordinator.classic_rebalance import initial_wait_ms
 
     assert initial_wait_ms(delay) == first
 

@@ -125,6 +125,6 @@ def test_partition_for_matches_kafka() -> None:
 
 
 def test_heartbeat_timer_keys_do_not_collide() -> None:
-    from slipstream.coordinator.group_manager import heartbeat_key
+    from slipstream.coordinator.classic_sessions import heartbeat_key
 
     assert heartbeat_key("a-b", "c") != heartbeat_key("a", "b-c")
