@@ -170,3 +170,17 @@ async def test_markers_and_open_transactions_survive_a_restart(tmp_path: Path) -
         assert plog is not None and plog.aborted_txns(0, 5) == [AbortedTxn(PID, 0, 2, 3)]
         assert (await write_txn_markers(b.state, TxnMarker(PID + 1, 0, True, 0, (("t", 0),)))) == {("t", 0): 0}
         assert producers.last_stable_offset(6) == 6
+
+
+async def test_describe_producers_shows_open_transactions() -> None:
+    from slipstream.protocol.apis import describe_producers as dp
+
+    async with Broker(storage="memory", port=0) as b:
+        b.state.topics.create("t", 1, {})
+        await b.state.append("t", 0, txn_batch(PID, 0), acks=1, transactional=True)
+        await write_txn_markers(b.state, marker(True, ("t", 0), coordinator_epoch=4))
+        await b.state.append("t", 0, txn_batch(PID, 2), acks=1, transactional=True)
+        request = dp.DescribeProducersRequest(topics=[dp.DescribeProducersRequestTopic(name="t", partition_indexes=[0])])
+        response = await raw_request_async(f"127.0.0.1:{b.port}", dp.SPEC, 0, request)
+        [producer] = response.topics[0].partitions[0].active_producers
+        assert (producer.producer_id, producer.coordinator_epoch, producer.current_txn_start_offset) == (PID, 4, 3)
