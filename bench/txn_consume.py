@@ -38,7 +38,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartiti
 
 from slipstream.client.connection import BrokerConnection
 from slipstream.client.consumer import Consumer as SlipConsumer
-from slipstream.protocol.apis import create_topics as ct
+from slipstream.protocol.apis.create_topics import SPEC as CREATE_TOPICS
+from slipstream.protocol.apis.create_topics import CreateTopicsRequest, CreateTopicsRequestTopic
 from slipstream.testing.ports import free_port
 from slipstream.testing.transactions import WireTxnWriter
 
@@ -59,10 +60,10 @@ class Written:
 
 
 async def _create_topic(conn: BrokerConnection, name: str) -> None:
-    request = ct.CreateTopicsRequest(
-        topics=[ct.CreateTopicsRequestTopic(name=name, num_partitions=1, replication_factor=1)], timeout_ms=10_000
+    request = CreateTopicsRequest(
+        topics=[CreateTopicsRequestTopic(name=name, num_partitions=1, replication_factor=1)], timeout_ms=10_000
     )
-    response = await conn.request(ct.SPEC, request, version=5)
+    response = await conn.request(CREATE_TOPICS, request, version=5)
     code = response.topics[0].error_code
     if code:
         raise RuntimeError(f"cannot create topic {name}: error {code}")
