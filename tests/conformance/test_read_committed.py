@@ -170,3 +170,24 @@ def test_aiokafka_consumer(broker, topic_name, mixed: MixedLog, isolation: str) 
             await consumer.stop()
 
     assert asyncio.run(go()) == expected
+
+
+def test_read_committed_after_kill_9(fresh_broker, topic_name) -> None:
+    """Open transactions, markers and the aborted-transaction index survive kill -9
+    (markers are written like acks=all produce; the index entry goes first)."""
+    ck_create_topic(fresh_broker.bootstrap, topic_name, partitions=1)
+
+    async def go() -> MixedLog:
+        conn = await BrokerConnection(fresh_broker.host, fresh_broker.port).connect()
+        try:
+            return await write_mixed_transactions(conn, topic_name)
+        finally:
+            await conn.close()
+
+    mixed = asyncio.run(go())
+    fresh_broker.kill9()
+    fresh_broker.restart()
+    values, position = ck_read_to_eof(fresh_broker.bootstrap, topic_name, "read_committed")
+    assert values == mixed.read_committed and position == mixed.last_stable_offset
+    values, _ = ck_read_to_eof(fresh_broker.bootstrap, topic_name, "read_uncommitted")
+    assert values == mixed.read_uncommitted
