@@ -66,13 +66,12 @@ def _write_one(state: BrokerState, marker: TxnMarker, topic: str, partition: int
         )
     producers = state.producer_state(topic, partition)
     producers.check_marker(marker.producer_id, marker.producer_epoch, marker.coordinator_epoch)
-    offset = plog.log_end_offset
     if not marker.commit:
-        first = producers.open_transaction(marker.producer_id)
-        if first is not None:
-            others = [f for pid, f in producers.open_transactions() if pid != marker.producer_id]
-            lso = others[0] if others else offset + 1
-            plog.add_aborted_txn(AbortedTxn(marker.producer_id, first, offset, lso))
+        ending = producers.completion(marker.producer_id, plog.log_end_offset, aborted=True)
+        if ending is not None:
+            plog.add_aborted_txn(
+                AbortedTxn(ending.producer_id, ending.first_offset, ending.last_offset, ending.last_stable_offset)
+            )
     now = state.clock()
     batch = bytearray(
         build_control_batch(
