@@ -98,5 +98,5 @@ def test_the_heartbeat_budget_reaches_the_coordinator_and_is_validated() -> None
     with Broker(storage="memory", port=0, group_consumer_heartbeat_budget_per_sec=0) as broker:
         assert broker.groups is not None
         assert broker.groups.config.consumer_group_heartbeat_budget_per_s == 0
-    with pytest.raises(ValueError, match="group.consumer.heartbeat.budget.per.sec must be >= 0"):
+    with pytest.raises(ValueError, match=r"group\.consumer\.heartbeat\.budget\.per\.sec must be >= 0"):
         Broker(storage="memory", port=0, group_consumer_heartbeat_budget_per_sec=-1)
