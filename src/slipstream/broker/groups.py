@@ -65,6 +65,7 @@ from ..protocol.apis.sync_group import SyncGroupRequest, SyncGroupResponse
 from ..protocol.errors import ErrorCode
 from ..protocol.records import ProducerRecord, build_batch, iter_records
 from ..protocol.schema import Struct
+from .group_configs import HEARTBEAT_INTERVAL
 from .state import BrokerState
 
 log = logging.getLogger(__name__)
@@ -132,6 +133,7 @@ class GroupCoordinatorAdapter:
                 DEFAULT_RECONCILING_HEARTBEAT_INTERVAL_MS, c.group_consumer_heartbeat_interval_ms
             ),
             consumer_group_max_size=c.group_consumer_max_size,
+            consumer_group_heartbeat_budget_per_s=c.group_consumer_heartbeat_budget_per_sec,
             consumer_group_assignors=c.consumer_group_assignors(),
         )
         self.timer = ManualTimer(clock=state.clock)
@@ -158,7 +160,11 @@ class GroupCoordinatorAdapter:
 
     def _consumer_group_timeouts(self, group_id: str) -> ConsumerGroupTimeouts:
         configs = self.state.group_configs
-        return ConsumerGroupTimeouts(configs.session_timeout_ms(group_id), configs.heartbeat_interval_ms(group_id))
+        return ConsumerGroupTimeouts(
+            configs.session_timeout_ms(group_id),
+            configs.heartbeat_interval_ms(group_id),
+            interval_is_group_config=configs.overrides_setting(group_id, HEARTBEAT_INTERVAL),
+        )
 
     def _partition_exists(self, topic: str, partition: int) -> bool:
         return self.state.topics.partition(topic, partition) is not None
