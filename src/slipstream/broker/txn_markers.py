@@ -39,17 +39,22 @@ class TxnMarker:
 async def write_txn_markers(state: BrokerState, marker: TxnMarker) -> dict[tuple[str, int], int]:
     """Append the marker to each partition; returns each partition's error code (0 = ok)."""
     results: dict[tuple[str, int], int] = {}
-    written: list[PartitionLog] = []
+    written: list[tuple[tuple[str, int], PartitionLog]] = []
     for topic, partition in marker.partitions:
         key = (topic, partition)
         try:
-            written.append(_write_one(state, marker, topic, partition))
+            written.append((key, _write_one(state, marker, topic, partition)))
             results[key] = ErrorCode.NONE
         except KafkaError as exc:
             results[key] = exc.code
             log.info("transaction marker for %s-%d refused: %s", topic, partition, exc.message)
     if written and state.config.durability == "fsync":
-        await asyncio.gather(*(state.committer.sync(plog) for plog in written))
+        synced = await asyncio.gather(
+            *(state.committer.sync(plog) for _, plog in written), return_exceptions=True
+        )
+        for (key, _), outcome in zip(written, synced, strict=True):
+            if isinstance(outcome, Exception):  # the fsync failed: the marker is not durable
+                results[key] = ErrorCode.KAFKA_STORAGE_ERROR
     return results
 
 
