@@ -19,7 +19,7 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from slipstream.log.api import PartitionLog
+from slipstream.log.api import AbortedTxn, PartitionLog
 from slipstream.log.checkpoint import sync_directory
 from slipstream.log.index import SegmentIndexes
 from slipstream.log.memory import MemoryLog, MemorySegment
@@ -180,6 +180,7 @@ class _DiskOutput:
         self.size = 0
         self.next_offset = base
         self.max_timestamp = -1
+        self.aborted: list[AbortedTxn] = []
 
     def add(self, batch: bytes | memoryview, header: BatchHeader) -> None:
         self.segment.append(batch, header, None)
@@ -189,6 +190,7 @@ class _DiskOutput:
         segment.seal()  # data and both indexes written and fsynced
         self.size, self.next_offset = segment.size, segment.next_offset
         self.max_timestamp = segment.max_timestamp
+        self.aborted = list(segment.aborted)
         segment.close()
 
     def abandon(self) -> None:
@@ -350,6 +352,11 @@ class CompactionJob:
                 output = self._new_output(group[0].base_offset)
             else:
                 return
+        # Transactional batches and markers are kept, so their aborted-transaction
+        # entries move with them (closed segments' entries no longer change).
+        for segment in group:
+            for txn in segment.aborted:
+                output.segment.add_aborted(txn)
         output.finish()
         self._results.append(_GroupResult(list(group), output))
         stats.groups_cleaned += 1
@@ -521,6 +528,7 @@ class CompactionJob:
                 max_timestamp=output.max_timestamp,
                 indexes=SegmentIndexes.cold(path, base, interval),
             )
+            new.set_aborted(output.aborted)
             _inherit_append_times(new, result.old)
             log_.replace_segments(result.old, new)
             self.stats.bytes_after += new.size
