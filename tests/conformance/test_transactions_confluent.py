@@ -148,7 +148,7 @@ def test_killed_producer_transaction_times_out(broker, topic_name):
         proc.wait()
     # The open transaction holds back read_committed readers (LSO) until the coordinator
     # aborts it at transaction.timeout.ms (3 s); data committed after that is readable.
-    later = txn_producer(Producer and broker.bootstrap, f"other-{topic_name}")
+    later = txn_producer(broker.bootstrap, f"other-{topic_name}")
     later.init_transactions(15)
     later.begin_transaction()
     later.produce(topic_name, value=b"after", partition=0)
