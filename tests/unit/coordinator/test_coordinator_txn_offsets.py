@@ -106,7 +106,7 @@ def test_replay_of_the_log_agrees() -> None:
 
 def test_generation_and_member_checks() -> None:
     ctx = GroupContext()
-    (a, b) = ctx.form_group("g", 2)
+    a, _other = ctx.form_group("g", 2)
     ok = txn_commit(ctx, "g", {("t", 0): 1}, generation=a.generation, member_id=a.member_id)
     assert ok == {("t", 0): E.NONE}
     assert txn_commit(ctx, "g", {("t", 0): 1}, generation=a.generation + 1, member_id=a.member_id) == {
