@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..coordinator.result import RequestContext as CoordinatorContext
-from ..log.api import AppendInfo
+from ..log.api import AppendInfo, PartitionLog
 from ..protocol import compression
 from ..protocol.apis.api_versions import ApiVersionsResponseApiVersion
 from ..protocol.compression import CorruptCompressedData, UnsupportedCompression
@@ -67,6 +67,13 @@ class BrokerState:
             if plog is not None and plog.log_end_offset > plog.log_start_offset:
                 state.rebuild(plog.batch_headers())
         return state
+
+    def last_stable_offset(self, topic: str, partition: int, plog: PartitionLog) -> int:
+        """First offset of the earliest open transaction, else the high watermark; never
+        below the log start (DeleteRecords or retention may pass an open transaction's
+        start, as in Kafka)."""
+        lso = self.producer_state(topic, partition).last_stable_offset(plog.log_end_offset)
+        return max(lso, plog.log_start_offset)
 
     async def append(
         self, topic: str, partition: int, records: memoryview, *, acks: int, transactional: bool = False

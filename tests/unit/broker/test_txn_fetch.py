@@ -152,3 +152,18 @@ async def test_versions_and_sessions(version: int) -> None:
             part = second.responses[0].partitions[0]
             assert offsets_of(part) == [(2, False), (4, True)]
             assert [(t.producer_id, t.first_offset) for t in part.aborted_transactions or []] == [(A, 2)]
+
+
+async def test_lso_never_falls_below_the_log_start() -> None:
+    async with Broker(storage="memory", port=0) as b:
+        b.state.topics.create("t", 1, {})
+        await b.state.append("t", 0, txn_batch(A, 0), acks=1, transactional=True)  # 0-1, open
+        await b.state.append("t", 0, plain(), acks=1)  # 2-3
+        plog = b.state.topics.partition("t", 0)
+        assert plog is not None
+        assert b.state.last_stable_offset("t", 0, plog) == 0
+        plog.delete_records_before(3)
+        assert b.state.last_stable_offset("t", 0, plog) == 3
+        part = await fetch(b, 3, COMMITTED)
+        assert part.last_stable_offset == 3 and offsets_of(part) == []
+        assert await list_latest(b, COMMITTED) == 3

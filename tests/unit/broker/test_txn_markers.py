@@ -170,3 +170,48 @@ async def test_markers_and_open_transactions_survive_a_restart(tmp_path: Path) -
         assert plog is not None and plog.aborted_txns(0, 5) == [AbortedTxn(PID, 0, 2, 3)]
         assert (await write_txn_markers(b.state, TxnMarker(PID + 1, 0, True, 0, (("t", 0),)))) == {("t", 0): 0}
         assert producers.last_stable_offset(6) == 6
+
+
+async def test_describe_producers_shows_open_transactions() -> None:
+    from slipstream.protocol.apis import describe_producers as dp
+
+    async with Broker(storage="memory", port=0) as b:
+        b.state.topics.create("t", 1, {})
+        await b.state.append("t", 0, txn_batch(PID, 0), acks=1, transactional=True)
+        await write_txn_markers(b.state, marker(True, ("t", 0), coordinator_epoch=4))
+        await b.state.append("t", 0, txn_batch(PID, 2), acks=1, transactional=True)
+        request = dp.DescribeProducersRequest(topics=[dp.DescribeProducersRequestTopic(name="t", partition_indexes=[0])])
+        response = await raw_request_async(f"127.0.0.1:{b.port}", dp.SPEC, 0, request)
+        [producer] = response.topics[0].partitions[0].active_producers
+        assert (producer.producer_id, producer.coordinator_epoch, producer.current_txn_start_offset) == (PID, 4, 3)
+
+
+async def test_broker_cleaner_drops_aborted_data_and_stops_at_the_lso() -> None:
+    import asyncio
+
+    from slipstream.protocol.records import ProducerRecord, build_batch
+
+    def record(pid: int, key: bytes, value: bytes) -> memoryview:
+        batch = build_batch([ProducerRecord(key, value, timestamp_ms=1000)], producer_id=pid,
+                            producer_epoch=0 if pid >= 0 else -1, base_sequence=0 if pid >= 0 else -1,
+                            is_transactional=pid >= 0)
+        return memoryview(bytearray(batch))
+
+    async with Broker(storage="memory", port=0) as b:
+        b.state.topics.create("c", 1, {"cleanup.policy": "compact", "segment.ms": "1"})
+        await b.state.append("c", 0, record(-1, b"a", b"old"), acks=1)  # 0
+        await asyncio.sleep(0.005)  # segment.ms=1: the next append rolls
+        await b.state.append("c", 0, record(31, b"a", b"aborted"), acks=1, transactional=True)  # 1
+        await write_txn_markers(b.state, TxnMarker(31, 0, False, 0, (("c", 0),)))  # 2
+        await asyncio.sleep(0.005)
+        await b.state.append("c", 0, record(32, b"a", b"open"), acks=1, transactional=True)  # 3: the LSO
+        await asyncio.sleep(0.005)
+        await b.state.append("c", 0, record(-1, b"z", b"1"), acks=1)  # 4
+        assert b.cleaner is not None
+        done = await b.cleaner.clean_all(force=True)
+        assert [d.stats.aborted_batches_removed for d in done if d.topic == "c"] == [1]
+        values = [
+            (r.offset, r.value) for raw in stored(b, "c") for r in decode_batch(raw)[1]
+            if not decode_batch(raw)[0].is_control
+        ]
+        assert values == [(0, b"old"), (3, b"open"), (4, b"1")]

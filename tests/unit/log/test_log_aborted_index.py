@@ -7,49 +7,10 @@ import random
 from pathlib import Path
 
 from log_env import LogEnv
+from txn_writer import TxnWriter
 
-from slipstream.log.api import AbortedTxn, LogConfig, PartitionLog
+from slipstream.log.api import AbortedTxn, LogConfig
 from slipstream.log.partition_log import DiskLog
-from slipstream.protocol.records import (
-    CONTROL_ABORT,
-    CONTROL_COMMIT,
-    ProducerRecord,
-    build_batch,
-    build_control_batch,
-)
-
-
-class TxnWriter:
-    """Writes transactional data and markers to a log the way the broker does, keeping
-    the open transactions (producer id -> first offset) and the entries it made."""
-
-    def __init__(self, log: PartitionLog) -> None:
-        self.log = log
-        self.open: dict[int, int] = {}
-        self.entries: list[AbortedTxn] = []
-
-    def data(self, pid: int, n: int = 1, *, transactional: bool = True) -> None:
-        records = [ProducerRecord(b"k", b"x" * 20) for _ in range(n)]
-        batch = bytearray(build_batch(records, producer_id=pid, producer_epoch=0, base_sequence=0,
-                                      is_transactional=transactional))
-        info = self.log.append([batch], now_ms=0, log_append_time=False)
-        if transactional:
-            self.open.setdefault(pid, info.base_offset)
-
-    def end(self, pid: int, *, commit: bool) -> None:
-        offset = self.log.log_end_offset
-        first = self.open.pop(pid, None)
-        if not commit and first is not None:
-            following = next(iter(self.open.values()), None)
-            txn = AbortedTxn(pid, first, offset, offset + 1 if following is None else following)
-            self.log.add_aborted_txn(txn)
-            self.entries.append(txn)
-        marker = bytearray(build_control_batch(CONTROL_COMMIT if commit else CONTROL_ABORT,
-                                               producer_id=pid, producer_epoch=0, timestamp_ms=0))
-        assert self.log.append([marker], now_ms=0, log_append_time=False).base_offset == offset
-
-    def expected(self, start: int, end: int) -> list[AbortedTxn]:
-        return [t for t in self.entries if t.last_offset >= start and t.first_offset < end]
 
 
 def test_empty_and_simple_ranges(env: LogEnv) -> None:

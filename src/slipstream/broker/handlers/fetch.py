@@ -43,7 +43,8 @@ MAX_VERSION = 18
 _NO_LIMIT = 0x7FFFFFFF
 _ZERO_ID = uuid.UUID(int=0)
 READ_COMMITTED = 1
-_OFFSET_AND_LENGTH = struct.Struct(">qi")  # a batch's base offset and length field
+# A batch's base offset, length field and (after 11 bytes) last offset delta.
+_BATCH_SPAN = struct.Struct(">qi11xi")
 _LOG_OVERHEAD = 12
 
 
@@ -157,15 +158,15 @@ def _report(
 
 
 def _cut_at(chunks: list[bytes | memoryview], end_offset: int) -> tuple[list[bytes | memoryview], int]:
-    """The whole batches of ``chunks`` below ``end_offset`` (read_committed stops at the
-    LSO, which is always a batch boundary), and their size."""
+    """The batches of ``chunks`` that end below ``end_offset`` (read_committed stops at
+    the LSO), and their size."""
     kept: list[bytes | memoryview] = []
     size = 0
     for chunk in chunks:
         position, length = 0, len(chunk)
         while position < length:
-            base_offset, batch_length = _OFFSET_AND_LENGTH.unpack_from(chunk, position)
-            if base_offset >= end_offset:
+            base_offset, batch_length, last_delta = _BATCH_SPAN.unpack_from(chunk, position)
+            if base_offset + last_delta >= end_offset:
                 if position:
                     kept.append(memoryview(chunk)[:position])
                     size += position
@@ -217,7 +218,7 @@ def _read_all(
                 continue
             keys.append((topic.name, part.partition))
             hwm = plog.log_end_offset
-            lso = state.producer_state(topic.name, part.partition).last_stable_offset(hwm)
+            lso = state.last_stable_offset(topic.name, part.partition, plog)
             resp.high_watermark, resp.last_stable_offset = hwm, lso
             resp.log_start_offset = plog.log_start_offset
             if read_committed:

@@ -50,7 +50,7 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
             ts = part.timestamp
             fetchable = plog.log_end_offset
             if request.isolation_level == READ_COMMITTED:
-                fetchable = state.producer_state(wanted.name, part.partition_index).last_stable_offset(fetchable)
+                fetchable = state.last_stable_offset(wanted.name, part.partition_index, plog)
             if ts == LATEST:
                 resp.offset = fetchable
             elif ts in (EARLIEST, EARLIEST_LOCAL):
