@@ -59,6 +59,10 @@ class BrokerConfig:
     group_consumer_max_session_timeout_ms: int = 60_000
     group_consumer_min_heartbeat_interval_ms: int = 5_000
     group_consumer_max_heartbeat_interval_ms: int = 15_000
+    # Ours: settled consumer-group members' heartbeats per second, over all groups; a small
+    # broker gives settled members a shorter interval (down to 500 ms) so a joining member
+    # is noticed fast (see CoordinatorConfig). 0: always group.consumer.heartbeat.interval.ms.
+    group_consumer_heartbeat_budget_per_sec: int = 200
     # Comma-separated server-side assignors members may ask for; the first is the default.
     group_consumer_assignors: str = "uniform,range"
     offsets_retention_minutes: int = 7 * 24 * 60
@@ -89,6 +93,8 @@ class BrokerConfig:
             raise ValueError("transaction.state.log.num.partitions must be at least 1")
         if self.transaction_max_timeout_ms < 1 or self.transactional_id_expiration_ms < 1:
             raise ValueError("transaction.max.timeout.ms and transactional.id.expiration.ms must be positive")
+        if self.group_consumer_heartbeat_budget_per_sec < 0:
+            raise ValueError("group.consumer.heartbeat.budget.per.sec must be >= 0 (0: no budget)")
         if not (
             self.group_consumer_min_session_timeout_ms
             <= self.group_consumer_session_timeout_ms

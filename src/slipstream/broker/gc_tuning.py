@@ -14,18 +14,28 @@ An embedded broker shares its interpreter with the application, so only
 from __future__ import annotations
 
 import gc
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger(__name__)
 
 # Young-generation threshold: allocations (minus deallocations) between young passes.
 # Each pass costs about the objects alive at that moment (the requests in flight), so
 # a larger threshold mostly means fewer passes over the same survivors.
 YOUNG_THRESHOLD = 50_000
+# A full pass at least this long is logged: it stalls every connection for its length.
+SLOW_PASS_S = 0.1
 
 
 class ServingGC:
     """Freeze the start-up heap and collect less often; ``restore`` undoes both."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
         self._previous: tuple[int, int, int] | None = None
+        self._clock = clock
+        self._pass_started = 0.0
 
     def apply(self) -> None:
         if self._previous is not None:
@@ -37,10 +47,26 @@ class ServingGC:
         gc.freeze()
         _, older, oldest = self._previous
         gc.set_threshold(YOUNG_THRESHOLD, older, oldest)
+        gc.callbacks.append(self._timed)
+
+    def _timed(self, phase: str, info: dict[str, Any]) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self._pass_started = self._clock()
+            return
+        took = self._clock() - self._pass_started
+        if took >= SLOW_PASS_S:
+            log.warning(
+                "a full garbage-collector pass stalled the broker for %.0f ms (%d objects collected)",
+                took * 1000, info["collected"],
+            )
 
     def restore(self) -> None:
         if self._previous is None:
             return
+        if self._timed in gc.callbacks:
+            gc.callbacks.remove(self._timed)
         gc.set_threshold(*self._previous)
         gc.unfreeze()
         self._previous = None

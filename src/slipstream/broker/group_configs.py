@@ -52,6 +52,10 @@ class GroupConfigs:
     def overrides(self, group_id: str) -> dict[str, str]:
         return dict(self._overrides.get(group_id, {}))
 
+    def overrides_setting(self, group_id: str, name: str) -> bool:
+        overrides = self._overrides.get(group_id)
+        return overrides is not None and name in overrides
+
     def defaults(self) -> dict[str, str]:
         c = self.config
         return {

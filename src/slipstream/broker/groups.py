@@ -73,6 +73,7 @@ from ..protocol.records import (
     iter_batches,
 )
 from ..protocol.schema import Struct
+from .group_configs import HEARTBEAT_INTERVAL
 from .state import BrokerState
 
 log = logging.getLogger(__name__)
@@ -140,6 +141,7 @@ class GroupCoordinatorAdapter:
                 DEFAULT_RECONCILING_HEARTBEAT_INTERVAL_MS, c.group_consumer_heartbeat_interval_ms
             ),
             consumer_group_max_size=c.group_consumer_max_size,
+            consumer_group_heartbeat_budget_per_s=c.group_consumer_heartbeat_budget_per_sec,
             consumer_group_assignors=c.consumer_group_assignors(),
         )
         self.timer = ManualTimer(clock=state.clock)
@@ -167,7 +169,11 @@ class GroupCoordinatorAdapter:
 
     def _consumer_group_timeouts(self, group_id: str) -> ConsumerGroupTimeouts:
         configs = self.state.group_configs
-        return ConsumerGroupTimeouts(configs.session_timeout_ms(group_id), configs.heartbeat_interval_ms(group_id))
+        return ConsumerGroupTimeouts(
+            configs.session_timeout_ms(group_id),
+            configs.heartbeat_interval_ms(group_id),
+            interval_is_group_config=configs.overrides_setting(group_id, HEARTBEAT_INTERVAL),
+        )
 
     def _partition_exists(self, topic: str, partition: int) -> bool:
         return self.state.topics.partition(topic, partition) is not None

@@ -50,6 +50,15 @@ class CoordinatorConfig:
     # so this is how fast a rebalance completes; a Stable group heartbeats at the
     # regular interval.
     consumer_group_reconciling_heartbeat_interval_ms: int = DEFAULT_RECONCILING_HEARTBEAT_INTERVAL_MS
+    # Ours: settled members' heartbeats per second the coordinator budgets for, over all
+    # consumer groups. A settled member is given the interval that keeps all of them within
+    # the budget, never below consumer_group_idle_heartbeat_floor_ms and never above the
+    # regular interval: a broker with few members notices a joining member within the
+    # floor (the members that must revoke learn of it at their next heartbeat), a busy one
+    # stays at the regular interval. 0: always the regular interval, as Kafka. A group's
+    # own interval (config resource GROUP) is always given as it is.
+    consumer_group_heartbeat_budget_per_s: int = 0
+    consumer_group_idle_heartbeat_floor_ms: int = 500
 
     def __post_init__(self) -> None:
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
@@ -66,6 +75,10 @@ class CoordinatorConfig:
             raise ValueError(
                 "consumer_group_reconciling_heartbeat_interval_ms must be in 1..consumer_group_heartbeat_interval_ms"
             )
+        if self.consumer_group_heartbeat_budget_per_s < 0:
+            raise ValueError("consumer_group_heartbeat_budget_per_s must be >= 0")
+        if self.consumer_group_idle_heartbeat_floor_ms < 1:
+            raise ValueError("consumer_group_idle_heartbeat_floor_ms must be >= 1")
         if self.consumer_group_max_size < 1:
             raise ValueError("consumer_group_max_size must be >= 1")
         if not self.consumer_group_assignors:

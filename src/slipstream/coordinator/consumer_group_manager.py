@@ -146,6 +146,9 @@ class ConsumerGroupTimeouts:
 
     session_timeout_ms: int
     heartbeat_interval_ms: int
+    # The interval is the group's own (config resource GROUP), not the broker default: it
+    # is given as it is, never shortened by the heartbeat budget.
+    interval_is_group_config: bool = False
 
 
 class ConsumerGroupManager:
@@ -166,6 +169,9 @@ class ConsumerGroupManager:
         )
         self.timeouts = timeouts or (lambda _group_id: default)
         self.groups: dict[str, ConsumerGroup] = {}
+        # Members of all consumer groups, counted at most once a second (for the budget).
+        self._member_count = 0
+        self._member_count_at: int | None = None
 
     def get(self, group_id: str) -> ConsumerGroup | None:
         return self.groups.get(group_id)
@@ -394,14 +400,28 @@ class ConsumerGroupManager:
 
     def _interval(self, group: ConsumerGroup, bumped: bool, reconciled: bool, now_ms: int) -> int:
         """The regular interval for a member of a settled group, a short one while it changes."""
-        regular = self.timeouts(group.group_id).heartbeat_interval_ms
+        timeouts = self.timeouts(group.group_id)
+        regular = timeouts.heartbeat_interval_ms
         settled = (
             reconciled
             and not bumped
             and group.state is ConsumerGroupState.STABLE
             and now_ms - group.epoch_changed_ms >= min(regular, SETTLE_WINDOW_MS)
         )
-        return regular if settled else min(regular, self.config.consumer_group_reconciling_heartbeat_interval_ms)
+        if not settled:
+            return min(regular, self.config.consumer_group_reconciling_heartbeat_interval_ms)
+        budget = self.config.consumer_group_heartbeat_budget_per_s
+        if budget <= 0 or timeouts.interval_is_group_config:
+            return regular
+        within_budget = -(-self._members_now(now_ms) * 1000 // budget)
+        return min(regular, max(self.config.consumer_group_idle_heartbeat_floor_ms, within_budget))
+
+    def _members_now(self, now_ms: int) -> int:
+        """Members of all consumer groups, recounted when the last count is a second old."""
+        if self._member_count_at is None or now_ms - self._member_count_at >= 1_000:
+            self._member_count = sum(len(g.members) for g in self.groups.values())
+            self._member_count_at = now_ms
+        return self._member_count
 
     def _static_member(
         self,

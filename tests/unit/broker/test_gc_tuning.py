@@ -59,3 +59,29 @@ async def test_serve_forever_applies_and_restores(gc_state: None) -> None:
         await task
     assert gc.get_threshold() == before
     assert gc.get_freeze_count() == 0
+
+
+def test_a_slow_full_pass_is_logged_and_the_hook_goes_with_restore(
+    gc_state: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    now = [10.0]
+    tuning = ServingGC(clock=lambda: now[0])
+    tuning.apply()
+    try:
+        hook = gc.callbacks[-1]
+        hook("start", {"generation": 2, "collected": 0, "uncollectable": 0})
+        now[0] += 0.25
+        with caplog.at_level("WARNING", logger="slipstream.broker.gc_tuning"):
+            hook("stop", {"generation": 2, "collected": 7, "uncollectable": 0})
+            hook("start", {"generation": 0, "collected": 0, "uncollectable": 0})
+            now[0] += 5.0
+            hook("stop", {"generation": 0, "collected": 1, "uncollectable": 0})  # young passes: not timed
+            hook("start", {"generation": 2, "collected": 0, "uncollectable": 0})
+            now[0] += 0.01
+            hook("stop", {"generation": 2, "collected": 1, "uncollectable": 0})  # a quick full pass: quiet
+        assert [r.getMessage() for r in caplog.records] == [
+            "a full garbage-collector pass stalled the broker for 250 ms (7 objects collected)"
+        ]
+    finally:
+        tuning.restore()
+    assert hook not in gc.callbacks

@@ -405,3 +405,59 @@ def test_a_leave_whose_write_fails_keeps_the_member_until_its_session_ends() -> 
     ctx.fail_appends_with = None
     ctx.advance(45_000)
     assert not group_of(ctx).has_member(a.member_id)
+
+
+
+def test_settled_interval_follows_the_heartbeat_budget() -> None:
+    """With a budget, settled members of a small broker get the floor; more members stretch it."""
+    config = CoordinatorConfig(consumer_group_heartbeat_budget_per_s=10, consumer_group_idle_heartbeat_floor_ms=500)
+    ctx = GroupContext(config)
+    set_topics(ctx, t=4)
+    a = Member(ctx, "g", topics=["t"])
+    a.join()
+    settle(a)
+    ctx.advance(5_000)
+    assert a.beat().heartbeat_interval_ms == 500  # 1 member: 100 ms within the budget -> the floor
+    others = [Member(ctx, f"h{i}", topics=["t"]) for i in range(29)]
+    for m in others:
+        m.join()
+        settle(m)
+    ctx.advance(5_000)
+    # 30 members at 10 heartbeats/s: each every 3 s (recounted at most once a second).
+    assert a.beat().heartbeat_interval_ms == 3_000
+    for i in range(30):
+        m = Member(ctx, f"k{i}", topics=["t"])
+        m.join()
+        settle(m)
+    assert a.beat().heartbeat_interval_ms == 3_000  # the count is at most a second old
+    ctx.advance(5_000)
+    assert a.beat().heartbeat_interval_ms == 5_000  # 60 members would need 6 s: the regular interval
+
+
+def test_without_a_budget_settled_members_get_the_regular_interval() -> None:
+    ctx = GroupContext(CoordinatorConfig(consumer_group_heartbeat_budget_per_s=0))
+    set_topics(ctx, t=1)
+    a = Member(ctx, "g", topics=["t"])
+    a.join()
+    settle(a)
+    ctx.advance(5_000)
+    assert a.beat().heartbeat_interval_ms == 5_000
+
+
+def test_a_groups_own_interval_is_not_shortened_by_the_budget() -> None:
+    from slipstream.coordinator.consumer_group_manager import ConsumerGroupTimeouts
+
+    def timeouts(group_id: str) -> ConsumerGroupTimeouts:
+        if group_id == "own":
+            return ConsumerGroupTimeouts(45_000, 6_000, interval_is_group_config=True)
+        return ConsumerGroupTimeouts(45_000, 5_000)
+
+    ctx = GroupContext(CoordinatorConfig(consumer_group_heartbeat_budget_per_s=1_000), consumer_group_timeouts=timeouts)
+    set_topics(ctx, t=2)
+    own, default = Member(ctx, "own", topics=["t"]), Member(ctx, "default", topics=["t"])
+    for m in (own, default):
+        m.join()
+        settle(m)
+    ctx.advance(5_000)
+    assert own.beat().heartbeat_interval_ms == 6_000
+    assert default.beat().heartbeat_interval_ms == 500

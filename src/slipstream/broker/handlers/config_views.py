@@ -77,6 +77,7 @@ def broker_entries(state: BrokerState) -> list[ConfigEntry]:
         "group.consumer.session.timeout.ms": (str(c.group_consumer_session_timeout_ms), "int"),
         "group.consumer.heartbeat.interval.ms": (str(c.group_consumer_heartbeat_interval_ms), "int"),
         "group.consumer.max.size": (str(c.group_consumer_max_size), "int"),
+        "group.consumer.heartbeat.budget.per.sec": (str(c.group_consumer_heartbeat_budget_per_sec), "int"),
         "group.consumer.assignors": (c.group_consumer_assignors, "list"),
     }
     return [
