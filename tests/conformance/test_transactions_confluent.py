@@ -3,6 +3,7 @@ Slipstream broker process, read back by a read_committed confluent consumer."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -13,8 +14,10 @@ import uuid
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
 from conformance_helpers import ck_create_topic
+
+from slipstream.client.connection import BrokerConnection
+from slipstream.protocol.apis import describe_transactions as dt
 
 pytestmark = pytest.mark.conformance
 
@@ -66,11 +69,22 @@ def read_committed(bootstrap: str, topic: str, partitions: int, expect: int, tim
 
 
 def describe_state(bootstrap: str, tid: str) -> str:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    fut = admin.describe_transactions([tid]) if hasattr(admin, "describe_transactions") else None
-    if fut is None:  # pragma: no cover - older clients
-        return "?"
-    return str(fut[tid].result(timeout=10).state)
+    """The coordinator's state of ``tid`` (DescribeTransactions; confluent-kafka 2.16 has
+    no call for it, so through Slipstream's own connection)."""
+
+    async def ask() -> str:
+        host, port = bootstrap.rsplit(":", 1)
+        conn = await BrokerConnection(host, int(port)).connect()
+        try:
+            request = dt.DescribeTransactionsRequest(transactional_ids=[tid])
+            response = await conn.request(dt.SPEC, request, version=0)
+        finally:
+            await conn.close()
+        (state,) = response.transaction_states
+        assert state.error_code == 0, state
+        return str(state.transaction_state)
+
+    return asyncio.run(ask())
 
 
 def test_commit_and_abort_read_committed(broker, topic_name):
@@ -156,7 +170,58 @@ def test_killed_producer_transaction_times_out(broker, topic_name):
     assert read_committed(broker.bootstrap, topic_name, 1, expect=1, timeout=30) == ["after"]
 
 
-def test_prepared_commit_survives_kill9(fresh_broker, topic_name):
+# A broker whose transaction coordinator never writes markers: EndTxn is answered once
+# PrepareCommit is durable, and the transaction stays there until the process dies.
+_MARKERLESS_BROKER = textwrap.dedent(
+    """
+    import sys
+    from slipstream.broker.transactions import TransactionCoordinatorAdapter
+    from slipstream.cli import main
+    TransactionCoordinatorAdapter._spawn_markers = lambda self, job: None
+    sys.exit(main(["serve", "--host", "127.0.0.1", "--port", sys.argv[1], "--data-dir", sys.argv[2],
+                   "--auto-create-topics", "true"]))
+    """
+)
+
+
+def test_prepare_commit_at_kill9_completes_after_restart(fresh_broker, topic_name):
+    """kill -9 with the transaction in PrepareCommit (its markers not written): the
+    restarted broker writes them, and a read_committed consumer sees the records."""
+    broker = fresh_broker
+    broker.stop()
+    with open(broker.log_path, "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _MARKERLESS_BROKER, str(broker.port), str(broker.data_dir)],
+            stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy(),
+        )
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                ck_create_topic(broker.bootstrap, topic_name, partitions=2)
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        producer = txn_producer(broker.bootstrap, f"tx-{topic_name}")
+        producer.init_transactions(15)
+        producer.begin_transaction()
+        for i in range(20):
+            producer.produce(topic_name, value=f"v{i}".encode(), partition=i % 2)
+        producer.commit_transaction(15)
+        assert describe_state(broker.bootstrap, f"tx-{topic_name}") == "PrepareCommit"
+        # Nothing is readable yet: the transaction holds the LSO.
+        assert read_committed(broker.bootstrap, topic_name, 2, expect=0, timeout=3) == []
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    broker.start()
+    assert read_committed(broker.bootstrap, topic_name, 2, expect=20) == sorted(f"v{i}" for i in range(20))
+    assert describe_state(broker.bootstrap, f"tx-{topic_name}") == "CompleteCommit"
+
+
+def test_commit_survives_kill9(fresh_broker, topic_name):
     broker = fresh_broker
     ck_create_topic(broker.bootstrap, topic_name, partitions=2)
     producer = txn_producer(broker.bootstrap, f"tx-{topic_name}")

@@ -23,7 +23,6 @@ import contextlib
 import logging
 import math
 from collections.abc import Callable
-from typing import Any
 
 from ..coordinator import OFFSETS_TOPIC, CoordinatorResult, ManualTimer, Record
 from ..coordinator.transactions import (
@@ -148,10 +147,6 @@ class TransactionCoordinatorAdapter:
             response = await self._carry_out(operation(self.state.clock()))
         self._poke_timer()
         return response
-
-    def run_now(self, operation: Callable[[], Any]) -> Any:
-        """A read-only coordinator call (describe, list, verify): no record, no lock needed."""
-        return operation()
 
     async def _carry_out(self, result: CoordinatorResult) -> Struct | None:
         response = result.response

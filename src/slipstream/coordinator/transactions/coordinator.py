@@ -602,7 +602,8 @@ class TransactionCoordinator:
                 continue
             if producer_ids and txn.producer_id not in producer_ids:
                 continue
-            if min_duration >= 0 and not (txn.start_ms >= 0 and now_ms - txn.start_ms >= min_duration):
+            # Kafka's test, kept as is: an id without a transaction (start -1) always passes.
+            if min_duration >= 0 and now_ms - txn.start_ms <= min_duration:
                 continue
             out.transaction_states.append(
                 ListTransactionsTransactionState(
