@@ -1,5 +1,5 @@
 """read_committed against real clients: librdkafka (confluent-kafka 2.x and kcat's old
-2.0.2) read a partition holding committed, aborted, interleaved and one still-open
+2.0.2), the Java KafkaConsumer, kafka-python and aiokafka read a partition holding committed, aborted, interleaved and one still-open
 transaction, written over the wire with transactional Produce requests and
 WriteTxnMarkers (slipstream.testing.transactions). read_committed readers see only
 committed and plain records, up to the LSO; read_uncommitted readers see every data
@@ -102,3 +102,92 @@ def test_kcat(broker, kcat_bin, topic_name, mixed: MixedLog, isolation: str) -> 
     assert res.returncode == 0, res.stderr.decode()[-3000:]
     expected = mixed.read_committed if isolation == "read_committed" else mixed.read_uncommitted
     assert res.stdout.splitlines() == expected
+
+
+@pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
+def test_java_consumer(broker, java_driver, topic_name, mixed: MixedLog, isolation: str) -> None:
+    from conformance_helpers import java_records
+
+    expected = mixed.read_committed if isolation == "read_committed" else mixed.read_uncommitted
+    # one more than expected: the driver keeps polling until its timeout, so extras show
+    events = java_driver.run(broker.bootstrap, "consume", topic_name, str(len(expected) + 1),
+                             "--from-beginning", "--isolation", isolation, "--timeout-ms", "3000")
+    assert [r.value.encode() if r.value is not None else None for r in java_records(events)] == expected
+
+
+@pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
+def test_kafka_python_consumer(broker, topic_name, mixed: MixedLog, isolation: str) -> None:
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KpTopicPartition
+
+    expected = mixed.read_committed if isolation == "read_committed" else mixed.read_uncommitted
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, isolation_level=isolation,
+                             enable_auto_commit=False, fetch_max_wait_ms=100)
+    try:
+        tp = KpTopicPartition(topic_name, 0)
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        values: list[bytes] = []
+        deadline = time.monotonic() + 20
+        while len(values) < len(expected) and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=200).values():
+                values.extend(r.value for r in records)
+        quiet = time.monotonic() + 0.5  # nothing more arrives
+        while time.monotonic() < quiet:
+            for records in consumer.poll(timeout_ms=100).values():
+                values.extend(r.value for r in records)
+        assert values == expected
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
+def test_aiokafka_consumer(broker, topic_name, mixed: MixedLog, isolation: str) -> None:
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka import TopicPartition as AioTopicPartition
+
+    expected = mixed.read_committed if isolation == "read_committed" else mixed.read_uncommitted
+
+    async def go() -> list[bytes]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, isolation_level=isolation,
+                                    enable_auto_commit=False, fetch_max_wait_ms=100)
+        await consumer.start()
+        try:
+            tp = AioTopicPartition(topic_name, 0)
+            consumer.assign([tp])
+            await consumer.seek_to_beginning(tp)
+            values: list[bytes] = []
+            deadline = time.monotonic() + 20
+            while len(values) < len(expected) and time.monotonic() < deadline:
+                for records in (await consumer.getmany(timeout_ms=200)).values():
+                    values.extend(r.value for r in records)
+            quiet = time.monotonic() + 0.5
+            while time.monotonic() < quiet:
+                for records in (await consumer.getmany(timeout_ms=100)).values():
+                    values.extend(r.value for r in records)
+            return values
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(go()) == expected
+
+
+def test_read_committed_after_kill_9(fresh_broker, topic_name) -> None:
+    """Open transactions, markers and the aborted-transaction index survive kill -9
+    (markers are written like acks=all produce; the index entry goes first)."""
+    ck_create_topic(fresh_broker.bootstrap, topic_name, partitions=1)
+
+    async def go() -> MixedLog:
+        conn = await BrokerConnection(fresh_broker.host, fresh_broker.port).connect()
+        try:
+            return await write_mixed_transactions(conn, topic_name)
+        finally:
+            await conn.close()
+
+    mixed = asyncio.run(go())
+    fresh_broker.kill9()
+    fresh_broker.restart()
+    values, position = ck_read_to_eof(fresh_broker.bootstrap, topic_name, "read_committed")
+    assert values == mixed.read_committed and position == mixed.last_stable_offset
+    values, _ = ck_read_to_eof(fresh_broker.bootstrap, topic_name, "read_uncommitted")
+    assert values == mixed.read_uncommitted

@@ -28,7 +28,7 @@ def test_send_offsets_to_transaction(broker, topic_name, java_driver):
     assert next(e["event"] for e in events if e["event"] in ("aborted", "committed")) == "aborted"
 
     # Each input copied exactly once, as a read_committed Java consumer sees the output.
-    read = java_driver.run(broker.bootstrap, "consume", sink, str(N), "--from-beginning", "--read-committed",
+    read = java_driver.run(broker.bootstrap, "consume", sink, str(N), "--from-beginning", "--isolation", "read_committed",
                            "--timeout-ms", "20000")
     values = sorted(e["value"] for e in read if e.get("event") == "record")
     source_values = sorted(f"copy-{e['value']}" for e in java_driver.run(

@@ -171,11 +171,17 @@ class PartitionProducerState:
             entry.epoch = producer_epoch
             entry.batches.clear()  # the new epoch starts its sequences at 0
         entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
-        first = self._open_txns.pop(producer_id, None)
+        completed = self.completion(producer_id, offset, aborted=aborted)
+        self._open_txns.pop(producer_id, None)
         entry.txn_first_offset = -1
+        return completed
+
+    def completion(self, producer_id: int, offset: int, *, aborted: bool) -> CompletedTxn | None:
+        """The transaction a marker at ``offset`` would close (None if none is open)."""
+        first = self._open_txns.get(producer_id)
         if first is None:
             return None
-        following = self.first_unstable_offset()
+        following = next((f for pid, f in self._open_txns.items() if pid != producer_id), None)
         lso = offset + 1 if following is None else following
         return CompletedTxn(producer_id, first, offset, lso, aborted)
 

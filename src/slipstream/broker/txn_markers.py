@@ -39,17 +39,22 @@ class TxnMarker:
 async def write_txn_markers(state: BrokerState, marker: TxnMarker) -> dict[tuple[str, int], int]:
     """Append the marker to each partition; returns each partition's error code (0 = ok)."""
     results: dict[tuple[str, int], int] = {}
-    written: list[PartitionLog] = []
+    written: list[tuple[tuple[str, int], PartitionLog]] = []
     for topic, partition in marker.partitions:
         key = (topic, partition)
         try:
-            written.append(_write_one(state, marker, topic, partition))
+            written.append((key, _write_one(state, marker, topic, partition)))
             results[key] = ErrorCode.NONE
         except KafkaError as exc:
             results[key] = exc.code
             log.info("transaction marker for %s-%d refused: %s", topic, partition, exc.message)
     if written and state.config.durability == "fsync":
-        await asyncio.gather(*(state.committer.sync(plog) for plog in written))
+        synced = await asyncio.gather(
+            *(state.committer.sync(plog) for _, plog in written), return_exceptions=True
+        )
+        for (key, _), outcome in zip(written, synced, strict=True):
+            if isinstance(outcome, Exception):  # the fsync failed: the marker is not durable
+                results[key] = ErrorCode.KAFKA_STORAGE_ERROR
     return results
 
 
@@ -66,13 +71,12 @@ def _write_one(state: BrokerState, marker: TxnMarker, topic: str, partition: int
         )
     producers = state.producer_state(topic, partition)
     producers.check_marker(marker.producer_id, marker.producer_epoch, marker.coordinator_epoch)
-    offset = plog.log_end_offset
     if not marker.commit:
-        first = producers.open_transaction(marker.producer_id)
-        if first is not None:
-            others = [f for pid, f in producers.open_transactions() if pid != marker.producer_id]
-            lso = others[0] if others else offset + 1
-            plog.add_aborted_txn(AbortedTxn(marker.producer_id, first, offset, lso))
+        ending = producers.completion(marker.producer_id, plog.log_end_offset, aborted=True)
+        if ending is not None:
+            plog.add_aborted_txn(
+                AbortedTxn(ending.producer_id, ending.first_offset, ending.last_offset, ending.last_stable_offset)
+            )
     now = state.clock()
     batch = bytearray(
         build_control_batch(

@@ -16,8 +16,7 @@
 //                                         idempotent, acks=all; keys k<i>, values v<i>,
 //                                         header "i" = <i>, timestamp MS+i if given;
 //                                         one "ack" line per record
-//   consume TOPIC COUNT [--from-beginning | --timestamp MS | --latest] [--timeout-ms N]
-//                 [--read-committed]
+//   consume TOPIC COUNT [--from-beginning | --timestamp MS | --latest] [--timeout-ms N] [--isolation read_committed|read_uncommitted]
 //                                         assign all partitions; one "record" line each;
 //                                         prints "ready" once positions are fixed
 //   txn-copy IN OUT GROUP TRANSACTIONAL_ID COUNT [--abort-first]
@@ -474,8 +473,8 @@ public final class SlipstreamDriver {
                 case "--latest":
                     mode = a[i];
                     break;
-                case "--read-committed":
-                    isolation = "read_committed";
+                case "--isolation":
+                    isolation = a[++i];
                     break;
                 case "--timestamp":
                     mode = a[i];

@@ -215,3 +215,21 @@ async def test_broker_cleaner_drops_aborted_data_and_stops_at_the_lso() -> None:
             if not decode_batch(raw)[0].is_control
         ]
         assert values == [(0, b"old"), (3, b"open"), (4, b"1")]
+
+
+async def test_a_failed_fsync_is_a_storage_error(tmp_path: Path) -> None:
+    async with Broker(storage="disk", data_dir=str(tmp_path), port=0, durability="fsync") as b:
+        b.state.topics.create("t", 2, {})
+        broken = b.state.topics.partition("t", 1)
+        assert broken is not None
+
+        def fail() -> None:
+            raise OSError("disk on fire")
+
+        real_flush = broken.flush
+        broken.flush = fail  # type: ignore[method-assign]
+        codes = await write_txn_markers(b.state, marker(True, ("t", 0), ("t", 1)))
+        # one group-commit fsync covers both partitions: both are answered with the failure
+        assert codes == {("t", 0): ErrorCode.KAFKA_STORAGE_ERROR, ("t", 1): ErrorCode.KAFKA_STORAGE_ERROR}
+        broken.flush = real_flush  # type: ignore[method-assign]
+        assert await write_txn_markers(b.state, marker(True, ("t", 1))) == {("t", 1): 0}
