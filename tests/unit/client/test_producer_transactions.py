@@ -184,3 +184,39 @@ def test_blocking_producer_with_offsets_of_a_group() -> None:
             producer.close()
             consumer.close()
         assert read_committed(broker.bootstrap_servers, sink, 1) == sorted(f"copy-v{i}" for i in range(5))
+
+
+def test_offsets_of_a_consumer_protocol_group() -> None:
+    """KIP-848 members: the generation is the member epoch, checked by TxnOffsetCommit."""
+    with Broker(storage="memory", port=0) as broker:
+        source, sink = _topic(broker, 1), _topic(broker, 1)
+        group = f"g-{uuid.uuid4().hex[:6]}"
+        with Producer(broker.bootstrap_servers) as plain:
+            plain.produce(source, b"v0")
+        consumer = SlipConsumer(broker.bootstrap_servers, group_id=group, group_protocol="consumer",
+                                auto_offset_reset="earliest", enable_auto_commit=False)
+        producer = Producer(broker.bootstrap_servers, transactional_id="tx-e")
+        try:
+            consumer.subscribe([source])
+            got = []
+            for _ in range(100):
+                got.extend(consumer.poll(0.1))
+                if got:
+                    break
+            metadata = consumer.group_metadata()
+            assert metadata.generation_id >= 1 and metadata.member_id
+            producer.init_transactions()
+            producer.begin_transaction()
+            producer.produce(sink, b"copy-v0")
+            producer.send_offsets_to_transaction({(source, 0): 1}, metadata)
+            producer.commit_transaction()
+            assert consumer.committed([(source, 0)]) == {(source, 0): 1}
+            producer.begin_transaction()
+            stale = ConsumerGroupMetadata(group, metadata.generation_id + 1, metadata.member_id)
+            with pytest.raises(TransactionError) as info:
+                producer.send_offsets_to_transaction({(source, 0): 1}, stale)
+            assert info.value.code == ErrorCode.ILLEGAL_GENERATION
+            producer.abort_transaction()
+        finally:
+            producer.close()
+            consumer.close()
