@@ -236,7 +236,9 @@ class GroupCoordinatorAdapter:
                                 # A transaction marker: the producer's pending offsets end.
                                 if records and records[0].control_type is not None:
                                     commit = records[0].control_type == CONTROL_COMMIT
-                                    self.coordinator.replay_end_transaction(header.producer_id, commit, now)
+                                    self.coordinator.replay_end_transaction(
+                                        header.producer_id, commit, now, header.producer_epoch
+                                    )
                                 replayed += 1
                                 offset = header.next_offset
                                 continue
@@ -244,7 +246,9 @@ class GroupCoordinatorAdapter:
                             for record in records:
                                 if record.offset < offset or record.key is None:
                                     continue
-                                self.coordinator.replay(record.key, record.value, now, producer_id)
+                                self.coordinator.replay(
+                                    record.key, record.value, now, producer_id, header.producer_epoch
+                                )
                                 replayed += 1
                             offset = header.next_offset
                     await asyncio.sleep(0)  # let other connections be served while we load
@@ -301,7 +305,7 @@ class GroupCoordinatorAdapter:
             except OSError as exc:
                 log.error("writing a transaction marker to %s failed: %s", OFFSETS_TOPIC, exc)
                 return ErrorCode.KAFKA_STORAGE_ERROR
-            self.coordinator.replay_end_transaction(producer_id, commit, now)
+            self.coordinator.replay_end_transaction(producer_id, commit, now, producer_epoch)
             self.state.notifier.notify((OFFSETS_TOPIC, partition))
             if self.state.config.durability == "fsync":
                 try:

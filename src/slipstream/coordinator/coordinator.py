@@ -193,12 +193,13 @@ class GroupCoordinator:
         value: bytes | memoryview | None,
         now_ms: int | None = None,
         producer_id: int = -1,
+        producer_epoch: int = -1,
     ) -> None:
         """Apply one ``__consumer_offsets`` record: the only way durable state changes.
 
-        ``producer_id``: the producer of the transactional batch holding the record
-        (-1 for the coordinator's own batches): its offset commits stay pending until
-        ``replay_end_transaction``. Malformed records and record types we do not use
+        ``producer_id`` / ``producer_epoch``: the producer of the transactional batch
+        holding the record (-1 for the coordinator's own batches): its offset commits
+        stay pending until ``replay_end_transaction``. Malformed records and record types we do not use
         are logged and skipped.
         """
         now = self._now_ms if now_ms is None else now_ms
@@ -208,6 +209,7 @@ class GroupCoordinator:
                 om = None if value is None else OffsetAndMetadata.from_value(gr.decode_offset_commit_value(value))
                 if producer_id >= 0 and om is not None:
                     self.offset_manager.replay_txn_commit(producer_id, k.group, k.topic, k.partition, om, now)
+                    self.offset_manager.replay_producer_epoch(producer_id, producer_epoch)
                 else:
                     self.offset_manager.replay_commit(k.group, k.topic, k.partition, om, now)
             elif isinstance(k, gr.GroupMetadataKey):
@@ -238,16 +240,22 @@ class GroupCoordinator:
         Same effect; an offset commit it built skips decoding its own bytes.
         """
         commit = record.commit
-        if commit is None or record.producer is not None:
-            self.replay(record.key, record.value, now_ms, -1 if record.producer is None else record.producer[0])
+        if record.producer is not None:
+            self.replay(record.key, record.value, now_ms, *record.producer)
+            return
+        if commit is None:
+            self.replay(record.key, record.value, now_ms)
             return
         group_id, topic, partition, om = commit
         self.offset_manager.replay_commit(group_id, topic, partition, om, self._now_ms if now_ms is None else now_ms)
 
-    def replay_end_transaction(self, producer_id: int, commit: bool, now_ms: int | None = None) -> None:
+    def replay_end_transaction(
+        self, producer_id: int, commit: bool, now_ms: int | None = None, producer_epoch: int = -1
+    ) -> None:
         """A transaction marker (control batch) in ``__consumer_offsets``: the producer's
         pending offsets become committed (COMMIT) or are dropped (ABORT)."""
         self.offset_manager.replay_end_transaction(producer_id, commit, self._now_ms if now_ms is None else now_ms)
+        self.offset_manager.replay_producer_epoch(producer_id, producer_epoch)
 
     def txn_offset_commit(self, ctx: RequestContext, req: TxnOffsetCommitRequest, now_ms: int) -> CoordinatorResult:
         self._now_ms = now_ms

@@ -115,6 +115,10 @@ class OffsetManager:
         # (topic, partition) -> offset; and group -> the producer ids holding some.
         self.pending_txn: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
         self.open_txns_by_group: dict[str, set[int]] = {}
+        # producer id -> the newest epoch seen in its transactional batches and markers
+        # here: a TxnOffsetCommit of an older epoch comes from a fenced producer (Kafka's
+        # partition producer state refuses its append the same way).
+        self.producer_epochs: dict[int, int] = {}
 
     # ================================================================ replay
 
@@ -163,6 +167,10 @@ class OffsetManager:
             if commit:
                 for (topic, partition), om in offsets.items():
                     self.replay_commit(group_id, topic, partition, om, now_ms)
+
+    def replay_producer_epoch(self, producer_id: int, producer_epoch: int) -> None:
+        if producer_epoch > self.producer_epochs.get(producer_id, -1):
+            self.producer_epochs[producer_id] = producer_epoch
 
     def has_pending_txn_offset(self, group_id: str, topic: str, partition: int) -> bool:
         for producer_id in self.open_txns_by_group.get(group_id, ()):
@@ -286,6 +294,8 @@ class OffsetManager:
         generation = req.generation_id if version >= 3 else -1
         member_id = req.member_id if version >= 3 else ""
         instance_id = req.group_instance_id if version >= 3 else None
+        if req.producer_epoch < self.producer_epochs.get(req.producer_id, -1):
+            return CoordinatorResult(response=txn_commit_error_response(req, ErrorCode.INVALID_PRODUCER_EPOCH))
         error = self._validate_txn_commit(group_id, member_id, instance_id, generation, now_ms)
         if error:
             return CoordinatorResult(response=txn_commit_error_response(req, error))

@@ -22,6 +22,7 @@ def txn_commit(
     offsets: dict[tuple[str, int], int],
     *,
     producer_id: int = PID,
+    producer_epoch: int = EPOCH,
     version: int = 4,
     generation: int = -1,
     member_id: str = "",
@@ -38,7 +39,7 @@ def txn_commit(
         transactional_id="tx",
         group_id=group,
         producer_id=producer_id,
-        producer_epoch=EPOCH,
+        producer_epoch=producer_epoch,
         generation_id=generation,
         member_id=member_id,
         topics=[TxnOffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
@@ -97,7 +98,7 @@ def test_replay_of_the_log_agrees() -> None:
     fresh = GroupContext(start_loaded=False)
     fresh.coordinator.begin_loading()
     for record in ctx.log:
-        fresh.coordinator.replay(record.key, record.value, fresh.now, -1 if record.producer is None else record.producer[0])
+        fresh.coordinator.replay(record.key, record.value, fresh.now, *(record.producer or (-1, -1)))
     fresh.coordinator.replay_end_transaction(PID, commit=True)
     fresh.coordinator.finish_loading(fresh.now)
     assert fresh.fetched("g", {"t": [0, 1]}) == {("t", 0): 10, ("t", 1): -1}
@@ -134,3 +135,19 @@ def test_retention_leaves_pending_partitions_alone() -> None:
     ctx.advance(ctx.config.offsets_retention_ms + ctx.config.offsets_retention_check_interval_ms)
     ctx.coordinator.replay_end_transaction(PID, commit=True)
     assert ctx.fetched("g", {"t": [0]}) == {("t", 0): 10}
+
+
+def test_fenced_producer_cannot_commit_offsets() -> None:
+    """After the marker of a newer epoch (the coordinator fenced the producer), a
+    TxnOffsetCommit of the old epoch would otherwise wait, pending, for the new
+    instance's next marker and be committed by it."""
+    ctx = GroupContext()
+    ctx.coordinator.replay_end_transaction(PID, commit=False, producer_epoch=EPOCH + 1)
+    assert txn_commit(ctx, "g", {("t", 0): 10}) == {("t", 0): E.INVALID_PRODUCER_EPOCH}
+    assert stable_errors(ctx, "g")[("t", 0)] == E.NONE
+    assert txn_commit(ctx, "g", {("t", 0): 10}, producer_epoch=EPOCH + 1) == {("t", 0): E.NONE}
+    # Its own transactional batches raise the epoch the group knows, in a replayed log too.
+    fresh = GroupContext()
+    for record in ctx.log:
+        fresh.coordinator.replay(record.key, record.value, fresh.now, *(record.producer or (-1, -1)))
+    assert txn_commit(fresh, "g", {("t", 0): 11}) == {("t", 0): E.INVALID_PRODUCER_EPOCH}
