@@ -142,7 +142,19 @@ class TransactionCoordinatorAdapter:
     # ---------------------------------------------------------------- the ordered path
 
     async def call(self, operation: Callable[[int], CoordinatorResult]) -> Struct | None:
-        """Run one coordinator operation and carry its result out; returns its answer."""
+        """Run one coordinator operation and carry its result out; returns its answer.
+
+        While ``__transaction_state`` loads, requests are answered at once (the coordinator
+        answers COORDINATOR_LOAD_IN_PROGRESS, which clients retry) instead of queueing."""
+        if self.coordinator.is_loading:
+            early = operation(self.state.clock())
+            if early.records or early.after_append is not None or (isinstance(early, TxnResult) and early.markers):
+                # (Not what a request gets while loading; carried out in order all the same.)
+                async with self._lock:
+                    response = await self._carry_out(early)
+                self._poke_timer()
+                return response
+            return early.response
         async with self._lock:
             response = await self._carry_out(operation(self.state.clock()))
         self._poke_timer()

@@ -278,3 +278,20 @@ async def test_read_committed_fetch_skips_aborted_data() -> None:
             p = response.responses[0].partitions[0]
             assert p.last_stable_offset == 3  # two records and the marker
             assert [(a.producer_id, a.first_offset) for a in p.aborted_transactions] == [(pid, 0)]
+
+
+async def test_requests_while_loading_are_answered_load_in_progress() -> None:
+    async with Broker(storage="memory", port=0) as b:
+        b.state.topics.create("t", 1, {})  # type: ignore[union-attr]
+        assert b.transactions is not None
+        async with raw_connection(f"127.0.0.1:{b.port}") as conn:
+            c = Client(conn)
+            r = await c.init()
+            coordinator = b.transactions.coordinator
+            coordinator.begin_loading()
+            assert (await c.init()).error_code == E.COORDINATOR_LOAD_IN_PROGRESS
+            assert await c.add(r.producer_id, r.producer_epoch, "t", 0) == {0: E.COORDINATOR_LOAD_IN_PROGRESS}
+            assert await c.end(r.producer_id, r.producer_epoch, True) == E.COORDINATOR_LOAD_IN_PROGRESS
+            assert (await c.state()).error_code == E.COORDINATOR_LOAD_IN_PROGRESS
+            coordinator.finish_loading(b.state.clock())  # type: ignore[union-attr]
+            assert await c.add(r.producer_id, r.producer_epoch, "t", 0) == {0: E.NONE}
