@@ -17,8 +17,8 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-from conformance_helpers import ck_create_topic, ck_produce
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from conformance_helpers import ck_create_topic
 
 pytestmark = pytest.mark.conformance
 
@@ -33,6 +33,7 @@ _COPIER = textwrap.dedent(
     bootstrap, source, sink, group = sys.argv[1:5]
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
                          "group.instance.id": "copier", "session.timeout.ms": 3000,
+                         "heartbeat.interval.ms": 500,
                          "isolation.level": "read_committed", "enable.auto.commit": False,
                          "auto.offset.reset": "earliest"})
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "eos-" + group,
@@ -48,9 +49,9 @@ _COPIER = textwrap.dedent(
             producer.produce(sink, value=b"copy-" + m.value(), key=m.key())
         producer.flush(30)
         time.sleep(0.3)  # a transaction spans time, so most kills land inside one
-        producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
-                                             consumer.consumer_group_metadata(), 30)
         try:
+            producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                                 consumer.consumer_group_metadata(), 30)
             producer.commit_transaction(30)
         except KafkaException as exc:
             if not exc.args[0].txn_requires_abort():
@@ -63,6 +64,15 @@ _COPIER = textwrap.dedent(
         print("committed", len(batch), flush=True)
     """
 )
+
+
+def feed(bootstrap: str, topic: str) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 2})
+    for start in range(0, N, 20):
+        for i in range(start, start + 20):
+            producer.produce(topic, value=b"v%d" % i, key=b"k%d" % i)
+        assert producer.flush(30) == 0
+        time.sleep(0.4)
 
 
 def start_copier(bootstrap: str, source: str, sink: str, group: str) -> subprocess.Popen[bytes]:
@@ -103,12 +113,7 @@ def test_copier_killed_at_random_points_copies_exactly_once(group_broker, topic_
     ck_create_topic(bootstrap, source, partitions=PARTITIONS)
     ck_create_topic(bootstrap, sink, partitions=PARTITIONS)
     # The input arrives while the copiers run and die: 20 records every 0.4 s.
-    feeder = threading.Thread(
-        target=lambda: [
-            (ck_produce(bootstrap, source, range(i, i + 20)), time.sleep(0.4)) for i in range(0, N, 20)
-        ],
-        daemon=True,
-    )
+    feeder = threading.Thread(target=feed, args=(bootstrap, source), daemon=True)
     feeder.start()
     rng = random.Random(int(os.environ.get("SLIPSTREAM_EOS_SEED", "7")))
     for _ in range(KILLS):
