@@ -115,7 +115,7 @@ def test_copier_killed_at_random_points_copies_exactly_once(group_broker, topic_
     # The input arrives while the copiers run and die: 20 records every 0.4 s.
     feeder = threading.Thread(target=feed, args=(bootstrap, source), daemon=True)
     feeder.start()
-    rng = random.Random(int(os.environ.get("SLIPSTREAM_EOS_SEED", "7")))
+    rng = random.Random(int(os.environ.get("EOS_TEST_SEED", "7")))
     for _ in range(KILLS):
         copier = start_copier(bootstrap, source, sink, group)
         time.sleep(rng.uniform(1.0, 2.5))
