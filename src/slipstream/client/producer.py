@@ -72,6 +72,7 @@ from .cluster import Cluster
 from .connection import BrokerConnection, UnsupportedApi
 from .partitioner import murmur2
 from .retry import Backoff, retry_async
+from .serde import RecordSerializers, Serializer
 
 # Produce v13 names topics by id; this producer names them.
 NAMED_TOPICS_PRODUCE_MAX_VERSION = 12
@@ -193,6 +194,8 @@ class AIOProducer:
     - ``metadata_max_age_ms`` (300000): metadata is refreshed at least this often.
     - ``topic_metadata_propagation_max_ms`` (5000): how long a topic the broker calls
       unknown may take to appear before ``send`` fails with UNKNOWN_TOPIC_OR_PARTITION.
+    - ``key_serializer``, ``value_serializer``: callables turning what ``send`` is given
+      into bytes (see ``slipstream.client.serde``: JSON and string helpers).
     """
 
     def __init__(
@@ -217,7 +220,10 @@ class AIOProducer:
         max_request_size: int = 1024 * 1024,
         metadata_max_age_ms: float = 300_000,
         topic_metadata_propagation_max_ms: float = 5_000,
+        key_serializer: Serializer | None = None,
+        value_serializer: Serializer | None = None,
     ) -> None:
+        self.serializers = RecordSerializers(key_serializer, value_serializer)
         if acks in ("all", "-1"):
             acks = -1
         if acks not in (-1, 0, 1, "0", "1"):
@@ -445,6 +451,8 @@ class AIOProducer:
         loop = self._loop
         if loop is None:
             raise ProducerError("the producer is not started: call `await producer.start()`")
+        if self.serializers.active:
+            key, value = self.serializers.apply(key, value)
         fut: asyncio.Future[RecordMetadata] = loop.create_future()
         status = self._try_append(
             topic, value, key, headers, partition, timestamp_ms, fut, False, True
@@ -1293,6 +1301,8 @@ class Producer:
         if on_delivery is not None and not callable(on_delivery):
             raise TypeError("on_delivery must be callable")
         aio = self._aio
+        if aio.serializers.active:
+            key, value = aio.serializers.apply(key, value)
         status = aio._try_append(
             topic, value, key, headers, partition, timestamp_ms, on_delivery, True, True
         )
