@@ -12,12 +12,14 @@
 
 Every class takes a bootstrap string (``"host:port,host2:port"`` or a list) and
 keyword settings named like the Java client's (``linger.ms`` -> ``linger_ms``).
-Logs go through :mod:`logging` under ``slipstream.client``.
+Logs go through :mod:`logging` under ``slipstream.client``; each record names its
+client (``[client-id]`` before the message, and ``%(client_id)s`` for formats).
 """
 
 from __future__ import annotations
 
 from ..protocol.errors import KafkaError
+from . import logs as _logs
 from .admin import Admin
 from .aio_consumer import AIOConsumer
 from .assignors import TopicPartition
@@ -46,6 +48,9 @@ from .serde import (
     string_serializer,
 )
 from .statistics import ConsumerStatistics, PartitionStatistics
+
+# Every client module is imported by now: their records name the client (see logs.py).
+_logs.install_for_client_modules()
 
 __all__ = [
     "AIOConsumer",

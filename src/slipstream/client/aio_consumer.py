@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from . import logs
 from .assignors import TopicPartition
 from .consumer import ConsumerCore, Message, config_from
 from .statistics import ConsumerStatistics
@@ -50,6 +51,7 @@ class AIOConsumer:
         self._closed = False
 
     async def start(self) -> AIOConsumer:
+        logs.bind(self.config.client_id)  # tasks made from here on log under this client's id
         if self._core is None:
             core = ConsumerCore(self.config, self._invoke)
             core.consumed_positions = self._consumed
@@ -179,6 +181,7 @@ class AIOConsumer:
         if self._batch:
             out = [self._batch.popleft() for _ in range(min(limit, len(self._batch)))]
             return out
+        logs.bind(self.config.client_id)  # joining starts tasks from this call
         core.last_poll = time.monotonic()
         core.in_poll = True
         try:
@@ -226,5 +229,6 @@ class AIOConsumer:
             self._closed = True
             return
         self._closed = True
+        logs.bind(self.config.client_id)  # the LeaveGroup and final commit log as this client
         await self._core.close(timeout_s)  # commits self._consumed() with auto-commit
         self._batch.clear()

@@ -74,6 +74,7 @@ from typing import Any, TypeVar, cast
 
 from ..protocol.errors import KafkaError
 from ..protocol.records import MessageFields
+from . import logs
 from .assignors import TopicPartition
 from .cluster import Cluster
 from .connection import ConnectionClosed
@@ -679,7 +680,7 @@ class Consumer:
         self._poll_task: asyncio.Task[list[Message]] | None = None
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
-            target=self._loop.run_forever,
+            target=logs.run_as(self.config.client_id, self._loop.run_forever),
             name=f"slipstream-consumer-{self.config.client_id}",
             daemon=True,
         )

@@ -59,6 +59,7 @@ from ..protocol.apis.produce import (
 from ..protocol.compression import codec_by_name
 from ..protocol.errors import ErrorCode, KafkaError, is_retriable
 from ..protocol.errors import name as error_name
+from . import logs
 from .accumulator import (
     BATCH_FULL,
     HEADER_SIZE,
@@ -328,6 +329,7 @@ class AIOProducer:
         return self._cluster
 
     async def start(self) -> AIOProducer:
+        logs.bind(self.client_id)  # the tasks started here log under this client's id
         if self._started:
             return self
         if self._closed:
@@ -1239,7 +1241,9 @@ class Producer:
         self._loop = asyncio.new_event_loop()
         ready = threading.Event()
         self._thread = threading.Thread(
-            target=self._run_loop, args=(ready,), name="slipstream-producer", daemon=True
+            target=logs.run_as(str(config.get("client_id", "slipstream-producer")), lambda: self._run_loop(ready)),
+            name="slipstream-producer",
+            daemon=True,
         )
         self._thread.start()
         ready.wait()

@@ -3,6 +3,8 @@ offsets_for_times, seek_to_beginning/end, wakeup(), statistics."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +19,8 @@ from slipstream.client import (
     AIOConsumer,
     AIOProducer,
     Consumer,
+    ConsumerGroup,
+    ConsumerGroupHandler,
     DeserializationError,
     Producer,
     WakeupError,
@@ -225,3 +229,65 @@ def test_statistics_tracker_rates_on_a_manual_clock():
 def test_serializers_must_be_callable():
     with pytest.raises(TypeError, match="value_serializer must be callable"):
         AIOProducer("127.0.0.1:1", value_serializer="json")  # type: ignore[arg-type]
+
+
+def left_group_records(caplog: pytest.LogCaptureFixture, group: str) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name.startswith("slipstream.client") and f"group {group}: member" in r.getMessage() and "left" in r.getMessage()]
+
+
+def test_client_log_records_name_their_client(broker: Broker, caplog: pytest.LogCaptureFixture):
+    create_topic(broker, "logged", 1)
+    caplog.set_level(logging.INFO, logger="slipstream.client")
+    with Consumer(broker.bootstrap_servers, group_id="log-g", client_id="billing-1", **FAST) as consumer:
+        consumer.subscribe(["logged"])
+        for _ in range(100):
+            consumer.poll(0.1)
+            if consumer.assignment():
+                break
+        assert consumer.assignment() == {("logged", 0)}
+    [record] = left_group_records(caplog, "log-g")
+    assert record.client_id == "billing-1"  # type: ignore[attr-defined]
+    assert record.getMessage().startswith("[billing-1] group log-g: member ")
+
+
+async def test_asyncio_clients_on_one_loop_keep_their_ids_apart(broker: Broker, caplog: pytest.LogCaptureFixture):
+    create_topic(broker, "logged-aio", 2)
+    caplog.set_level(logging.INFO, logger="slipstream.client")
+    members = [
+        AIOConsumer(broker.bootstrap_servers, group_id=f"aio-log-{i}", client_id=f"aio-{i}", **FAST) for i in (1, 2)
+    ]
+    for member in members:
+        await member.start()
+        member.subscribe(["logged-aio"])
+    for _ in range(100):
+        for member in members:
+            await member.getmany(0.05)
+        if all(m.assignment() for m in members):
+            break
+    for member in members:
+        await member.close()
+    for i in (1, 2):
+        [record] = left_group_records(caplog, f"aio-log-{i}")
+        assert record.client_id == f"aio-{i}"  # type: ignore[attr-defined]
+
+
+async def test_consumer_group_applies_deserializers(broker: Broker):
+    create_topic(broker, "cg-serde", 1)
+    produce(broker.bootstrap_servers, "cg-serde", [("k", {"n": 1}, 0)], key_serializer=string_serializer, value_serializer=json_serializer)
+    seen = []
+
+    class Handler(ConsumerGroupHandler):
+        async def consume_claim(self, session, claim):  # type: ignore[no-untyped-def]
+            async for msg in claim.messages():
+                seen.append((msg.key, msg.value))
+                return
+
+    group = ConsumerGroup(
+        broker.bootstrap_servers, "cg-serde-g", auto_offset_reset="earliest",
+        key_deserializer=string_deserializer, value_deserializer=json_deserializer, **FAST,
+    )  # fmt: skip
+    try:
+        await asyncio.wait_for(group.consume(["cg-serde"], Handler()), 20)
+    finally:
+        await group.close()
+    assert seen == [("k", {"n": 1})]
