@@ -167,3 +167,38 @@ def test_admin_port_comes_from_flags_env_and_file(tmp_path):
     assert args.admin_port == 9646
     with pytest.raises(ValueError, match="admin port"):
         build(env={"SLIPSTREAM_ADMIN_PORT": "70000"})
+
+
+async def test_consumer_protocol_group_in_metrics_and_json(broker: Broker):
+    from slipstream.client import AIOConsumer
+
+    assert broker.admin is not None and broker.state is not None
+    broker.state.topics.create("kip848", 2, {})
+    async with AIOProducer(broker.bootstrap_servers, linger_ms=0) as producer:
+        for i in range(5):
+            await producer.send_and_wait("kip848", b"v", partition=i % 2)
+    async with AIOConsumer(
+        broker.bootstrap_servers, group_id="g848", group_protocol="consumer", client_id="c848",
+        auto_offset_reset="earliest", enable_auto_commit=False, fetch_max_wait_ms=100,
+    ) as consumer:  # fmt: skip
+        consumer.subscribe(["kip848"])
+        got = 0
+        for _ in range(200):
+            got += len(await consumer.getmany(0.05))
+            if got == 5 and len(consumer.assignment()) == 2:
+                break
+        assert got == 5
+        await consumer.commit({("kip848", 0): 1, ("kip848", 1): 2})
+        found = samples((await get(broker.admin.port, "/metrics"))[1])
+        assert found[("slipstream_groups", (("state", "Stable"), ("type", "consumer")))] == 1
+        assert found[("slipstream_groups", (("state", "Stable"), ("type", "classic")))] == 0
+        lag = {
+            dict(labels)["partition"]: v for (name, labels), v in found.items()
+            if name == "slipstream_consumer_group_lag" and dict(labels)["group"] == "g848"
+        }  # fmt: skip
+        assert lag == {"0": 2, "1": 0}  # partition 0 holds 3 records, partition 1 holds 2
+        status, body = await get(broker.admin.port, "/api/groups/g848")
+        document = json.loads(body)
+        assert (status, document["type"], document["state"], document["lag"]) == (200, "consumer", "Stable", 2)
+        [member] = document["members"]
+        assert member["client_id"] == "c848" and member["assignment"] == {"kip848": [0, 1]}
