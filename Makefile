@@ -74,6 +74,7 @@ bench-quick: install-bench
 	$(BIN)/python bench/spark_source.py --quick
 	$(BIN)/python bench/simulate_groups.py --quick
 	$(BIN)/python bench/metrics_overhead.py --quick
+	$(BIN)/python bench/txn_consume.py --quick
 
 clean-tools:
 	rm -rf $(TOOLS)

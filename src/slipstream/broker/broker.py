@@ -101,6 +101,7 @@ class Broker:
             topics,
             state.clock,
             backoff_ms=config.log_cleaner_backoff_ms,
+            last_stable_offset=state.last_stable_offset,
         )
         self._tasks.append(loop.create_task(self.cleaner.run()))
         if config.durability == "interval":

@@ -22,10 +22,14 @@ LATENCY_BUCKETS: tuple[float, ...] = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 )  # fmt: skip
 
-# A record batch: base offset (8), batch length (4), ... record count at byte 57.
+# A record batch: base offset (8), batch length (4), ... attributes (int16) at byte 21,
+# record count at byte 57.
 _BATCH_LENGTH = struct.Struct(">i")
 _RECORD_COUNT = struct.Struct(">i")
+_ATTRIBUTES = struct.Struct(">h")
 _LENGTH_AT = 8
+_ATTRIBUTES_AT = 21
+_CONTROL = 0x20
 _COUNT_AT = 57
 _BATCH_OVERHEAD = 12  # base offset + length field, not counted in the length
 
@@ -100,14 +104,17 @@ class BrokerMetrics:
 
 
 def count_records(chunks: Sequence[bytes | memoryview]) -> int:
-    """Records in whole record batches laid end to end, read from the batch headers only."""
+    """Records in whole record batches laid end to end, read from the batch headers only
+    (transaction markers, in control batches, are not records of the topic's)."""
     total = 0
     for chunk in chunks:
         pos = 0
         end = len(chunk)
         while end - pos >= _COUNT_AT + 4:
             (length,) = _BATCH_LENGTH.unpack_from(chunk, pos + _LENGTH_AT)
-            (count,) = _RECORD_COUNT.unpack_from(chunk, pos + _COUNT_AT)
-            total += max(count, 0)
+            (attributes,) = _ATTRIBUTES.unpack_from(chunk, pos + _ATTRIBUTES_AT)
+            if not attributes & _CONTROL:
+                (count,) = _RECORD_COUNT.unpack_from(chunk, pos + _COUNT_AT)
+                total += max(count, 0)
             pos += _BATCH_OVERHEAD + length
     return total

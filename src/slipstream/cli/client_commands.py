@@ -77,6 +77,12 @@ def add_commands(sub: Sub) -> None:
         "line; json: one JSON object per record (non-UTF-8 bytes as {\"base64\": ...})",
     )
     p.add_argument("--key-separator", default="\t")
+    p.add_argument(
+        "--isolation-level",
+        default="read_uncommitted",
+        choices=["read_uncommitted", "read_committed"],
+        help="read_committed: only committed transactions' records, up to the last stable offset",
+    )
     _bootstrap_arg(p)
     p.set_defaults(func=_run(_consume))
 
@@ -134,8 +140,8 @@ async def _topics_describe(args: argparse.Namespace, cluster: Cluster) -> int:
     print(f"topic {info.name}  id {info.topic_id}  partitions {info.partition_count}")
     print()
     offsets = await admin.partition_offsets(args.name)
-    rows = [[p.partition, p.leader, p.earliest, p.latest, p.latest - p.earliest] for p in offsets]
-    for line in format_table(["PARTITION", "LEADER", "EARLIEST", "LATEST", "RECORDS"], rows):
+    rows = [[p.partition, p.leader, p.earliest, p.latest] for p in offsets]
+    for line in format_table(["PARTITION", "LEADER", "EARLIEST", "LATEST"], rows):
         print(line)
     configs = await admin.topic_configs(args.name)
     if configs:
@@ -196,7 +202,11 @@ async def _consume(args: argparse.Namespace, cluster: Cluster, out: TextIO | Non
     printed = 0
     last_record = time.monotonic()
     async with AIOConsumer(
-        args.bootstrap_server, group_id=args.group, client_id="slipstream-cli", auto_offset_reset=reset
+        args.bootstrap_server,
+        group_id=args.group,
+        client_id="slipstream-cli",
+        auto_offset_reset=reset,
+        isolation_level=args.isolation_level,
     ) as consumer:
         if args.group is not None:
             consumer.subscribe([args.topic])

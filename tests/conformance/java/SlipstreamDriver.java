@@ -16,7 +16,7 @@
 //                                         idempotent, acks=all; keys k<i>, values v<i>,
 //                                         header "i" = <i>, timestamp MS+i if given;
 //                                         one "ack" line per record
-//   consume TOPIC COUNT [--from-beginning | --timestamp MS | --latest] [--timeout-ms N]
+//   consume TOPIC COUNT [--from-beginning | --timestamp MS | --latest] [--timeout-ms N] [--isolation read_committed|read_uncommitted]
 //                                         assign all partitions; one "record" line each;
 //                                         prints "ready" once positions are fixed
 //   group-consume TOPIC GROUP [--assignor range|roundrobin|sticky|cooperative-sticky]
@@ -383,11 +383,15 @@ public final class SlipstreamDriver {
         String mode = "--from-beginning";
         long timestamp = -1;
         long timeoutMs = 20_000;
+        String isolation = "read_uncommitted";
         for (int i = 2; i < a.length; i++) {
             switch (a[i]) {
                 case "--from-beginning":
                 case "--latest":
                     mode = a[i];
+                    break;
+                case "--isolation":
+                    isolation = a[++i];
                     break;
                 case "--timestamp":
                     mode = a[i];
@@ -408,6 +412,7 @@ public final class SlipstreamDriver {
         p.put(ConsumerConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, String.valueOf(API_TIMEOUT_MS));
         p.put(ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG, "200");
         p.put(ConsumerConfig.CLIENT_ID_CONFIG, "slipstream-java-consumer");
+        p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation);
         p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         int seen = 0;

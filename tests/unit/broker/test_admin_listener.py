@@ -12,7 +12,7 @@ from slipstream.broker.admin.http_server import BadRequest, parse_head
 from slipstream.broker.broker import Broker
 from slipstream.broker.metrics import LATENCY_BUCKETS, BrokerMetrics, RequestStats, count_records
 from slipstream.client.producer import AIOProducer
-from slipstream.protocol.records import ProducerRecord, build_batch
+from slipstream.protocol.records import CONTROL_COMMIT, ProducerRecord, build_batch, build_control_batch
 
 
 async def http(port: int, raw: bytes) -> bytes:
@@ -137,6 +137,8 @@ def test_count_records_reads_batch_headers_only():
     assert count_records([one + three]) == 4
     assert count_records([one, memoryview(three)]) == 4
     assert count_records([]) == 0
+    marker = build_control_batch(CONTROL_COMMIT, producer_id=7, producer_epoch=0, timestamp_ms=0, base_offset=4)
+    assert count_records([one + marker + three]) == 4
     metrics = BrokerMetrics()
     metrics.fetched("t", [one + three], len(one) + len(three))
     assert (metrics.topics["t"].records_out, metrics.topics["t"].bytes_out) == (4, len(one) + len(three))

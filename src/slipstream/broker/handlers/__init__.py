@@ -43,6 +43,7 @@ from . import (
     produce,
     sasl_handshake,
     sync_group,
+    write_txn_markers,
 )
 
 
@@ -88,6 +89,7 @@ _MODULES: tuple[Handler, ...] = (
     consumer_group_describe,
     describe_log_dirs,
     describe_producers,
+    write_txn_markers,
 )
 
 
