@@ -12,7 +12,12 @@ from slipstream.broker.admin.http_server import BadRequest, parse_head
 from slipstream.broker.broker import Broker
 from slipstream.broker.metrics import LATENCY_BUCKETS, BrokerMetrics, RequestStats, count_records
 from slipstream.client.producer import AIOProducer
-from slipstream.protocol.records import CONTROL_COMMIT, ProducerRecord, build_batch, build_control_batch
+from slipstream.protocol.records import (
+    CONTROL_COMMIT,
+    ProducerRecord,
+    build_batch,
+    build_control_batch,
+)
 
 
 async def http(port: int, raw: bytes) -> bytes:
