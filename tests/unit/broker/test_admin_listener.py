@@ -209,3 +209,22 @@ async def test_consumer_protocol_group_in_metrics_and_json(broker: Broker):
         assert (status, document["type"], document["state"], document["lag"]) == (200, "consumer", "Stable", 2)
         [member] = document["members"]
         assert member["client_id"] == "c848" and member["assignment"] == {"kip848": [0, 1]}
+
+
+async def test_connections_beyond_the_cap_get_503(broker: Broker):
+    assert broker.admin is not None
+    server = broker.admin._server
+    server.max_connections = 2
+    idle = [await asyncio.open_connection("127.0.0.1", broker.admin.port) for _ in range(2)]
+    for _ in range(100):  # until the server has taken both in
+        if len(server._clients) == 2:
+            break
+        await asyncio.sleep(0.01)
+    assert (await http(broker.admin.port, b"GET /healthz HTTP/1.1\r\n\r\n")).startswith(b"HTTP/1.1 503")
+    for _, writer in idle:
+        writer.close()
+    for _ in range(100):
+        if not server._clients:
+            break
+        await asyncio.sleep(0.01)
+    assert (await get(broker.admin.port, "/healthz"))[0] == 200

@@ -21,6 +21,9 @@ log = logging.getLogger(__name__)
 
 MAX_HEAD_BYTES = 16 * 1024
 IDLE_TIMEOUT_S = 30.0
+# Connections served at once; more are answered 503 and closed, so a runaway scraper
+# cannot use up the broker's file descriptors.
+MAX_CONNECTIONS = 64
 
 _REASONS = {
     200: "OK",
@@ -100,8 +103,9 @@ Handler = Callable[[HttpRequest], Awaitable[HttpResponse]]
 
 
 class HttpServer:
-    def __init__(self, handler: Handler) -> None:
+    def __init__(self, handler: Handler, max_connections: int = MAX_CONNECTIONS) -> None:
         self.handler = handler
+        self.max_connections = max_connections
         self._server: asyncio.Server | None = None
         self._clients: set[asyncio.Task[None]] = set()
         self.port = 0
@@ -123,6 +127,15 @@ class HttpServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
+        if len(self._clients) >= self.max_connections:
+            # Read the request first (briefly): closing on unread data would reset the
+            # connection and the client would never see the answer.
+            with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
+                async with asyncio.timeout(1.0):
+                    await reader.readuntil(b"\r\n\r\n")
+                await _send(writer, HttpResponse(503, b"too many admin connections\n"), False)
+            writer.close()
+            return
         self._clients.add(task)
         try:
             while await self._one(reader, writer):
