@@ -13,9 +13,11 @@ from slipstream.broker.gc_tuning import YOUNG_THRESHOLD, ServingGC
 @pytest.fixture
 def gc_state() -> Iterator[None]:
     before = gc.get_threshold()
+    callbacks = list(gc.callbacks)
     yield
     gc.set_threshold(*before)
     gc.unfreeze()
+    gc.callbacks[:] = callbacks  # a test that never restores must not leave its hook behind
 
 
 def test_apply_freezes_the_heap_and_raises_the_young_threshold(gc_state: None) -> None:
