@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from conftest import GROUP_BROKER_ARGS, BrokerProcess, _make_broker
 from prometheus_client.parser import text_string_to_metric_families
 
+from conftest import GROUP_BROKER_ARGS, BrokerProcess, _make_broker
 from slipstream.testing.ports import free_port
 
 pytestmark = pytest.mark.conformance

@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..log.metadata import DirectoryMetadata, MetadataStore
 from .cleaner import LogCleaner
 from .config import BrokerConfig
 from .dispatch import Dispatcher
@@ -54,25 +55,36 @@ class Broker:
     async def start(self) -> Broker:
         config = self.config
         data_dir: Path | None = None
+        metadata: MetadataStore | None = None
         if config.storage == "disk":
             from ..log.store import DiskLogStore
 
             data_dir = Path(config.data_dir)
             data_dir.mkdir(parents=True, exist_ok=True)
             store: Any = DiskLogStore(data_dir / "logs")
+            metadata = DirectoryMetadata(data_dir)
+        elif config.storage == "postgres":
+            from ..log.postgres import PostgresLogStore
+
+            assert config.database_url is not None  # validate() checked
+            # Connecting and migrating block: do it off the loop.
+            store = await asyncio.get_running_loop().run_in_executor(
+                None, PostgresLogStore, config.database_url
+            )
+            metadata = store.metadata()
         else:
             from ..log.memory import MemoryLogStore
 
             store = MemoryLogStore()
-        topics = TopicManager(config, store, data_dir)
+        topics = TopicManager(config, store, metadata)
         topics.load()
-        group_configs = GroupConfigs(config, data_dir)
+        group_configs = GroupConfigs(config, metadata)
         group_configs.load()
         state = BrokerState(
             config=config,
             topics=topics,
-            cluster_id=load_cluster_id(data_dir),
-            producer_ids=ProducerIdAllocator(data_dir / "producer-ids" if data_dir else None),
+            cluster_id=load_cluster_id(metadata),
+            producer_ids=ProducerIdAllocator(metadata),
             group_configs=group_configs,
             fetch_sessions=FetchSessionCache(config.max_incremental_fetch_session_cache_slots),
         )
@@ -109,14 +121,15 @@ class Broker:
             last_stable_offset=state.last_stable_offset,
         )
         self._tasks.append(loop.create_task(self.cleaner.run()))
-        if config.durability == "interval":
+        if config.durability == "interval" or config.storage == "postgres":
+            # postgres: acks=0/1 appends reach the database within flush_interval_ms.
             self._tasks.append(loop.create_task(self._flush_loop()))
         log.info(
             "slipstream broker listening on %s:%d (storage=%s, data=%s)",
             config.host,
             self.port,
             config.storage,
-            data_dir,
+            data_dir if config.storage != "postgres" else _redacted(config.database_url or ""),
         )
         return self
 
@@ -235,3 +248,12 @@ class Broker:
             await asyncio.sleep(self.config.flush_interval_ms / 1000)
             if self.state is not None:
                 await loop.run_in_executor(None, self.state.topics.flush_all)
+
+
+def _redacted(url: str) -> str:
+    """The database URL without its password, for logs."""
+    scheme, sep, rest = url.partition("://")
+    credentials, at, location = rest.rpartition("@")
+    if not at or ":" not in credentials:
+        return url
+    return f"{scheme}{sep}{credentials.split(':', 1)[0]}:***@{location}"

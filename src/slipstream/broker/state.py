@@ -6,11 +6,11 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ..coordinator.result import RequestContext as CoordinatorContext
 from ..log.api import AppendInfo, PartitionLog
+from ..log.metadata import MetadataStore
 from ..protocol import compression
 from ..protocol.apis.api_versions import ApiVersionsResponseApiVersion
 from ..protocol.compression import CorruptCompressedData, UnsupportedCompression
@@ -167,7 +167,7 @@ class BrokerState:
         for header in headers:
             producers.record(header, offset)
             offset += header.last_offset_delta + 1
-        if acks == -1 and self.config.durability == "fsync":
+        if acks == -1 and self.config.syncs_before_ack:
             await self.committer.sync(plog)
         self.notifier.notify((topic, partition))
         self.metrics.produced(topic, info.last_offset - info.base_offset + 1, sum(len(b) for b in batches))
@@ -247,17 +247,16 @@ def _require_keys(batch: memoryview, topic: str) -> None:
         )
 
 
-def load_cluster_id(data_dir: Path | None) -> str:
+def load_cluster_id(metadata: MetadataStore | None) -> str:
     """Kafka cluster ids are 22-char url-safe base64 UUIDs; ours persists in meta.properties."""
     import base64
 
     fresh = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-    if data_dir is None:
+    if metadata is None:
         return fresh
-    meta = data_dir / "meta.properties"
-    if meta.exists():
-        for line in meta.read_text().splitlines():
-            if line.startswith("cluster.id="):
-                return line.split("=", 1)[1].strip()
-    meta.write_text(f"version=1\ncluster.id={fresh}\n")
+    saved = metadata.load("meta.properties")
+    for line in (saved or "").splitlines():
+        if line.startswith("cluster.id="):
+            return line.split("=", 1)[1].strip()
+    metadata.save("meta.properties", f"version=1\ncluster.id={fresh}\n")
     return fresh
