@@ -79,6 +79,7 @@ bench-quick: install-bench
 	$(BIN)/python bench/metrics_overhead.py --quick
 	$(BIN)/python bench/txn_consume.py --quick
 	$(BIN)/python bench/txn_produce.py --quick
+	$(BIN)/python bench/postgres_storage.py --quick
 
 clean-tools:
 	rm -rf $(TOOLS)
