@@ -45,12 +45,12 @@ def log(message: str) -> None:
 
 def run_backend(name: str, args: list[str], opts: argparse.Namespace) -> tuple[Rate, Rate]:
     port = free_port()
-    with tempfile.TemporaryDirectory(prefix="slipstream-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="slipstream-bench-") as tmp, open(Path(tmp) / "broker.log", "wb") as broker_log:
         command = [
             sys.executable, "-m", "slipstream", "serve", "--host", "127.0.0.1", "--port", str(port),
             "--data-dir", str(Path(tmp) / "data"), "--log-level", "WARNING", *args,
         ]  # fmt: skip
-        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stderr=open(Path(tmp) / "broker.log", "wb"))
+        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stderr=broker_log)
         try:
             wait_until_accepting(f"x@127.0.0.1:{port}/", timeout_s=60)
             bootstrap = f"127.0.0.1:{port}"
