@@ -223,7 +223,7 @@ class GroupCoordinatorAdapter:
                         for record in iter_records(chunk):
                             if record.offset < offset or record.key is None:
                                 continue
-                            self.coordinator.replay(record.key, record.value, now)
+                            self.coordinator.replay(record.key, record.value, now, record_time_ms=record.timestamp)
                             replayed += 1
                             offset = record.offset + 1
                     await asyncio.sleep(0)  # let other connections be served while we load
@@ -457,6 +457,8 @@ class GroupCoordinatorAdapter:
             result = result.after_append(error, self.state.clock())
 
     def _deliver(self, result: CoordinatorResult) -> None:
+        if result.events:
+            self.coordinator.history.record(result.events)
         for completion in result.completions:
             fut = self._parked.pop(completion.pending, None)
             if fut is not None and not fut.done():
