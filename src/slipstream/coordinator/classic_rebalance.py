@@ -251,7 +251,6 @@ class ClassicRebalance:
 
         if group.state is GroupState.DEAD:
             return
-        leader_before = group.leader_id
         if not group.maybe_elect_new_joined_leader() and group.members:
             # Nobody rejoined (only static members remain): wait another rebalance timeout,
             # until their sessions expire.
@@ -262,7 +261,7 @@ class ClassicRebalance:
         votes = group.protocol_votes() if group.members else {}
         group.init_next_generation(now_ms)
         group.generation_started_ms = now_ms
-        self._generation_events(group, fx, now_ms, votes, leader_before)
+        self._generation_events(group, fx, now_ms, votes)
         if group.state is GroupState.EMPTY:
             log.info("group %s: generation %s is empty", group_id, group.generation_id)
             fx.records.append(rec.group_metadata_record(self.partition_for(group_id), group, {}))
@@ -290,13 +289,18 @@ class ClassicRebalance:
         self._schedule_pending_sync(group)
 
     def _generation_events(
-        self, group: ClassicGroup, fx: Effects, now_ms: int, votes: dict[str, int], leader_before: str | None
+        self, group: ClassicGroup, fx: Effects, now_ms: int, votes: dict[str, int]
     ) -> None:
         group_id = group.group_id
         if group.protocol_name is not None:
             fx.event(ev.ProtocolSelected(group_id=group_id, at_ms=now_ms, protocol=group.protocol_name, votes=votes))
-        if group.members and group.leader_id is not None and group.leader_id != leader_before:
-            fx.event(ev.LeaderElected(group_id=group_id, at_ms=now_ms, member_id=group.leader_id, previous=leader_before))
+        leader = group.leader_id if group.members else None
+        if leader is not None:
+            # Every generation has its leader; ``previous`` is the last generation's.
+            fx.event(
+                ev.LeaderElected(group_id=group_id, at_ms=now_ms, member_id=leader, previous=group.generation_leader)
+            )
+        group.generation_leader = leader
         fx.event(
             ev.GenerationStarted(
                 group_id=group_id,

@@ -54,6 +54,7 @@ class ClassicGroup:
         self.rebalance_started_ms: int | None = None
         self.generation_started_ms: int | None = None
         self.partition_owners: dict[str, str] | None = None
+        self.generation_leader: str | None = None
 
     def __repr__(self) -> str:
         return (

@@ -41,6 +41,7 @@ from .classic_sync import ClassicSync
 from .config import CoordinatorConfig
 from .effects import Effects
 from .group import ClassicGroup
+from .history_moves import owners_of
 from .member import Member
 from .result import CoordinatorResult, Pending, RequestContext
 from .state import GroupState
@@ -96,7 +97,10 @@ class GroupManager:
         self.rebalance.sessions.extend(group.group_id, member.member_id, member.session_timeout_ms, now_ms)
 
     def on_loaded(self, group: ClassicGroup) -> None:
-        """Arm session timers for a group rebuilt from the log."""
+        """Arm session timers for a group rebuilt from the log; note its leader and owners for the history."""
+        group.generation_leader = group.leader_id if group.members else None
+        if group.uses_consumer_protocol():
+            group.partition_owners = owners_of(group.assignment_map())
         for member in group.members.values():
             self.reschedule_heartbeat(group, member)
 
