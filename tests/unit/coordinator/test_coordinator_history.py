@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -223,8 +224,6 @@ def test_json_history_round_trips_every_event() -> None:
     ctx.heartbeat("g", 99, a.member_id)
     dicts = ctx.coordinator.history_of("g")
     assert all(isinstance(d["seq"], int) and d["kind"] for d in dicts)
-    import json
-
     again = [ev.event_from_dict(json.loads(json.dumps(d))) for d in dicts]
     assert again == [e for _s, e in ctx.coordinator.history.events("g")]
     assert ctx.coordinator.history_of("g", since=dicts[-2]["seq"]) == dicts[-1:]
