@@ -69,6 +69,10 @@ class BrokerConfig:
     offset_metadata_max_bytes: int = 4096
     # KIP-227 fetch sessions the broker keeps at once (0: every fetch is sessionless).
     max_incremental_fetch_session_cache_slots: int = 1000
+    # The HTTP admin listener (/metrics, /healthz, /readyz, /api): off unless a port is
+    # given (0 picks a free one); admin_host defaults to host.
+    admin_port: int | None = None
+    admin_host: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
 
     def validate(self) -> BrokerConfig:
@@ -80,6 +84,8 @@ class BrokerConfig:
             )
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port {self.port} is out of range")
+        if self.admin_port is not None and not 0 <= self.admin_port <= 65535:
+            raise ValueError(f"admin port {self.admin_port} is out of range")
         if self.default_partitions < 1:
             raise ValueError("default partitions must be at least 1")
         if self.group_consumer_heartbeat_budget_per_sec < 0:
