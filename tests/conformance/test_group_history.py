@@ -130,7 +130,7 @@ def test_history_tells_each_rebalance_with_its_cause(admin_broker, java_driver, 
         events = wait_history(base, group, stable_with({id_a}), "a alone after b's session expired")
         # The CLI's timeline, from a separate process as a user runs it (a still lives: nothing new).
         out = subprocess.run(
-            [sys.executable, "-m", "slipstream", "groups", "history", group, "--admin-url", base],
+            [sys.executable, "-m", "slipstream", "groups", "history", group, "--admin-url", base, "--full-ids"],
             capture_output=True, text=True, timeout=30, check=True,
         ).stdout
     finally:

@@ -66,6 +66,8 @@ class BrokerConfig:
     # Comma-separated server-side assignors members may ask for; the first is the default.
     group_consumer_assignors: str = "uniform,range"
     offsets_retention_minutes: int = 7 * 24 * 60
+    # Ours: rebalance-history events kept per group (group.history.max.events; coordinator/history.py).
+    group_history_max_events: int = 1_000
     offset_metadata_max_bytes: int = 4096
     # KIP-227 fetch sessions the broker keeps at once (0: every fetch is sessionless).
     max_incremental_fetch_session_cache_slots: int = 1000
@@ -88,6 +90,8 @@ class BrokerConfig:
             raise ValueError(f"admin port {self.admin_port} is out of range")
         if self.default_partitions < 1:
             raise ValueError("default partitions must be at least 1")
+        if self.group_history_max_events < 1:
+            raise ValueError("group.history.max.events must be >= 1")
         if self.group_consumer_heartbeat_budget_per_sec < 0:
             raise ValueError("group.consumer.heartbeat.budget.per.sec must be >= 0 (0: no budget)")
         if not (

@@ -135,6 +135,7 @@ class GroupCoordinatorAdapter:
             consumer_group_max_size=c.group_consumer_max_size,
             consumer_group_heartbeat_budget_per_s=c.group_consumer_heartbeat_budget_per_sec,
             consumer_group_assignors=c.consumer_group_assignors(),
+            group_history_max_events=c.group_history_max_events,
         )
         self.timer = ManualTimer(clock=state.clock)
         self.coordinator = GroupCoordinator(

@@ -50,6 +50,10 @@ def add_command(gsub: Sub) -> None:
     )
     p.add_argument("--interval", type=float, default=1.0, help="seconds between polls with --follow (default 1)")
     p.add_argument("--json", action="store_true", help="print the events as JSON lines instead of a timeline")
+    p.add_argument(
+        "--full-ids", action="store_true",
+        help="print member ids whole (default: a client's <client id>-<UUID> ids keep 8 digits of the UUID)",
+    )
     p.set_defaults(func=_history)
 
 
@@ -99,7 +103,7 @@ def _history(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    formatter = TimelineFormatter()
+    formatter = TimelineFormatter(short_ids=not args.full_ids)
     since = 0
     try:
         while True:

@@ -15,13 +15,45 @@ whenever the date changes.
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from . import history as ev
 
-_INDENT = " " * 14  # under the time column
+# Kafka clients' member ids are "<client id>-<UUID>"; a timeline keeps the UUID's first 8 hex digits.
+_UUID_SUFFIX = re.compile(r"-([0-9a-f]{8})-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def short_member_id(member_id: str) -> str:
+    """``billing-1-8a8f2537-8ebe-...-fa4cd3c032db`` -> ``billing-1-8a8f2537``; other ids as they are."""
+    return _UUID_SUFFIX.sub(r"-\1", member_id)
+
+
+def with_short_ids(event: ev.GroupEvent) -> ev.GroupEvent:
+    """The event with every member id shortened (``short_member_id``)."""
+    changes: dict[str, Any] = {}
+    for f in dataclasses.fields(event):
+        value = getattr(event, f.name)
+        if f.name in ("member_id", "replaced_member_id", "leader", "previous") and isinstance(value, str):
+            changes[f.name] = short_member_id(value)
+        elif f.name in ("member_ids", "changed_member_ids"):
+            changes[f.name] = tuple(short_member_id(m) for m in value)
+        elif f.name == "partitions" and isinstance(value, dict):
+            changes[f.name] = {short_member_id(m): n for m, n in value.items()}
+        elif f.name == "moves":
+            changes[f.name] = tuple(
+                ev.PartitionMove(
+                    partition=m.partition,
+                    from_member=None if m.from_member is None else short_member_id(m.from_member),
+                    to_member=None if m.to_member is None else short_member_id(m.to_member),
+                )
+                for m in value
+            )
+    return dataclasses.replace(event, **changes) if changes else event
 
 
 def duration(ms: int) -> str:
@@ -52,7 +84,9 @@ class _Rebalance:
 
 
 class TimelineFormatter:
-    def __init__(self) -> None:
+    def __init__(self, *, short_ids: bool = False) -> None:
+        """``short_ids``: print member ids shortened (``short_member_id``)."""
+        self.short_ids = short_ids
         self._day: str | None = None
         self._rebalance: _Rebalance | None = None
         # The last membership event, as the cause of a rebalance started at the same moment.
@@ -61,6 +95,8 @@ class TimelineFormatter:
     def feed(self, events: Iterable[ev.GroupEvent]) -> list[str]:
         lines: list[str] = []
         for event in events:
+            if self.short_ids:
+                event = with_short_ids(event)
             moment = datetime.fromtimestamp(event.at_ms / 1000, UTC)
             day = moment.strftime("%Y-%m-%d")
             if day != self._day:
@@ -95,6 +131,8 @@ class TimelineFormatter:
                 if part
             )
             self._trigger = (e.at_ms, f"member {e.member_id} {'rejoined' if e.how == ev.JOINED_REJOIN else 'joined'}")
+            if e.how == ev.JOINED_REJOIN:
+                return f"member {e.member_id} {how}"  # who it is was said when it joined
             return f"member {e.member_id} {how}" + (f" ({where})" if where else "")
         if isinstance(e, ev.MemberLeft):
             why = f'reason: "{e.reason}"' if e.reason else "no reason given"
@@ -221,5 +259,5 @@ def _moves(e: ev.AssignmentSent) -> str:
     return "; ".join(parts)
 
 
-def format_timeline(events: Iterable[ev.GroupEvent]) -> list[str]:
-    return TimelineFormatter().feed(events)
+def format_timeline(events: Iterable[ev.GroupEvent], *, short_ids: bool = False) -> list[str]:
+    return TimelineFormatter(short_ids=short_ids).feed(events)

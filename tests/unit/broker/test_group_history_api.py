@@ -77,11 +77,14 @@ def test_the_api_the_adapter_and_the_cli_tell_the_same_history(
     newer, last_seq = fetch_history(url, "g", since=left["seq"])
     assert all(e["seq"] > left["seq"] for e in newer) and last_seq >= events[-1]["seq"]
 
-    assert main(["groups", "history", "g", "--admin-url", url]) == 0
+    assert main(["groups", "history", "g", "--admin-url", url, "--full-ids"]) == 0
     out = capsys.readouterr().out
     assert f"member {member_id} joined (client history-test" in out
     assert "generation 1: " in out and f"after member {member_id} joined" in out
     assert f"member {member_id} left (no reason given)" in out
+    assert main(["groups", "history", "g", "--admin-url", url]) == 0
+    short = member_id[: member_id.index("-", len("history-test-")) ]
+    assert f"member {short} joined (client history-test" in capsys.readouterr().out
     assert main(["groups", "history", "g", "--admin-url", url, "--json"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [json.loads(line) for line in lines] == events
@@ -105,3 +108,10 @@ def test_the_cli_asks_for_the_admin_url(monkeypatch: pytest.MonkeyPatch, capsys:
     monkeypatch.delenv("SLIPSTREAM_ADMIN_URL", raising=False)
     assert main(["groups", "history", "g"]) == 2
     assert "--admin-url" in capsys.readouterr().err
+
+
+def test_the_history_bound_is_a_broker_setting() -> None:
+    with Broker(storage="memory", port=0, group_history_max_events=2) as b:
+        assert b.groups is not None and b.groups.coordinator.history.max_events == 2
+    with pytest.raises(ValueError, match="group.history.max.events"):
+        Broker(storage="memory", port=0, group_history_max_events=0)

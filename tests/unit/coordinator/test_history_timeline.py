@@ -5,7 +5,12 @@ from __future__ import annotations
 from coord_context import REBALANCE_MS, GroupContext, assignment
 
 from slipstream.coordinator import history as ev
-from slipstream.coordinator.history_timeline import TimelineFormatter, duration, format_timeline
+from slipstream.coordinator.history_timeline import (
+    TimelineFormatter,
+    duration,
+    format_timeline,
+    short_member_id,
+)
 
 T0 = 1_764_061_200_000  # 2025-11-25 09:00:00.000 UTC
 
@@ -103,3 +108,23 @@ def test_a_real_coordinator_history_formats_with_the_wait() -> None:
         f"{rest[1].member_id} which never rejoined; removed at rebalance timeout"
     )
     assert any(f"t-2 {rest[1].member_id} -> {leader.member_id}" in line for line in lines)
+
+
+def test_client_member_ids_shorten_to_eight_uuid_digits() -> None:
+    long_id = "billing-1-8a8f2537-8ebe-4da1-a7fd-fa4cd3c032db"
+    assert short_member_id(long_id) == "billing-1-8a8f2537"
+    assert short_member_id("c-1") == "c-1" and short_member_id("8a8f2537-8ebe-4da1-a7fd-fa4cd3c032db") == (
+        "8a8f2537-8ebe-4da1-a7fd-fa4cd3c032db"
+    )
+    events = [
+        ev.GenerationStarted(group_id="g", at_ms=T0, generation=1, member_ids=(long_id,), leader=long_id),
+        ev.AssignmentSent(
+            group_id="g", at_ms=T0, generation=1, decoded=True,
+            moves=(ev.PartitionMove(partition="t-0", from_member=None, to_member=long_id),),
+            partitions={long_id: 1},
+        ),
+    ]
+    assert format_timeline(events, short_ids=True)[1:] == [
+        "09:00:00.000    generation 1 started with 1 member: billing-1-8a8f2537",
+        "09:00:00.000    assignment sent for generation 1: billing-1-8a8f2537 gets t-0",
+    ]
