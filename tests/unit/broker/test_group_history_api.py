@@ -7,10 +7,14 @@ and the CLI's timeline all tell the same story.
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from typing import IO
 
 import pytest
 from broker_helpers import TIMEOUT_S, create_topic, quiet_admin
@@ -20,6 +24,8 @@ from slipstream.broker.broker import Broker
 from slipstream.cli import main
 from slipstream.cli.group_history import HistoryUnavailable, fetch_history
 
+pytestmark = pytest.mark.timeout(60)
+
 
 @pytest.fixture
 def admin_broker() -> Iterator[Broker]:
@@ -27,7 +33,8 @@ def admin_broker() -> Iterator[Broker]:
         yield b
 
 
-def consume_until_assigned(broker: Broker, group: str) -> Consumer:
+def consume_until_assigned(broker: Broker, group: str, *others: Consumer) -> Consumer:
+    """A new member, polled (with ``others``, who must rejoin) until it has partitions."""
     consumer = Consumer(
         {
             "bootstrap.servers": broker.bootstrap_servers,
@@ -42,6 +49,8 @@ def consume_until_assigned(broker: Broker, group: str) -> Consumer:
     while not consumer.assignment():
         assert time.monotonic() < deadline, "no assignment"
         consumer.poll(0.1)
+        for other in others:
+            other.poll(0.01)
     return consumer
 
 
@@ -113,5 +122,47 @@ def test_the_cli_asks_for_the_admin_url(monkeypatch: pytest.MonkeyPatch, capsys:
 def test_the_history_bound_is_a_broker_setting() -> None:
     with Broker(storage="memory", port=0, group_history_max_events=2) as b:
         assert b.groups is not None and b.groups.coordinator.history.max_events == 2
-    with pytest.raises(ValueError, match="group.history.max.events"):
+    with pytest.raises(ValueError, match=r"group\.history\.max\.events"):
         Broker(storage="memory", port=0, group_history_max_events=0)
+
+
+def test_follow_prints_new_events_as_they_come(admin_broker: Broker) -> None:
+    url = admin_broker.admin_url
+    assert url is not None
+    create_topic(quiet_admin(admin_broker.bootstrap_servers), "t", 2)
+    first = consume_until_assigned(admin_broker, "g")
+    wait_for_kind(url, "g", "generation-completed")
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "slipstream", "groups", "history", "g", "--follow", "--interval", "0.1",
+         "--admin-url", url],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert follower.stdout is not None
+        lines = read_until(follower.stdout, 1)
+        assert any(" joined (client history-test" in line for line in lines)
+        second = consume_until_assigned(admin_broker, "g", first)
+        lines = read_until(follower.stdout, 2)
+        assert not any(is_summary(line, 1) for line in lines), "printed twice"
+        assert any(" -> " in line for line in lines)  # a partition moved to the second member
+        second.close()
+        first.close()
+        read_until(follower.stdout, 3)
+    finally:
+        follower.send_signal(signal.SIGINT)
+        assert follower.wait(timeout=10) == 0, follower.stderr.read() if follower.stderr else ""
+
+
+def is_summary(line: str, generation: int) -> bool:
+    return line[len("09:00:00.000  ") :].startswith(f"generation {generation}: ")
+
+
+def read_until(stream: IO[str], generation: int) -> list[str]:
+    """Lines from the follower up to the generation's summary (the test's timeout guards a hang)."""
+    lines = []
+    while True:
+        line = stream.readline()
+        assert line, "the follower stopped"
+        lines.append(line.rstrip("\n"))
+        if is_summary(line, generation):
+            return lines
