@@ -316,6 +316,8 @@ class GroupCoordinatorAdapter:
         if result.response is not None and result.pending is None and not result.records and (
             not result.completions and result.after_append is None
         ):
+            if result.events:  # e.g. a commit of a stale generation, for the history
+                self.coordinator.history.record(result.events)
             return result.response  # answered without a write (e.g. a validation error)
         if not result.records or result.pending is None or result.response is not None:
             # A shape we do not batch: carried out the ordinary way.

@@ -89,6 +89,16 @@ class GroupManager:
         """Kafka's validateMember: 0, UNKNOWN_MEMBER_ID or FENCED_INSTANCE_ID."""
         return self.rebalance.validate_member(group, member_id, instance_id, operation)
 
+    def fenced_events(
+        self, group_id: str, member_id: str, instance_id: str | None, api: str, error: int, generation: int,
+        now_ms: int,
+    ) -> tuple[ev.GroupEvent, ...]:
+        """The history's note of a request refused for its generation or instance id (else none)."""
+        group = self.rebalance.groups.get(group_id)
+        if group is None or error not in (ErrorCode.ILLEGAL_GENERATION, ErrorCode.FENCED_INSTANCE_ID):
+            return ()
+        return (self.rebalance.fenced(group, member_id, instance_id, api, error, generation, now_ms),)
+
     def note_coordinator_lookup(self, group_id: str, connection: str, now_ms: int) -> None:
         self.rebalance.note_coordinator_lookup(group_id, connection, now_ms)
 

@@ -17,12 +17,19 @@ from collections.abc import Iterator
 from typing import IO
 
 import pytest
-from broker_helpers import TIMEOUT_S, create_topic, quiet_admin
+from broker_helpers import TIMEOUT_S, create_topic, quiet_admin, raw_request
 from confluent_kafka import Consumer
 
 from slipstream.broker.broker import Broker
 from slipstream.cli import main
 from slipstream.cli.group_history import HistoryUnavailable, fetch_history
+from slipstream.protocol.apis.offset_commit import SPEC as OFFSET_COMMIT
+from slipstream.protocol.apis.offset_commit import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+)
+from slipstream.protocol.errors import ErrorCode
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -76,6 +83,15 @@ def test_the_api_the_adapter_and_the_cli_tell_the_same_history(
     assert member_id.startswith("history-test")
     sent = next(e for e in joined if e["kind"] == "assignment-sent")
     assert sent["decoded"] and sorted(m["partition"] for m in sent["moves"]) == ["t-0", "t-1", "t-2"]
+    # A commit of a stale generation, on the broker's group-committed path: noted as fenced.
+    stale = OffsetCommitRequest(
+        group_id="g", generation_id_or_member_epoch=0, member_id=member_id,
+        topics=[OffsetCommitRequestTopic(name="t", partitions=[OffsetCommitRequestPartition(partition_index=0, committed_offset=1)])],
+    )
+    answer = raw_request(admin_broker, OFFSET_COMMIT, 8, stale)
+    assert answer.topics[0].partitions[0].error_code == ErrorCode.ILLEGAL_GENERATION
+    fenced = wait_for_kind(url, "g", "request-fenced")[-1]
+    assert (fenced["api"], fenced["member_id"], fenced["request_generation"]) == ("OffsetCommit", member_id, 0)
     consumer.close()
     events = wait_for_kind(url, "g", "member-left")
     left = next(e for e in events if e["kind"] == "member-left")

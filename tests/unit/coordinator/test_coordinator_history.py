@@ -184,10 +184,13 @@ def test_requests_of_an_old_generation_are_fenced_and_noted() -> None:
     a, b = ctx.form_group("g", 2)
     assert ctx.heartbeat("g", a.generation - 1, a.member_id).error == ErrorCode.ILLEGAL_GENERATION
     assert ctx.sync("g", a.generation + 5, b.member_id).error == ErrorCode.ILLEGAL_GENERATION
+    commit = ctx.commit("g", {("t", 0): 5}, generation=a.generation - 1, member_id=a.member_id)
+    assert commit.response.topics[0].partitions[0].error_code == ErrorCode.ILLEGAL_GENERATION
     fenced = events(ctx, "g", ev.RequestFenced)
     assert [(e.member_id, e.api, e.error, e.request_generation, e.current_generation) for e in fenced] == [
         (a.member_id, "Heartbeat", "ILLEGAL_GENERATION", a.generation - 1, a.generation),
         (b.member_id, "SyncGroup", "ILLEGAL_GENERATION", a.generation + 5, a.generation),
+        (a.member_id, "OffsetCommit", "ILLEGAL_GENERATION", a.generation - 1, a.generation),
     ]
     assert all(e.at_ms == ctx.now for e in fenced)
 
