@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
-from conftest import GROUP_BROKER_ARGS, BrokerProcess, _make_broker
+from conftest import CONSUMER_BROKER_ARGS, GROUP_BROKER_ARGS, BrokerProcess, _make_broker
 from test_groups_harness import start_java_member, start_python_member
 
 from slipstream.cli.group_history import fetch_history
@@ -175,3 +175,73 @@ def test_history_tells_each_rebalance_with_its_cause(admin_broker, java_driver, 
     assert replayed and all(e["replayed"] for e in replayed)
     assert [e["generation"] for e in replayed if e["kind"] == "generation-started"][-1] == generations[-1]
     assert [e for e in replayed if e["kind"] == "assignment-sent"][-1]["partitions"] == {id_a: PARTITIONS}
+
+
+@pytest.fixture
+def consumer_admin_broker(tmp_path: Path) -> Iterator[tuple[BrokerProcess, str]]:
+    port = free_port()
+    args = (*CONSUMER_BROKER_ARGS, "--admin-port", str(port))
+    for broker in _make_broker(tmp_path, args):
+        yield broker, f"http://127.0.0.1:{port}"
+
+
+def test_consumer_protocol_history_tells_epochs_reconciliation_and_fencing(consumer_admin_broker, topic_name) -> None:
+    """confluent-kafka members with group.protocol=consumer (KIP-848): one joins, a second
+    joins (the first revokes half its partitions), the second closes, the first is killed."""
+    broker, base = consumer_admin_broker
+    wait_ready(base)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 0})
+    for f in admin.create_topics([NewTopic(topic_name, PARTITIONS, 1)]).values():
+        f.result(15)
+    group = f"history-kip848-{topic_name}"
+
+    def reconciled(member_id: str, partitions: int) -> Callable[[list[dict[str, Any]]], bool]:
+        def check(events: list[dict[str, Any]]) -> bool:
+            steps = [e for e in events if e["kind"] == "member-epoch-advanced" and e["member_id"] == member_id]
+            owned: set[str] = set()
+            for s in steps:
+                owned = (owned - set(s["revoking"])) | set(s["assigning"])
+            return bool(steps) and steps[-1]["state"] == "stable" and len(owned) == partitions
+        return check
+
+    members = []
+    try:
+        a = start_python_member("confluent", "kip848-a", broker.bootstrap, topic_name, group, group_protocol="consumer")
+        members.append(a)
+        events = wait_history(base, group, lambda ev: any(e["kind"] == "member-joined" for e in ev), "a to join")
+        id_a = member_id_of(events, "kip848-a")
+        wait_history(base, group, reconciled(id_a, PARTITIONS), "a to own every partition")
+        b = start_python_member("confluent", "kip848-b", broker.bootstrap, topic_name, group, group_protocol="consumer")
+        members.append(b)
+        events = wait_history(base, group, lambda ev: any(
+            e["kind"] == "member-joined" and e["client_id"] == "kip848-b" for e in ev), "b to join")
+        id_b = member_id_of(events, "kip848-b")
+        wait_history(base, group, reconciled(id_b, PARTITIONS // 2), "b to get its half")
+        b.close()
+        wait_history(base, group, lambda ev: any(e["kind"] == "member-fenced" and e["member_id"] == id_b for e in ev),
+                     "b to leave")
+        a.kill()
+        events = wait_history(base, group, lambda ev: any(
+            e["kind"] == "member-fenced" and e["member_id"] == id_a for e in ev), "a's session to expire")
+    finally:
+        for m in members:
+            m.reap()
+
+    bumps = [(e["epoch"], e["cause"]) for e in events if e["kind"] == "group-epoch-bumped"]
+    assert bumps == [
+        (1, "group created"),
+        (2, f"member {id_b} joined"),
+        (3, f"member {id_b} left"),
+        (4, f"member {id_a} was fenced: its session expired"),
+    ]
+    fenced = [(e["member_id"], e["cause"]) for e in events if e["kind"] == "member-fenced"]
+    assert fenced == [(id_b, "left"), (id_a, "session-expired")]
+    (left,) = [e for e in events if e["kind"] == "member-left"]
+    assert left["member_id"] == id_b and not left["temporarily"]
+    # a handed two partitions over: a revoking step, then b's assigning step of those partitions.
+    revoked = [e for e in events if e["kind"] == "member-epoch-advanced" and e["member_id"] == id_a and e["revoking"]]
+    assert revoked and revoked[0]["state"] == "unrevoked-partitions" and len(revoked[0]["revoking"]) == PARTITIONS // 2
+    gained = {p for e in events if e["kind"] == "member-epoch-advanced" and e["member_id"] == id_b for p in e["assigning"]}
+    assert gained == set(revoked[0]["revoking"])
+    targets = [e["epoch"] for e in events if e["kind"] == "target-assignment-computed"]
+    assert targets[:2] == [1, 2]

@@ -639,9 +639,10 @@ class ConsumerGroupManager:
         events.append(
             ev.MemberFenced(group_id=group_id, at_ms=now_ms, member_id=member_id, epoch=member.member_epoch, cause=cause)
         )
+        why = _FENCE_CAUSES.get(cause, cause)
         events.append(
             ev.GroupEpochBumped(
-                group_id=group_id, at_ms=now_ms, epoch=group.group_epoch + 1, cause=f"member {member_id} {cause}"
+                group_id=group_id, at_ms=now_ms, epoch=group.group_epoch + 1, cause=f"member {member_id} {why}"
             )
         )
         if response is None:
@@ -812,6 +813,13 @@ def _answer_after_write(
 
     return CoordinatorResult(records=records, after_append=after_append)
 
+
+# A fenced member's cause, as the group epoch bump it brings says it.
+_FENCE_CAUSES = {
+    "left": "left",
+    "session-expired": "was fenced: its session expired",
+    "rebalance-timeout": "was fenced: it did not revoke its partitions in time",
+}
 
 # Errors that refuse a heartbeat for a stale epoch or a taken instance id: the history notes them.
 _FENCING_ERRORS = frozenset(

@@ -348,6 +348,8 @@ def test_consumer_group_member_that_does_not_revoke_is_fenced_at_the_rebalance_t
         b.beat()
     fenced = events(ctx, "cg", ev.MemberFenced)
     assert [(e.member_id, e.cause) for e in fenced] == [(a.member_id, "rebalance-timeout")]
+    bump = events(ctx, "cg", ev.GroupEpochBumped)[-1]
+    assert bump.cause == f"member {a.member_id} was fenced: it did not revoke its partitions in time"
 
 
 def test_consumer_group_events_need_their_records_written() -> None:
