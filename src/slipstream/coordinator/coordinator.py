@@ -229,6 +229,8 @@ class GroupCoordinator:
                 if self.is_group_loading(k.group):
                     self._narrator.group_metadata(k.group, gv, record_ms)
                 self._replay_group(k.group, gv, now)
+                if gv is None and self.group_manager.get(k.group) is None:
+                    self.history.forget(k.group)  # the group is gone: so is its history
             elif isinstance(k, gr.UnknownKey):
                 log.debug("skipping __consumer_offsets record with key version %s", k.version)
             else:
@@ -240,6 +242,7 @@ class GroupCoordinator:
                     self.group_manager.remove_group(k.group, now)
                 if isinstance(k, gr.ConsumerGroupMetadataKey) and value is None:
                     self.consumer_groups.forget(k.group)
+                    self.history.forget(k.group)
                 crec.replay_consumer_record(self.consumer_groups.groups, k, cv, now)
                 if self.is_group_loading(k.group):
                     self._narrator.consumer_record(k, cv, record_ms)

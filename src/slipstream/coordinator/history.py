@@ -289,7 +289,8 @@ def event_from_dict(data: Mapping[str, Any]) -> GroupEvent:
 
 
 class GroupHistory:
-    """The last ``max_events`` events of every group, numbered in the order recorded.
+    """The last ``max_events`` events of every group, numbered in the order recorded;
+    a group's events go with the group (``forget``, when its tombstone is replayed).
 
     ``seq`` numbers are shared by all groups and only grow, so a follower asks for
     what came after the last number it saw (``since``).
@@ -322,6 +323,10 @@ class GroupHistory:
         if since <= 0:
             return list(kept)
         return [(seq, e) for seq, e in kept if seq > since]
+
+    def forget(self, group_id: str) -> None:
+        """Drop a deleted group's events (the store stays bounded by the live groups)."""
+        self._events.pop(group_id, None)
 
     def group_ids(self) -> list[str]:
         return list(self._events)

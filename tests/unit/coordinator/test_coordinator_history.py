@@ -382,3 +382,21 @@ def test_consumer_group_history_is_replayed_from_the_records() -> None:
     assert [e.member_id for e in by_kind["member-fenced"]] == [b.member_id]
     assert by_kind["target-assignment-computed"][-1].epoch == 2
     assert {e.member_id for e in by_kind["member-epoch-advanced"]} == {a.member_id, b.member_id}
+
+
+def test_a_deleted_group_takes_its_history_along() -> None:
+    ctx = GroupContext()
+    a, b = ctx.form_group("g", 2)
+    ctx.form_group("h", 1)
+    ctx.leave("g", (a.member_id, None), (b.member_id, None))
+    assert ctx.state("g") is GroupState.EMPTY and events(ctx, "g")
+    assert ctx.delete_groups("g").response.results[0].error_code == 0
+    assert events(ctx, "g") == [] and ctx.coordinator.history_of("g") == []
+    assert events(ctx, "h")
+    set_topics(ctx, t=1)
+    m = ConsumerMember(ctx, "cg", topics=["t"])
+    m.join()
+    m.leave()
+    assert events(ctx, "cg")
+    assert ctx.delete_groups("cg").response.results[0].error_code == 0
+    assert events(ctx, "cg") == []
