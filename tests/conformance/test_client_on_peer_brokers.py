@@ -42,6 +42,12 @@ from slipstream.protocol.apis.join_group import SPEC as JOIN_GROUP
 from slipstream.protocol.apis.join_group import JoinGroupRequest, JoinGroupRequestProtocol
 from slipstream.protocol.apis.leave_group import SPEC as LEAVE_GROUP
 from slipstream.protocol.apis.leave_group import LeaveGroupRequest, LeaveGroupRequestMemberIdentity
+from slipstream.protocol.apis.offset_commit import SPEC as OFFSET_COMMIT
+from slipstream.protocol.apis.offset_commit import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+)
 from slipstream.protocol.apis.produce import SPEC as PRODUCE
 from slipstream.protocol.apis.produce import (
     ProduceRequest,
@@ -175,11 +181,11 @@ def test_idempotent_producer_and_poll_consumer_round_trip(peer: PeerBrokerProces
     producer = Producer(peer.bootstrap, acks="all", enable_idempotence=True, linger_ms=20)
     try:
         assert producer.aio.idempotent and producer.aio.producer_id >= 0
+        def on_delivery(i: int) -> Any:
+            return lambda err, md: acks.append((err, md, i))
+
         for i, (t, key, value, headers) in enumerate(sent):
-            producer.produce(
-                t, value, key=key, headers=headers,
-                on_delivery=lambda err, md, i=i: acks.append((err, md, i)),
-            )
+            producer.produce(t, value, key=key, headers=headers, on_delivery=on_delivery(i))
         assert producer.flush(30) == 0
         producer.poll(0)
     finally:
@@ -399,6 +405,49 @@ def test_poll_consumer_in_a_group_commits(peer: PeerBrokerProcess) -> None:
         assert reader.committed([(topic, 0), (topic, 1)]) == {(topic, 0): 5, (topic, 1): 5}
     finally:
         reader.close()
+
+
+async def test_commits_are_fenced_by_generation_and_member(peer: PeerBrokerProcess) -> None:
+    """OffsetCommit from the member's current generation succeeds; a wrong generation,
+    an unknown member, or a memberless commit to an active group gets Kafka's error (the
+    fencing that keeps a member that missed a rebalance from overwriting commits)."""
+    topic, group_id = _unique("fence-topic"), _unique("fence")
+    await _create_topic(peer.bootstrap, topic, 1)
+    group = ConsumerGroup(peer.bootstrap, group_id, **GROUP_SETTINGS)
+    task = asyncio.create_task(_run_member(group, topic, _Idle()))
+    cluster = Cluster(peer.bootstrap)
+    try:
+        await _wait_for(lambda: group.session is not None, 20, "the first session")
+        assert group.session is not None
+        generation, member_id = group.session.generation_id, group.member_id
+        conn = await cluster.any_connection()
+        answers = {}
+        for label, gen, member in [
+            ("current", generation, member_id),
+            ("later generation", generation + 5, member_id),
+            ("earlier generation", generation - 1, member_id),
+            ("unknown member", generation, "ghost"),
+            ("no member", -1, ""),
+        ]:
+            response = await conn.request(OFFSET_COMMIT, OffsetCommitRequest(
+                group_id=group_id, generation_id_or_member_epoch=gen, member_id=member,
+                topics=[OffsetCommitRequestTopic(name=topic, partitions=[
+                    OffsetCommitRequestPartition(partition_index=0, committed_offset=7,
+                                                 committed_metadata=""),
+                ])],
+            ), max_version=8)
+            answers[label] = response.topics[0].partitions[0].error_code
+    finally:
+        await cluster.close()
+        await group.close()
+        await task
+    assert answers == {
+        "current": ErrorCode.NONE,
+        "later generation": ErrorCode.ILLEGAL_GENERATION,
+        "earlier generation": ErrorCode.ILLEGAL_GENERATION,
+        "unknown member": ErrorCode.UNKNOWN_MEMBER_ID,
+        "no member": ErrorCode.UNKNOWN_MEMBER_ID,
+    }
 
 
 def _offsets_of(records: list[tuple[int, bytes, bytes]]) -> list[tuple[int, tuple[int, bytes]]]:
