@@ -25,6 +25,7 @@ from .producer_state import ProducerIdAllocator
 from .server import KafkaConnection
 from .state import BrokerState, load_cluster_id
 from .topics import TopicManager
+from .transactions import TransactionCoordinatorAdapter
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,7 @@ class Broker:
         self.config = replace(base, **settings).validate() if settings else base.validate()
         self.state: BrokerState | None = None
         self.groups: GroupCoordinatorAdapter | None = None
+        self.transactions: TransactionCoordinatorAdapter | None = None
         self._server: asyncio.Server | None = None
         self._connections: set[KafkaConnection] = set()
         self._tasks: list[asyncio.Task[None]] = []
@@ -74,7 +76,10 @@ class Broker:
         groups = GroupCoordinatorAdapter(state)
         self.groups = groups
         await groups.start()
-        dispatcher = Dispatcher(state, groups)
+        transactions = TransactionCoordinatorAdapter(state, groups)
+        self.transactions = transactions
+        await transactions.start()
+        dispatcher = Dispatcher(state, groups, transactions)
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: KafkaConnection(dispatcher, config.socket_request_max_bytes, self._connections),
@@ -90,6 +95,7 @@ class Broker:
             topics,
             state.clock,
             backoff_ms=config.log_cleaner_backoff_ms,
+            last_stable_offset=state.last_stable_offset,
         )
         self._tasks.append(loop.create_task(self.cleaner.run()))
         if config.durability == "interval":
@@ -124,6 +130,9 @@ class Broker:
             await self._server.wait_closed()
             self._server = None
         if self.state is not None:
+            if self.transactions is not None:
+                await self.transactions.stop()
+                self.transactions = None
             if self.groups is not None:
                 await self.groups.stop()
                 self.groups = None

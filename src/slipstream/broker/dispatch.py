@@ -16,6 +16,7 @@ from .groups import GroupCoordinatorAdapter
 from .handlers import HANDLERS, Handler
 from .request_context import RequestContext
 from .state import BrokerState
+from .transactions import TransactionCoordinatorAdapter
 
 log = logging.getLogger(__name__)
 
@@ -27,9 +28,12 @@ class CloseConnection(Exception):
 
 
 class Dispatcher:
-    def __init__(self, state: BrokerState, groups: GroupCoordinatorAdapter) -> None:
+    def __init__(
+        self, state: BrokerState, groups: GroupCoordinatorAdapter, transactions: TransactionCoordinatorAdapter
+    ) -> None:
         self.state = state
         self.groups = groups
+        self.transactions = transactions
         self.handlers: dict[int, Handler] = HANDLERS
         state.api_versions = self.supported_versions()
 
@@ -70,7 +74,7 @@ class Dispatcher:
             request = spec.decode_request(view, pos, api_version)
         except p.DecodeError as exc:
             raise CloseConnection(f"malformed {spec.name} v{api_version} request: {exc}") from None
-        ctx = RequestContext(self.state, self.groups, header, api_version, client_host)
+        ctx = RequestContext(self.state, self.groups, header, api_version, client_host, self.transactions)
         try:
             response = await handler.handle(ctx, request)
         except CloseConnection:

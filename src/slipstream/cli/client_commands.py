@@ -70,6 +70,12 @@ def add_commands(sub: Sub) -> None:
     p.add_argument("--idle-timeout", type=float, help="exit after this many seconds without a record")
     p.add_argument("--print-key", action="store_true", help="print key SEP value")
     p.add_argument("--key-separator", default="\t")
+    p.add_argument(
+        "--isolation-level",
+        default="read_uncommitted",
+        choices=["read_uncommitted", "read_committed"],
+        help="read_committed: only committed transactions' records, up to the last stable offset",
+    )
     _bootstrap_arg(p)
     p.set_defaults(func=_run(_consume))
 
@@ -187,7 +193,11 @@ async def _consume(args: argparse.Namespace, cluster: Cluster, out: TextIO | Non
     printed = 0
     last_record = time.monotonic()
     async with AIOConsumer(
-        args.bootstrap_server, group_id=args.group, client_id="slipstream-cli", auto_offset_reset=reset
+        args.bootstrap_server,
+        group_id=args.group,
+        client_id="slipstream-cli",
+        auto_offset_reset=reset,
+        isolation_level=args.isolation_level,
     ) as consumer:
         if args.group is not None:
             consumer.subscribe([args.topic])

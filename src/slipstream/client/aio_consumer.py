@@ -33,6 +33,7 @@ from typing import Any
 from .assignors import TopicPartition
 from .consumer import ConsumerCore, Message, config_from
 from .subscription import TopicPattern
+from .transactions import ConsumerGroupMetadata
 
 __all__ = ["AIOConsumer"]
 
@@ -124,6 +125,10 @@ class AIOConsumer:
         if first is not None:
             return first
         return await self.core.position(tp, timeout_s)
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The group, member id and generation, for ``AIOProducer.send_offsets_to_transaction``."""
+        return self.core.group_metadata()
 
     async def committed(
         self, partitions: Iterable[TopicPartition], timeout_s: float = 30.0

@@ -94,6 +94,7 @@ from .offsets import GroupOffsets, OffsetAndMetadata
 from .retry import backoff_s
 from .subscription import TopicPattern
 from .tasks import deadline
+from .transactions import ConsumerGroupMetadata
 
 log = logging.getLogger(__name__)
 
@@ -305,6 +306,18 @@ class ConsumerCore:
     def generation(self) -> Generation | None:
         m = self.membership
         return m.generation if (m is not None and self.in_group) else None
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """What a transactional producer's ``send_offsets_to_transaction`` needs: the group,
+        and this member's id and generation (-1/"" outside a generation)."""
+        if self.config.group_id is None:
+            raise RuntimeError("group_metadata() needs a group_id")
+        generation = self.generation()
+        if generation is None:
+            return ConsumerGroupMetadata(self.config.group_id, group_instance_id=self.config.group_instance_id)
+        return ConsumerGroupMetadata(
+            self.config.group_id, generation.generation_id, generation.member_id, self.config.group_instance_id
+        )
 
     def remove(self, partitions: list[TopicPartition]) -> None:
         self.fetcher.remove(partitions)
@@ -916,6 +929,11 @@ class Consumer:
         """The offset of the next record ``poll`` returns for ``tp`` (waits for an offset reset)."""
         with self._use() as core:
             return self._call(core.position(tp, timeout_s), timeout_s)
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The group, member id and generation, for ``Producer.send_offsets_to_transaction``."""
+        with self._use() as core:
+            return core.group_metadata()
 
     def committed(
         self, partitions: Iterable[TopicPartition], timeout_s: float = 30.0

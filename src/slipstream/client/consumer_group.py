@@ -101,6 +101,7 @@ from .membership import (
 )
 from .offsets import CommitFailedError, OffsetAndMetadata, reset_offsets
 from .tasks import deadline
+from .transactions import ConsumerGroupMetadata
 
 log = logging.getLogger(__name__)
 
@@ -615,6 +616,17 @@ class ConsumerGroup:
     @property
     def member_id(self) -> str:
         return self._membership.member_id
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The group, member id and generation, for ``AIOProducer.send_offsets_to_transaction``
+        (the running session's generation; -1 before the first one)."""
+        generation = self._membership.generation
+        group_id = self.config.group_id or ""
+        if generation is None:
+            return ConsumerGroupMetadata(group_id, group_instance_id=self.config.group_instance_id)
+        return ConsumerGroupMetadata(
+            group_id, generation.generation_id, generation.member_id, self.config.group_instance_id
+        )
 
     @property
     def session(self) -> ConsumerGroupSession | None:
