@@ -269,6 +269,106 @@ def test_compressed_batches_round_trip(peer: PeerBrokerProcess, codec: str) -> N
     assert got == list(enumerate(values))
 
 
+# ================================================================ transactions
+
+
+async def _write_transactions(bootstrap: str, topic: str) -> tuple[dict[str, list[int]], Any]:
+    """On partition 0 of a new topic: a committed transaction of three records, an
+    aborted one of two (written, then aborted), a committed one of one, and an open one
+    of two that is committed after one read_committed Fetch. Returns the offsets of each
+    transaction's records and that Fetch's partition answer."""
+    await _create_topic(bootstrap, topic, 1)
+    offsets: dict[str, list[int]] = {}
+    async with AIOProducer(bootstrap, transactional_id=_unique("txn")) as producer:
+        await producer.init_transactions(timeout=15)
+        for name, count, commit in (("committed", 3, True), ("aborted", 2, False),
+                                    ("after", 1, True), ("open", 2, None)):
+            producer.begin_transaction()
+            futures = [await producer.send(topic, b"%s-%d" % (name.encode(), i), partition=0)
+                       for i in range(count)]
+            offsets[name] = [md.offset for md in await asyncio.gather(*futures)]
+            if commit is True:
+                await producer.commit_transaction(timeout=15)
+            elif commit is False:
+                await producer.abort_transaction(timeout=15)
+        cluster = Cluster(bootstrap)
+        try:
+            await cluster.refresh_metadata([topic])
+            conn = await cluster.leader_connection(topic, 0)
+            response = await conn.request(FETCH, FetchRequest(
+                max_wait_ms=100, min_bytes=1, isolation_level=1,
+                topics=[FetchRequestTopic(topic=topic, topic_id=None, partitions=[
+                    FetchRequestPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)
+                ])],
+            ), max_version=12)
+        finally:
+            await cluster.close()
+        await producer.commit_transaction(timeout=15)
+    return offsets, response.responses[0].partitions[0]
+
+
+def _read_partition(
+    bootstrap: str, topic: str, isolation_level: str, last: int
+) -> list[tuple[int, bytes | None]]:
+    """(offset, value) of partition 0 up to and including offset ``last``."""
+    consumer = Consumer(bootstrap, auto_offset_reset="earliest", isolation_level=isolation_level,
+                        fetch_max_wait_ms=100)
+    got: list[tuple[int, bytes | None]] = []
+    try:
+        consumer.assign([(topic, 0)])
+        deadline = time.monotonic() + 15
+        while (not got or got[-1][0] < last) and time.monotonic() < deadline:
+            got += [(m.offset, m.value) for m in consumer.poll(0.3)]
+    finally:
+        consumer.close()
+    return got
+
+
+def _values(offsets: dict[str, list[int]], *names: str) -> list[tuple[int, bytes]]:
+    return sorted((o, b"%s-%d" % (n.encode(), i)) for n in names for i, o in enumerate(offsets[n]))
+
+
+def test_transactions_commit_abort_and_last_stable_offset(peer: PeerBrokerProcess) -> None:
+    """Our transactional producer commits and aborts; a read_committed Fetch stops at
+    the open transaction's first offset (the last stable offset); read_uncommitted
+    consumers see every data record and no transaction markers."""
+    topic = _unique("txn")
+    offsets, open_fetch = asyncio.run(_write_transactions(peer.bootstrap, topic))
+    # Each transaction ends with one marker record.
+    assert offsets == {"committed": [0, 1, 2], "aborted": [4, 5], "after": [7], "open": [9, 10]}
+    assert open_fetch.last_stable_offset == 9
+    data = b"".join(bytes(c) for c in (
+        open_fetch.records if isinstance(open_fetch.records, list) else [open_fetch.records or b""]
+    ))
+    assert max(h.base_offset + h.last_offset_delta for h, _ in iter_batches(data)) < 9
+    everything = _values(offsets, "committed", "aborted", "after", "open")
+    assert _read_partition(peer.bootstrap, topic, "read_uncommitted", 10) == everything
+
+
+def test_noida_read_committed_skips_aborted_records(noida: PeerBrokerProcess) -> None:
+    topic = _unique("txn-rc")
+    offsets, open_fetch = asyncio.run(_write_transactions(noida.bootstrap, topic))
+    assert [(a.producer_id >= 0, a.first_offset) for a in open_fetch.aborted_transactions] == [
+        (True, 4)
+    ]
+    assert _read_partition(noida.bootstrap, topic, "read_committed", 10) == _values(
+        offsets, "committed", "after", "open"
+    )
+
+
+def test_tansu_read_committed_returns_aborted_records_deviation(tansu: PeerBrokerProcess) -> None:
+    # A read_committed Fetch must list the aborted transactions in its range (producer
+    # id, first offset) so the consumer drops their records. Tansu lists none, so
+    # read_committed consumers (ours, and any other) deliver aborted records. It does
+    # stop at the last stable offset.
+    topic = _unique("txn-rc")
+    offsets, open_fetch = asyncio.run(_write_transactions(tansu.bootstrap, topic))
+    assert open_fetch.aborted_transactions in ([], None)
+    assert _read_partition(tansu.bootstrap, topic, "read_committed", 10) == _values(
+        offsets, "committed", "aborted", "after", "open"
+    )
+
+
 # ================================================================ consumer group
 
 
