@@ -12,7 +12,7 @@ import logging
 import threading
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .cleaner import LogCleaner
 from .config import BrokerConfig
@@ -26,6 +26,9 @@ from .server import KafkaConnection
 from .state import BrokerState, load_cluster_id
 from .topics import TopicManager
 from .transactions import TransactionCoordinatorAdapter
+
+if TYPE_CHECKING:
+    from .admin.listener import AdminListener
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +47,7 @@ class Broker:
         self._thread_loop: asyncio.AbstractEventLoop | None = None
         self.cleaner: LogCleaner | None = None
         self.port = self.config.port
+        self.admin: AdminListener | None = None
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -80,6 +84,13 @@ class Broker:
         self.transactions = transactions
         await transactions.start()
         dispatcher = Dispatcher(state, groups, transactions)
+        # Up before the Kafka listener, so probes see the broker from its first moment.
+        if config.admin_port is not None:
+            # Imported only when switched on: a broker without it never loads prometheus_client.
+            from .admin.listener import AdminListener
+
+            self.admin = AdminListener(state, groups.coordinator, lambda: len(self._connections))
+            await self.admin.start(config.admin_host or config.host, config.admin_port)
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: KafkaConnection(dispatcher, config.socket_request_max_bytes, self._connections),
@@ -110,6 +121,9 @@ class Broker:
         return self
 
     async def stop(self) -> None:
+        if self.admin is not None:
+            await self.admin.stop()
+            self.admin = None
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -152,6 +166,13 @@ class Broker:
         finally:
             tuning.restore()
             await self.stop()
+
+    @property
+    def admin_url(self) -> str | None:
+        """The admin listener's base URL, or None when it is off."""
+        if self.admin is None:
+            return None
+        return f"http://{self.config.admin_host or self.config.host}:{self.admin.port}"
 
     @property
     def bootstrap_servers(self) -> str:

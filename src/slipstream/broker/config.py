@@ -76,6 +76,10 @@ class BrokerConfig:
     transaction_max_timeout_ms: int = 900_000
     transactional_id_expiration_ms: int = 604_800_000
     transaction_state_log_num_partitions: int = 50
+    # The HTTP admin listener (/metrics, /healthz, /readyz, /api): off unless a port is
+    # given (0 picks a free one); admin_host defaults to host.
+    admin_port: int | None = None
+    admin_host: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
 
     def validate(self) -> BrokerConfig:
@@ -87,6 +91,8 @@ class BrokerConfig:
             )
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port {self.port} is out of range")
+        if self.admin_port is not None and not 0 <= self.admin_port <= 65535:
+            raise ValueError(f"admin port {self.admin_port} is out of range")
         if self.default_partitions < 1:
             raise ValueError("default partitions must be at least 1")
         if self.transaction_state_log_num_partitions < 1:

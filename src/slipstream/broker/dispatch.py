@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from time import perf_counter
 
 from ..protocol import api, codec
 from ..protocol import primitives as p
@@ -75,6 +76,7 @@ class Dispatcher:
         except p.DecodeError as exc:
             raise CloseConnection(f"malformed {spec.name} v{api_version} request: {exc}") from None
         ctx = RequestContext(self.state, self.groups, header, api_version, client_host, self.transactions)
+        started = perf_counter()
         try:
             response = await handler.handle(ctx, request)
         except CloseConnection:
@@ -82,6 +84,7 @@ class Dispatcher:
         except Exception as exc:
             log.exception("%s v%d handler failed", spec.name, api_version)
             raise CloseConnection(f"internal error handling {spec.name}: {exc}") from exc
+        self.state.metrics.observe_request(api_key, api_version, perf_counter() - started)
         if response is None:
             return None
         return _frame(spec, api_version, header.correlation_id, response)

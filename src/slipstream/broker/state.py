@@ -29,6 +29,7 @@ from .config import BrokerConfig
 from .durability import GroupCommitter
 from .fetch_sessions import FetchSessionCache
 from .group_configs import GroupConfigs
+from .metrics import BrokerMetrics
 from .notifier import AppendNotifier
 from .producer_state import PartitionProducerState, ProducerIdAllocator
 from .topics import TopicManager
@@ -57,6 +58,8 @@ class BrokerState:
     coordinator_contexts: dict[tuple[int, str | None, str], CoordinatorContext] = field(default_factory=dict)
     # The ApiVersions answer: every served API and its version range (set by the dispatcher).
     api_versions: list[ApiVersionsResponseApiVersion] = field(default_factory=list)
+    # Request, byte and record counts (read by the admin listener's /metrics).
+    metrics: BrokerMetrics = field(default_factory=BrokerMetrics)
 
     def producer_state(self, topic: str, partition: int) -> PartitionProducerState:
         key = (topic, partition)
@@ -167,6 +170,7 @@ class BrokerState:
         if acks == -1 and self.config.durability == "fsync":
             await self.committer.sync(plog)
         self.notifier.notify((topic, partition))
+        self.metrics.produced(topic, info.last_offset - info.base_offset + 1, sum(len(b) for b in batches))
         return info
 
     def topic_log_config(self, topic: str) -> Any:

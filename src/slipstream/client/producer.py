@@ -81,6 +81,7 @@ from ..protocol.apis.txn_offset_commit import (
 from ..protocol.compression import codec_by_name
 from ..protocol.errors import ErrorCode, KafkaError, is_retriable
 from ..protocol.errors import name as error_name
+from . import logs
 from .accumulator import (
     BATCH_FULL,
     HEADER_SIZE,
@@ -94,6 +95,7 @@ from .cluster import Cluster
 from .connection import BrokerConnection, UnsupportedApi
 from .partitioner import murmur2
 from .retry import Backoff, retry_async
+from .serde import RecordSerializers, Serializer
 from .transactions import (
     KEY_TYPE_GROUP,
     ConsumerGroupMetadata,
@@ -229,6 +231,8 @@ class AIOProducer:
     - ``transactional_id`` (None): makes the producer transactional (idempotent, acks=-1);
       ``transaction_timeout_ms`` (60000): how long the coordinator lets a transaction run
       before aborting it. See the module docstring.
+    - ``key_serializer``, ``value_serializer``: callables turning what ``send`` is given
+      into bytes (see ``slipstream.client.serde``: JSON and string helpers).
     """
 
     def __init__(
@@ -255,7 +259,10 @@ class AIOProducer:
         topic_metadata_propagation_max_ms: float = 5_000,
         transactional_id: str | None = None,
         transaction_timeout_ms: int = 60_000,
+        key_serializer: Serializer | None = None,
+        value_serializer: Serializer | None = None,
     ) -> None:
+        self.serializers = RecordSerializers(key_serializer, value_serializer)
         if acks in ("all", "-1"):
             acks = -1
         if transactional_id is not None:
@@ -377,6 +384,7 @@ class AIOProducer:
         return self._cluster
 
     async def start(self) -> AIOProducer:
+        logs.bind(self.client_id)  # the tasks started here log under this client's id
         if self._started:
             return self
         if self._closed:
@@ -500,6 +508,8 @@ class AIOProducer:
         loop = self._loop
         if loop is None:
             raise ProducerError("the producer is not started: call `await producer.start()`")
+        if self.serializers.active:
+            key, value = self.serializers.apply(key, value)
         fut: asyncio.Future[RecordMetadata] = loop.create_future()
         status = self._try_append(
             topic, value, key, headers, partition, timestamp_ms, fut, False, True
@@ -1518,7 +1528,9 @@ class Producer:
         self._loop = asyncio.new_event_loop()
         ready = threading.Event()
         self._thread = threading.Thread(
-            target=self._run_loop, args=(ready,), name="slipstream-producer", daemon=True
+            target=logs.run_as(str(config.get("client_id", "slipstream-producer")), lambda: self._run_loop(ready)),
+            name="slipstream-producer",
+            daemon=True,
         )
         self._thread.start()
         ready.wait()
@@ -1580,6 +1592,8 @@ class Producer:
         if on_delivery is not None and not callable(on_delivery):
             raise TypeError("on_delivery must be callable")
         aio = self._aio
+        if aio.serializers.active:
+            key, value = aio.serializers.apply(key, value)
         status = aio._try_append(
             topic, value, key, headers, partition, timestamp_ms, on_delivery, True, True
         )

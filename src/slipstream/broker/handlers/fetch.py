@@ -85,6 +85,7 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
         if size >= request.min_bytes or failed or remaining <= 0 or not keys:
             break
         await state.notifier.wait(keys, remaining)
+    state.metrics.fetched_response(responses, state.topics.by_id)
     if session is None:
         return FetchResponse(error_code=0, session_id=0, responses=responses)
     if incremental:  # answered in the session: the client's next request uses the next epoch
