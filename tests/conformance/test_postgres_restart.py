@@ -20,7 +20,7 @@ from conformance_helpers import (
     verify_records,
 )
 
-from conftest import BrokerProcess
+from slipstream.testing.broker_process import BrokerProcess
 
 pytestmark = pytest.mark.conformance
 
