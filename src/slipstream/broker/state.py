@@ -151,6 +151,10 @@ class BrokerState:
         if len(batches) == 1:
             duplicate = producers.check(headers[0])
             if duplicate is not None:
+                if acks == -1 and self.config.syncs_before_ack:
+                    # The original may still be waiting for (or have failed) its barrier:
+                    # a retry is answered only once the batch is durable.
+                    await self._sync(plog)
                 return AppendInfo(duplicate.base_offset, duplicate.last_offset, -1, plog.log_start_offset)
         else:
             for header in headers:
@@ -168,10 +172,19 @@ class BrokerState:
             producers.record(header, offset)
             offset += header.last_offset_delta + 1
         if acks == -1 and self.config.syncs_before_ack:
-            await self.committer.sync(plog)
+            await self._sync(plog)
         self.notifier.notify((topic, partition))
         self.metrics.produced(topic, info.last_offset - info.base_offset + 1, sum(len(b) for b in batches))
         return info
+
+    async def _sync(self, plog: PartitionLog) -> None:
+        """The durability barrier; a failure is a retriable KAFKA_STORAGE_ERROR (the batch
+        stays in the log and the next barrier retries it, so an idempotent producer's
+        retry is answered once it is durable)."""
+        try:
+            await self.committer.sync(plog)
+        except Exception as exc:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"the write was not made durable: {exc}") from exc
 
     def topic_log_config(self, topic: str) -> Any:
         t = self.topics.topics[topic]
