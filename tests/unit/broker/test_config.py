@@ -105,3 +105,11 @@ def test_postgres_storage_from_file_env_and_its_needs(tmp_path: Path) -> None:
     assert BrokerConfig(durability="fsync").syncs_before_ack
     with pytest.raises(ValueError, match="needs a database URL"):
         build(None, {"SLIPSTREAM_STORAGE": "postgres"}, None)
+
+
+def test_database_url_password_is_kept_out_of_the_log() -> None:
+    from slipstream.broker.broker import _redacted
+
+    assert _redacted("postgresql://app:s3cret@db:5432/k") == "postgresql://app:***@db:5432/k"
+    assert _redacted("postgresql://app@db/k") == "postgresql://app@db/k"
+    assert _redacted("postgresql://db/k") == "postgresql://db/k"

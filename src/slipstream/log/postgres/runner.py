@@ -17,7 +17,12 @@ T = TypeVar("T")
 
 class DatabaseThread:
     def __init__(self, url: str, *, min_connections: int = 1, max_connections: int = 4) -> None:
-        import asyncpg  # the `postgres` extra; imported only when this store is used
+        try:
+            import asyncpg  # the `postgres` extra; imported only when this store is used
+        except ImportError:
+            raise RuntimeError(
+                "storage 'postgres' needs the asyncpg driver: pip install 'slipstream[postgres]'"
+            ) from None
 
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(

@@ -21,6 +21,16 @@ First slice of the postgres backend (issue 16), for a single broker:
 * Broker metadata documents (topics, group configs, cluster id, producer-id blocks)
   live in ``broker_metadata`` (see ``metadata()``), so nothing needed at start is
   only in the data directory.
+* Idempotent-producer state needs nothing of its own: the broker rebuilds it from the
+  stored batches' headers (``PartitionProducerState.rebuild`` over ``batch_headers()``)
+  when a partition is first used, and those are the batches loaded from the database.
+  Consumer offsets and transaction state are the ``__consumer_offsets`` and
+  ``__transaction_state`` logs, stored like any other.
+
+Known limits of this slice: each log must fit in memory; reads may return batches
+appended but not yet committed (acks=0/1 writes, or acks=all ones whose commit is in
+flight), which a crash before the commit loses - on one broker this is Kafka's acks=1
+risk; the cluster slice serves reads up to the committed end only.
 
 What later slices change for a cluster: offsets are then assigned inside the commit
 transaction by the partition's leader (the ``next_offset`` check already fences a
