@@ -74,7 +74,10 @@ class PostgresServer:
         return ["runuser", "-u", self._user, "--", *args]
 
     def start(self) -> PostgresServer:
-        self._root = Path(tempfile.mkdtemp(prefix="slipstream-pg-"))
+        # Under root the server's account must reach the directory: TMPDIR may be a
+        # private one (e.g. under /root), /tmp is traversable by everyone.
+        parent = "/tmp" if self._user is not None and os.path.isdir("/tmp") else None
+        self._root = Path(tempfile.mkdtemp(prefix="slipstream-pg-", dir=parent))
         data, sockets = self._root / "data", self._root / "sock"
         sockets.mkdir()
         if self._user is not None:
