@@ -63,9 +63,11 @@ from ..protocol.apis.offset_delete import OffsetDeleteRequest, OffsetDeleteRespo
 from ..protocol.apis.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from ..protocol.apis.sync_group import SyncGroupRequest, SyncGroupResponse
 from ..protocol.errors import ErrorCode
-from ..protocol.records import ProducerRecord, build_batch, iter_records
+from ..protocol.records import ProducerRecord, build_batch
+from ..protocol.records import Record as LogRecord
 from ..protocol.schema import Struct
 from .group_configs import HEARTBEAT_INTERVAL
+from .offsets_replay import replayable_batches
 from .state import BrokerState
 
 log = logging.getLogger(__name__)
@@ -208,6 +210,7 @@ class GroupCoordinatorAdapter:
         topic = self.state.topics.get(OFFSETS_TOPIC)
         assert topic is not None
         replayed = 0
+        max_uncompressed = int(self.state.topics.effective_configs(topic)["max.message.bytes"])
         async with self._lock:
             now = self.state.clock()
             for plog in topic.partitions:
@@ -220,16 +223,25 @@ class GroupCoordinatorAdapter:
                     if not result.size:
                         break
                     for chunk in result.chunks:
-                        for record in iter_records(chunk):
-                            if record.offset < offset or record.key is None:
-                                continue
-                            self.coordinator.replay(record.key, record.value, now)
-                            replayed += 1
-                            offset = record.offset + 1
+                        for header, records in replayable_batches(chunk, max_uncompressed):
+                            for record in records:
+                                if record.offset < offset or record.key is None or header.is_control:
+                                    continue
+                                replayed += self._replay_untrusted(record, now)
+                            offset = max(offset, header.next_offset)
                     await asyncio.sleep(0)  # let other connections be served while we load
             self.coordinator.finish_loading(self.state.clock())
         self._timer_changed.set()
         log.info("group coordinator loaded %d records from %s", replayed, OFFSETS_TOPIC)
+
+    def _replay_untrusted(self, record: LogRecord, now: int) -> int:
+        """Replay one record read back from the log; 1 if applied, 0 if it was skipped."""
+        try:
+            self.coordinator.replay(record.key, record.value, now)  # type: ignore[arg-type]
+        except Exception as exc:  # the log may hold bytes no coordinator wrote
+            log.warning("skipping __consumer_offsets record at offset %d: %r", record.offset, exc)
+            return 0
+        return 1
 
     # ---------------------------------------------------------------- requests
 
