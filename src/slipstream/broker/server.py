@@ -19,6 +19,10 @@ pipelining client gets its commits batched. The rule, per connection:
   together go out in one write. While the transport asks us to pause writing no new
   request starts, which bounds what we buffer.
 
+When the client closes (EOF) or the connection is lost, the connection's gone-signal
+(connection_gone.py) ends its parked long-polls at once: they answer with what they
+have (or are cancelled), so a departed client holds no task, waiter or socket.
+
 A frame longer than socket.request.max.bytes, a request we cannot parse, or a
 handler that fails closes that connection only (responses to the requests before
 it are written first; requests after it are dropped).
@@ -27,11 +31,13 @@ it are written first; requests after it are dropped).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import struct
 from collections import deque
 from typing import Any, cast
 
+from .connection_gone import context_for_connection, signal_gone
 from .dispatch import Buffers, CloseConnection, Dispatcher
 
 log = logging.getLogger(__name__)
@@ -69,6 +75,9 @@ class KafkaConnection(asyncio.Protocol):
         self._writing_paused = False
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        # Completed when the client closes or the connection is lost (connection_gone.py).
+        self._gone: asyncio.Future[None] | None = None
+        self._context: contextvars.Context | None = None
 
     @property
     def worker(self) -> asyncio.Future[Any] | None:
@@ -86,6 +95,8 @@ class KafkaConnection(asyncio.Protocol):
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.connections.add(self)
         self._loop = asyncio.get_running_loop()
+        self._gone = self._loop.create_future()
+        self._context = context_for_connection(self._gone)
 
     def data_received(self, data: bytes) -> None:
         if self._closed:
@@ -113,12 +124,14 @@ class KafkaConnection(asyncio.Protocol):
 
     def eof_received(self) -> bool | None:
         self._eof = True
+        signal_gone(self._gone)  # parked long-polls answer now with what they have
         self._pump()
         return True  # keep the transport open until queued responses are written
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self.connections.discard(self)
+        signal_gone(self._gone)
         self._drop_pending()
 
     def pause_writing(self) -> None:
@@ -143,7 +156,7 @@ class KafkaConnection(asyncio.Protocol):
                 break
             frames.popleft()
             assert self._loop is not None
-            task = self._loop.create_task(self.dispatcher.dispatch(frame, self.peer))
+            task = self._loop.create_task(self.dispatcher.dispatch(frame, self.peer), context=self._context)
             task.add_done_callback(self._on_done)
             in_flight.append(task)
             # Only reached with something in flight when all of it is pipelined.
