@@ -63,10 +63,11 @@ from ..protocol.apis.offset_delete import OffsetDeleteRequest, OffsetDeleteRespo
 from ..protocol.apis.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from ..protocol.apis.sync_group import SyncGroupRequest, SyncGroupResponse
 from ..protocol.errors import ErrorCode
-from ..protocol.records import ProducerRecord, build_batch
+from ..protocol.records import ProducerRecord
 from ..protocol.records import Record as LogRecord
 from ..protocol.schema import Struct
 from .group_configs import HEARTBEAT_INTERVAL
+from .offsets_batches import RecordTooLarge, encode_bounded
 from .offsets_replay import replayable_batches
 from .state import BrokerState
 
@@ -120,6 +121,8 @@ class _Queued:
 class GroupCoordinatorAdapter:
     def __init__(self, state: BrokerState) -> None:
         self.state = state
+        # The offsets topic's max.message.bytes (set at start): no write goes past it.
+        self._max_batch_bytes = state.config.message_max_bytes
         c = state.config
         self.config = CoordinatorConfig(
             group_min_session_timeout_ms=c.group_min_session_timeout_ms,
@@ -181,6 +184,7 @@ class GroupCoordinatorAdapter:
                 self.config.offsets_topic_num_partitions,
                 {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)},
             )
+        self._max_batch_bytes = int(topics.effective_configs(topics.topics[OFFSETS_TOPIC])["max.message.bytes"])
         self.coordinator.begin_loading()
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._load()))
@@ -501,8 +505,14 @@ class GroupCoordinatorAdapter:
         if plog is None:
             return ErrorCode.NOT_COORDINATOR, None
         try:
-            batch = build_batch([ProducerRecord(r.key, r.value, timestamp_ms=now) for r in records])
-            plog.append([bytearray(batch)], now_ms=now, log_append_time=False)
+            batches = encode_bounded(
+                [ProducerRecord(r.key, r.value, timestamp_ms=now) for r in records], self._max_batch_bytes
+            )
+        except RecordTooLarge as exc:
+            log.warning("not writing to %s: %s", OFFSETS_TOPIC, exc)
+            return ErrorCode.MESSAGE_TOO_LARGE, None
+        try:
+            plog.append(batches, now_ms=now, log_append_time=False)
         except OSError as exc:
             log.error("writing %s failed: %s", OFFSETS_TOPIC, exc)
             return ErrorCode.KAFKA_STORAGE_ERROR, None
