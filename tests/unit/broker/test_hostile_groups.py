@@ -81,7 +81,7 @@ def commit(group: str, partitions: int, metadata: str) -> oc.OffsetCommitRequest
 
 
 async def test_group_metadata_too_big_for_the_offsets_topic_fails_sync_group() -> None:
-    broker, adapter = await started(message_max_bytes=LIMIT)
+    broker, _adapter = await started(message_max_bytes=LIMIT)
     try:
         address = f"{broker.config.host}:{broker.port}"
         async with raw_connection(address) as conn:
