@@ -16,6 +16,7 @@ from typing import Any
 
 from .cleaner import LogCleaner
 from .config import BrokerConfig
+from .connection_limits import ConnectionLimits
 from .dispatch import Dispatcher
 from .fetch_sessions import FetchSessionCache
 from .gc_tuning import ServingGC
@@ -76,8 +77,11 @@ class Broker:
         await groups.start()
         dispatcher = Dispatcher(state, groups)
         loop = asyncio.get_running_loop()
+        limits = ConnectionLimits(
+            config.max_connections, config.max_connections_per_ip, config.connections_max_idle_ms, lambda: state.clock()
+        )
         self._server = await loop.create_server(
-            lambda: KafkaConnection(dispatcher, config.socket_request_max_bytes, self._connections),
+            lambda: KafkaConnection(dispatcher, config.socket_request_max_bytes, self._connections, limits),
             host=config.host,
             port=config.port,
             reuse_address=True,
@@ -86,6 +90,7 @@ class Broker:
         state.advertised_host = config.advertised_host or config.host
         state.advertised_port = config.advertised_port or self.port
         self._tasks.append(loop.create_task(self._retention_loop()))
+        self._tasks.append(loop.create_task(limits.sweep_idle(self._connections)))
         self.cleaner = LogCleaner(
             topics,
             state.clock,

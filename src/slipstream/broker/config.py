@@ -33,6 +33,10 @@ class BrokerConfig:
     auto_create_topics: bool = True
     default_partitions: int = 1
     socket_request_max_bytes: int = 100 * 1024 * 1024
+    # Connection bounds (Kafka's names and defaults): total, per source IP, idle time.
+    max_connections: int = 2147483647
+    max_connections_per_ip: int = 2147483647
+    connections_max_idle_ms: int = 600_000
     message_max_bytes: int = 1024 * 1024 + 12  # Kafka's default max.message.bytes
     log_segment_bytes: int = 1 << 30
     log_segment_ms: int = 7 * 24 * 3600 * 1000
@@ -72,6 +76,9 @@ class BrokerConfig:
     extra: dict[str, str] = field(default_factory=dict)
 
     def validate(self) -> BrokerConfig:
+        for key in ("max_connections", "max_connections_per_ip", "connections_max_idle_ms"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"{key.replace('_', '.')} must be at least 1, got {getattr(self, key)}")
         if self.storage not in ("disk", "memory"):
             raise ValueError(f"storage must be 'disk' or 'memory', not {self.storage!r}")
         if self.durability not in DURABILITY_POLICIES:
