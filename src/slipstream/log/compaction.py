@@ -29,6 +29,7 @@ from slipstream.log.record_filter import (
     RecordSpan,
     UnreadableRecords,
     delete_horizon,
+    empty_batch,
     is_skipped,
     rebuild_batch,
     record_spans,
@@ -255,6 +256,8 @@ class CompactionJob:
         self._delete_retention = max(delete_retention_ms, 0)
         self._directory = directory  # disk logs only
         self._results: list[_GroupResult] = []
+        # producer id -> base offset of its last batch in the log (set by _build).
+        self._last_batches: dict[int, int] = {}
         self.stats = CompactionStats()
         self._state = _PLANNED
         self._committed = False  # the disk swap passed its commit point
@@ -300,10 +303,14 @@ class CompactionJob:
             shutil.rmtree(staging, ignore_errors=True)
             staging.mkdir()
         latest: dict[bytes, int] = {}
+        # Each idempotent producer's last batch in the log: kept, emptied if need be.
+        last_batches = self._last_batches
         sources = [self._sources[id(s)] for group in self._groups for s in group]
         for source in [*sources, *self._tail]:
             for header, batch in source.batches():
                 self._check_cancel()
+                if header.producer_id >= 0 and not header.is_control:
+                    last_batches[header.producer_id] = header.base_offset
                 if is_skipped(header):
                     continue
                 try:
@@ -390,6 +397,13 @@ class CompactionJob:
                     tombstones = True
             kept.append(rec)
         if not kept:
+            if header.producer_id >= 0 and self._last_batches.get(header.producer_id) == base:
+                # The producer's last batch: kept without records, so its sequence survives
+                # a restart (the broker rebuilds producer state from batch headers).
+                if not records:
+                    return batch  # emptied by an earlier pass
+                stats.batches_rewritten += 1
+                return empty_batch(header)
             stats.batches_removed += 1
             return None
         if tombstones and horizon is None:
