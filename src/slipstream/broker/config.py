@@ -37,6 +37,8 @@ class BrokerConfig:
     max_connections: int = 2147483647
     max_connections_per_ip: int = 2147483647
     connections_max_idle_ms: int = 600_000
+    # Partitions one client id may create or delete per second (KIP-599); 0: no limit.
+    controller_mutation_rate: int = 0
     message_max_bytes: int = 1024 * 1024 + 12  # Kafka's default max.message.bytes
     log_segment_bytes: int = 1 << 30
     log_segment_ms: int = 7 * 24 * 3600 * 1000

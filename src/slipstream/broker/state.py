@@ -30,6 +30,7 @@ from .durability import GroupCommitter
 from .fetch_sessions import FetchSessionCache
 from .group_configs import GroupConfigs
 from .internal_topics import refuse_client_append
+from .mutation_quota import MutationQuotas
 from .notifier import AppendNotifier
 from .producer_state import PartitionProducerState, ProducerIdAllocator
 from .topics import TopicManager
@@ -58,6 +59,8 @@ class BrokerState:
     coordinator_contexts: dict[tuple[int, str | None, str], CoordinatorContext] = field(default_factory=dict)
     # The ApiVersions answer: every served API and its version range (set by the dispatcher).
     api_versions: list[ApiVersionsResponseApiVersion] = field(default_factory=list)
+    # KIP-599 buckets for controller.mutation.rate (mutation_quota.py).
+    mutation_quotas: MutationQuotas = field(default_factory=MutationQuotas)
 
     def producer_state(self, topic: str, partition: int) -> PartitionProducerState:
         key = (topic, partition)
