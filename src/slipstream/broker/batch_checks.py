@@ -35,7 +35,7 @@ from ..protocol.record_framing import check_records
 class CheckedRecords:
     """A batch's records section as checked: the uncompressed bytes and the keyless records."""
 
-    raw: bytes
+    raw: bytes | bytearray
     keyless: list[int]
 
 
@@ -53,7 +53,7 @@ def check_batch_records(batch: memoryview, header: BatchHeader, max_bytes: int) 
         )
     section = batch[HEADER_SIZE:]
     codec = header.compression
-    raw: bytes
+    raw: bytes | bytearray
     if codec == compression.NONE:
         raw = section.tobytes()  # indexing bytes is much cheaper than indexing a view
     else:

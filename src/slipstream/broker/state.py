@@ -180,7 +180,7 @@ def _timestamp_window(configs: dict[str, str], clock: Callable[[], int]) -> tupl
 
 
 def _recompressed(
-    batch: memoryview, header: BatchHeader, codec: int, topic: str, raw: bytes | memoryview
+    batch: memoryview, header: BatchHeader, codec: int, topic: str, raw: bytes | bytearray
 ) -> memoryview:
     try:
         return memoryview(recompress(batch, header, codec, raw))

@@ -111,7 +111,7 @@ _FIRST_GUESS_RATIO = 8
 _FIRST_GUESS_EXTRA = 64 * 1024
 
 
-def decompress_bounded(codec: int, data: bytes | bytearray | memoryview, limit: int) -> bytes:
+def decompress_bounded(codec: int, data: bytes | bytearray | memoryview, limit: int) -> bytes | bytearray:
     """``decompress`` that refuses output longer than ``limit`` bytes without producing it.
 
     Raises DecompressedTooLarge past the limit, CorruptCompressedData for bytes that do
@@ -137,7 +137,7 @@ def decompress_bounded(codec: int, data: bytes | bytearray | memoryview, limit: 
                 n = guess + 1
             if n <= guess:
                 del out[n:]
-                return bytes(out)
+                return out  # not copied into bytes: indexing a bytearray is as cheap
             if guess >= limit:
                 raise DecompressedTooLarge(
                     f"{CODEC_NAMES[codec]} data expands past the limit of {limit} bytes"

@@ -194,7 +194,7 @@ def set_log_append_time(batch: bytearray | memoryview, timestamp_ms: int) -> Non
 
 
 def recompress(
-    batch: memoryview | bytes, header: BatchHeader, codec: int, raw: bytes | memoryview | None = None
+    batch: memoryview | bytes, header: BatchHeader, codec: int, raw: bytes | bytearray | memoryview | None = None
 ) -> bytearray:
     """The batch with its records section compressed with ``codec`` instead (a topic's
     ``compression.type``). Records, offsets, timestamps and producer fields are unchanged;

@@ -19,7 +19,7 @@ from .record_batch import InvalidBatch
 _MAX_VARLONG_BYTES = 10
 
 
-def _long_varint(data: bytes, pos: int) -> tuple[int, int]:
+def _long_varint(data: bytes | bytearray, pos: int) -> tuple[int, int]:
     """A zigzag varint of two or more bytes (the walk inlines the one-byte case)."""
     raw = 0
     shift = 0
@@ -32,55 +32,93 @@ def _long_varint(data: bytes, pos: int) -> tuple[int, int]:
     raise InvalidBatch("a record varint is longer than 10 bytes")
 
 
-def check_records(data: bytes, pos: int, count: int, where: str) -> list[int]:
+# Zigzag-decoded values of 1-byte varints, and of 2-byte ones indexed by
+# ``first + second * 128`` (None where the second byte continues too): table lookups
+# instead of shifts in the per-record loop, as in records.py's decoder.
+_UNZIGZAG: list[int] = [(z >> 1) ^ -(z & 1) for z in range(1 << 14)]
+_UNZIGZAG_2: list[int | None] = [None] * 0x80 + _UNZIGZAG + [None] * (0xFF + 0xFF * 0x80 + 1 - 0x80 - (1 << 14))
+
+
+def check_records(data: bytes | bytearray, pos: int, count: int, where: str) -> list[int]:
     """Walk ``count`` records in ``data[pos:]``; return the indices of records with a null key.
 
     ``where`` names the batch in error messages. Raises InvalidBatch on any framing fault.
     """
     # Positions only grow (negative lengths mean null and move nothing), so a field read
     # past its record's end shows as ``pos != stop`` after the record, and past the
-    # data's end as IndexError. One-byte varints (lengths under 64) are read inline.
+    # data's end as IndexError. This loop runs for every produced record: one- and
+    # two-byte varints are read inline through the tables, longer ones by a call.
     end = len(data)
     keyless: list[int] = []
     long_varint = _long_varint
+    unzz = _UNZIGZAG
+    unzz2 = _UNZIGZAG_2
     index = 0
     try:
-        while index < count:
+        for index in range(count):
             if pos >= end:
                 raise InvalidBatch(f"{where} declares {count} records but holds only {index}")
             b = data[pos]
             if b < 0x80:
-                length = (b >> 1) ^ -(b & 1)
+                length = unzz[b]
                 pos += 1
             else:
-                length, pos = long_varint(data, pos)
+                v = unzz2[b + data[pos + 1] * 0x80]
+                if v is None:
+                    length, pos = long_varint(data, pos)
+                else:
+                    length = v
+                    pos += 2
             stop = pos + length
             if length < 1 or stop > end:
                 raise InvalidBatch(f"{where}: record {index} declares {length} bytes, outside the batch")
-            pos += 1  # attributes (unused in v2)
-            # timestamp delta, offset delta: skipped over
-            pos = pos + 1 if data[pos] < 0x80 else long_varint(data, pos)[1]
-            pos = pos + 1 if data[pos] < 0x80 else long_varint(data, pos)[1]
-            b = data[pos]
-            if b < 0x80:
-                n = (b >> 1) ^ -(b & 1)
+            # attributes (unused in v2), then the timestamp and offset deltas: skipped over
+            pos += 1
+            if data[pos] < 0x80:
                 pos += 1
+            elif data[pos + 1] < 0x80:
+                pos += 2
             else:
-                n, pos = long_varint(data, pos)
-            if n < 0:
+                pos = long_varint(data, pos)[1]
+            if data[pos] < 0x80:
+                pos += 1
+            elif data[pos + 1] < 0x80:
+                pos += 2
+            else:
+                pos = long_varint(data, pos)[1]
+            b = data[pos]
+            if b == 1:  # zigzag -1: null key
                 keyless.append(index)
-            else:
-                pos += n
-            b = data[pos]
-            if b < 0x80:
-                n = (b >> 1) ^ -(b & 1)
                 pos += 1
             else:
-                n, pos = long_varint(data, pos)
+                if b < 0x80:
+                    n = unzz[b]
+                    pos += 1
+                else:
+                    v = unzz2[b + data[pos + 1] * 0x80]
+                    if v is None:
+                        n, pos = long_varint(data, pos)
+                    else:
+                        n = v
+                        pos += 2
+                if n < 0:
+                    keyless.append(index)
+                else:
+                    pos += n
+            b = data[pos]
+            if b < 0x80:
+                n = unzz[b]
+                pos += 1
+            else:
+                v = unzz2[b + data[pos + 1] * 0x80]
+                if v is None:
+                    n, pos = long_varint(data, pos)
+                else:
+                    n = v
+                    pos += 2
             if n > 0:
                 pos += n
-            b = data[pos]
-            if b == 0:
+            if data[pos] == 0:
                 pos += 1
             else:
                 pos = _check_headers(data, pos, stop, f"{where}: record {index}")
@@ -89,7 +127,6 @@ def check_records(data: bytes, pos: int, count: int, where: str) -> list[int]:
                     f"{where}: record {index} declares {length} bytes but its fields take "
                     f"{length + pos - stop}"
                 )
-            index += 1
     except IndexError:
         raise InvalidBatch(f"{where} ends inside record {index}") from None
     if pos != end:
@@ -97,7 +134,7 @@ def check_records(data: bytes, pos: int, count: int, where: str) -> list[int]:
     return keyless
 
 
-def _check_headers(data: bytes, pos: int, stop: int, where: str) -> int:
+def _check_headers(data: bytes | bytearray, pos: int, stop: int, where: str) -> int:
     headers, pos = _long_varint(data, pos)
     if headers < 0 or headers > stop - pos:
         raise InvalidBatch(f"{where} has an invalid header count {headers}")

@@ -318,7 +318,7 @@ def _open_batch(
         if max_uncompressed is None:
             data = _compression.decompress(codec, view[HEADER_SIZE:])
         else:
-            data = _compression.decompress_bounded(codec, view[HEADER_SIZE:], max_uncompressed)
+            data = bytes(_compression.decompress_bounded(codec, view[HEADER_SIZE:], max_uncompressed))
     except (_compression.CorruptCompressedData, _compression.DecompressedTooLarge) as exc:
         raise InvalidBatch(f"batch at offset {header.base_offset}: {exc}", corrupt=True) from exc
     return header, bytes(data), 0
