@@ -11,6 +11,7 @@ the write fail, before anything is written or replayed.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from ..protocol.record_batch import HEADER_SIZE
 from ..protocol.records import ProducerRecord, build_batch
@@ -24,8 +25,11 @@ class RecordTooLarge(ValueError):
     """A record that does not fit one batch of the offsets topic."""
 
 
-def encode_bounded(records: Sequence[ProducerRecord], max_batch_bytes: int) -> list[bytearray]:
-    """``records`` as batches, each at most ``max_batch_bytes``; raises RecordTooLarge."""
+def encode_bounded(
+    records: Sequence[ProducerRecord], max_batch_bytes: int, **batch_options: Any
+) -> list[bytearray]:
+    """``records`` as batches (``build_batch`` with ``batch_options``), each at most
+    ``max_batch_bytes``; raises RecordTooLarge."""
     batches: list[bytearray] = []
     group: list[ProducerRecord] = []
     size = HEADER_SIZE
@@ -37,10 +41,10 @@ def encode_bounded(records: Sequence[ProducerRecord], max_batch_bytes: int) -> l
                 f"max.message.bytes={max_batch_bytes}"
             )
         if group and size + cost > max_batch_bytes:
-            batches.append(bytearray(build_batch(group)))
+            batches.append(bytearray(build_batch(group, **batch_options)))
             group, size = [], HEADER_SIZE
         group.append(record)
         size += cost
     if group:
-        batches.append(bytearray(build_batch(group)))
+        batches.append(bytearray(build_batch(group, **batch_options)))
     return batches
