@@ -1,4 +1,5 @@
-"""Read ``__consumer_offsets`` for replay at start without trusting what is there.
+"""Read ``__consumer_offsets`` (and ``__transaction_state``) for replay at start without
+trusting what is there.
 
 The log is the broker's own, but a damaged segment, a record a client slipped in
 before appends were refused, or a compression bomb must not stop the broker from
@@ -42,7 +43,7 @@ def replayable_batches(
             _, records = decode_batch(batch, max_uncompressed=max_uncompressed)
         except (InvalidBatch, UnsupportedCompression) as exc:
             log.warning(
-                "skipping undecodable __consumer_offsets batch at offsets %d..%d: %s",
+                "skipping an undecodable internal-topic batch at offsets %d..%d: %s",
                 header.base_offset,
                 header.last_offset,
                 exc,
