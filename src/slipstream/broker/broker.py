@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..log.metadata import DirectoryMetadata, MetadataStore
 from .cleaner import LogCleaner
 from .config import BrokerConfig
+from .connection_limits import ConnectionLimits
 from .dispatch import Dispatcher
 from .fetch_sessions import FetchSessionCache
 from .gc_tuning import ServingGC
@@ -104,8 +105,11 @@ class Broker:
             self.admin = AdminListener(state, groups.coordinator, lambda: len(self._connections))
             await self.admin.start(config.admin_host or config.host, config.admin_port)
         loop = asyncio.get_running_loop()
+        limits = ConnectionLimits(
+            config.max_connections, config.max_connections_per_ip, config.connections_max_idle_ms, lambda: state.clock()
+        )
         self._server = await loop.create_server(
-            lambda: KafkaConnection(dispatcher, config.socket_request_max_bytes, self._connections),
+            lambda: KafkaConnection(dispatcher, config.socket_request_max_bytes, self._connections, limits),
             host=config.host,
             port=config.port,
             reuse_address=True,
@@ -114,6 +118,7 @@ class Broker:
         state.advertised_host = config.advertised_host or config.host
         state.advertised_port = config.advertised_port or self.port
         self._tasks.append(loop.create_task(self._retention_loop()))
+        self._tasks.append(loop.create_task(limits.sweep_idle(self._connections)))
         self.cleaner = LogCleaner(
             topics,
             state.clock,

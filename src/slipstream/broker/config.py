@@ -38,6 +38,12 @@ class BrokerConfig:
     auto_create_topics: bool = True
     default_partitions: int = 1
     socket_request_max_bytes: int = 100 * 1024 * 1024
+    # Connection bounds (Kafka's names and defaults): total, per source IP, idle time.
+    max_connections: int = 2147483647
+    max_connections_per_ip: int = 2147483647
+    connections_max_idle_ms: int = 600_000
+    # Partitions one client id may create or delete per second (KIP-599); 0: no limit.
+    controller_mutation_rate: int = 0
     message_max_bytes: int = 1024 * 1024 + 12  # Kafka's default max.message.bytes
     log_segment_bytes: int = 1 << 30
     log_segment_ms: int = 7 * 24 * 3600 * 1000
@@ -90,6 +96,9 @@ class BrokerConfig:
     extra: dict[str, str] = field(default_factory=dict)
 
     def validate(self) -> BrokerConfig:
+        for key in ("max_connections", "max_connections_per_ip", "connections_max_idle_ms"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"{key.replace('_', '.')} must be at least 1, got {getattr(self, key)}")
         if self.storage not in STORAGE_KINDS:
             raise ValueError(f"storage must be one of {', '.join(STORAGE_KINDS)}, not {self.storage!r}")
         if self.storage == "postgres" and not self.database_url:

@@ -23,13 +23,15 @@ from ..protocol.record_batch import (
     split_batches,
     validate_batch,
 )
-from ..protocol.records import decode_batch
 from . import topic_config
+from .batch_checks import CheckedRecords, check_batch_records
 from .config import BrokerConfig
 from .durability import GroupCommitter
 from .fetch_sessions import FetchSessionCache
 from .group_configs import GroupConfigs
+from .internal_topics import refuse_client_append
 from .metrics import BrokerMetrics
+from .mutation_quota import MutationQuotas
 from .notifier import AppendNotifier
 from .producer_state import PartitionProducerState, ProducerIdAllocator
 from .topics import TopicManager
@@ -58,6 +60,8 @@ class BrokerState:
     coordinator_contexts: dict[tuple[int, str | None, str], CoordinatorContext] = field(default_factory=dict)
     # The ApiVersions answer: every served API and its version range (set by the dispatcher).
     api_versions: list[ApiVersionsResponseApiVersion] = field(default_factory=list)
+    # KIP-599 buckets for controller.mutation.rate (mutation_quota.py).
+    mutation_quotas: MutationQuotas = field(default_factory=MutationQuotas)
     # Request, byte and record counts (read by the admin listener's /metrics).
     metrics: BrokerMetrics = field(default_factory=BrokerMetrics)
 
@@ -95,6 +99,7 @@ class BrokerState:
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 f"topic {topic!r} partition {partition} does not exist",
             )
+        refuse_client_append(topic)
         configs = self.topics.effective_configs(self.topics.topics[topic])
         max_batch = int(configs["max.message.bytes"])
         compacted = "compact" in configs["cleanup.policy"]
@@ -134,10 +139,11 @@ class BrokerState:
                     raise KafkaError(
                         ErrorCode.INVALID_RECORD, "a transactional record batch needs a producer id"
                     )
+                checked = check_batch_records(batch, header, max_batch)
                 if compacted:
-                    _require_keys(batch, topic)
+                    _require_keys(checked, header, topic)
                 if topic_codec is not None and header.compression != topic_codec:
-                    batch = _recompressed(batch, header, topic_codec, topic)
+                    batch = _recompressed(batch, header, topic_codec, topic, checked.raw)
                     header = parse_header(batch)
                 batches.append(batch)
                 headers.append(header)
@@ -212,9 +218,11 @@ def _timestamp_window(configs: dict[str, str], clock: Callable[[], int]) -> tupl
     return now_ms - int(before), now_ms + int(after)
 
 
-def _recompressed(batch: memoryview, header: BatchHeader, codec: int, topic: str) -> memoryview:
+def _recompressed(
+    batch: memoryview, header: BatchHeader, codec: int, topic: str, raw: bytes | bytearray
+) -> memoryview:
     try:
-        return memoryview(recompress(batch, header, codec))
+        return memoryview(recompress(batch, header, codec, raw))
     except UnsupportedCompression as exc:
         raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(exc)) from None
     except CorruptCompressedData as exc:
@@ -244,18 +252,14 @@ class InvalidRecords(KafkaError):
         self.record_errors = record_errors
 
 
-def _require_keys(batch: memoryview, topic: str) -> None:
+def _require_keys(checked: CheckedRecords, header: BatchHeader, topic: str) -> None:
     """Compaction keeps the latest value per key, so a keyless record has no place in it."""
-    try:
-        _, records = decode_batch(batch, verify_crc=False)  # the CRC was checked already
-    except UnsupportedCompression as exc:
-        raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(exc)) from None
     why = f"compacted topic {topic!r} cannot accept a record without a key"
-    keyless = [(index, why) for index, record in enumerate(records) if record.key is None]
+    keyless = [(index, why) for index in checked.keyless]
     if keyless:
         first = keyless[0][0]
         raise InvalidRecords(
-            f"{why} ({len(keyless)} of the batch's {len(records)} records, the first at index {first})",
+            f"{why} ({len(keyless)} of the batch's {header.record_count} records, the first at index {first})",
             keyless,
         )
 

@@ -85,6 +85,10 @@ class TopicManager:
             self._open_partitions(topic, int(entry["partitions"]))
         log.info("loaded %d topics", len(self.topics))
 
+    def save_metadata(self) -> None:
+        """Write the topic metadata now (after changes made with ``save=False``)."""
+        self._save()
+
     def _save(self) -> None:
         if self._metadata is None:
             return
@@ -119,7 +123,9 @@ class TopicManager:
         configs: dict[str, str] | None = None,
         *,
         validate_only: bool = False,
+        save: bool = True,
     ) -> Topic:
+        """Create a topic; ``save=False`` leaves writing the metadata to the caller."""
         check_topic_name(name)
         if name in self.topics:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
@@ -139,11 +145,12 @@ class TopicManager:
             return topic
         self._register(topic)
         self._open_partitions(topic, partitions)
-        self._save()
+        if save:
+            self._save()
         log.info("created topic %s with %d partitions", name, partitions)
         return topic
 
-    def delete(self, name: str) -> Topic:
+    def delete(self, name: str, *, save: bool = True) -> Topic:
         topic = self.topics.pop(name, None)
         if topic is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
@@ -152,7 +159,8 @@ class TopicManager:
         for index, plog in enumerate(topic.partitions):
             plog.close()
             self.store.remove(name, index)
-        self._save()
+        if save:
+            self._save()
         log.info("deleted topic %s", name)
         return topic
 
