@@ -30,9 +30,12 @@ import asyncio
 import logging
 import struct
 from collections import deque
+from collections.abc import Callable, Coroutine
+from functools import partial
 from typing import Any, cast
 
 from .dispatch import Buffers, CloseConnection, Dispatcher
+from .security.session import ConnectionSession
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +55,18 @@ PIPELINED_APIS = frozenset({8, 12})
 
 
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, dispatcher: Dispatcher, max_request_bytes: int, connections: set[KafkaConnection]) -> None:
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        max_request_bytes: int,
+        connections: set[KafkaConnection],
+        session_factory: Callable[[asyncio.BaseTransport], ConnectionSession] | None = None,
+    ) -> None:
         self.dispatcher = dispatcher
+        # The listener's session (authentication state) is made once the transport exists.
+        self.session_factory = session_factory
+        self.session: ConnectionSession | None = None
+        self._dispatch: Callable[[bytearray, str], Coroutine[Any, Any, Buffers | None]] = dispatcher.dispatch
         self.max_request_bytes = max_request_bytes
         self.connections = connections
         self.transport: asyncio.Transport | None = None
@@ -86,6 +99,9 @@ class KafkaConnection(asyncio.Protocol):
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.connections.add(self)
         self._loop = asyncio.get_running_loop()
+        if self.session_factory is not None:
+            self.session = self.session_factory(transport)
+            self._dispatch = partial(self.dispatcher.dispatch, session=self.session)
 
     def data_received(self, data: bytes) -> None:
         if self._closed:
@@ -143,7 +159,7 @@ class KafkaConnection(asyncio.Protocol):
                 break
             frames.popleft()
             assert self._loop is not None
-            task = self._loop.create_task(self.dispatcher.dispatch(frame, self.peer))
+            task = self._loop.create_task(self._dispatch(frame, self.peer))
             task.add_done_callback(self._on_done)
             in_flight.append(task)
             # Only reached with something in flight when all of it is pipelined.
@@ -180,6 +196,8 @@ class KafkaConnection(asyncio.Protocol):
             exc = task.exception()
             if exc is not None:
                 failure = str(exc) if isinstance(exc, CloseConnection) else f"internal error: {exc!r}"
+                if isinstance(exc, CloseConnection) and exc.response:
+                    out.extend(exc.response)  # answered, then closed (a failed SASL authentication)
                 break
             parts = task.result()
             if parts:

@@ -13,6 +13,7 @@ from ...protocol.api import ApiSpec
 from ..request_context import RequestContext
 from . import (
     alter_configs,
+    alter_user_scram_credentials,
     api_versions,
     consumer_group_describe,
     consumer_group_heartbeat,
@@ -27,6 +28,7 @@ from . import (
     describe_log_dirs,
     describe_producers,
     describe_topic_partitions,
+    describe_user_scram_credentials,
     fetch,
     find_coordinator,
     heartbeat,
@@ -41,6 +43,7 @@ from . import (
     offset_delete,
     offset_fetch,
     produce,
+    sasl_authenticate,
     sasl_handshake,
     sync_group,
 )
@@ -88,6 +91,9 @@ _MODULES: tuple[Handler, ...] = (
     consumer_group_describe,
     describe_log_dirs,
     describe_producers,
+    sasl_authenticate,
+    describe_user_scram_credentials,
+    alter_user_scram_credentials,
 )
 
 

@@ -25,7 +25,8 @@ _TXN_REFUSAL = "transactions are not supported by this broker"
 
 async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
     state = ctx.state
-    node, host, port = state.config.node_id, state.advertised_host, state.advertised_port
+    node = state.config.node_id
+    host, port = ctx.advertised_endpoint()
     is_group = request.key_type == KEY_TYPE_GROUP
     if is_group:
         # Lookups hint that members are on their way (group.initial.rebalance.delay.ms).
