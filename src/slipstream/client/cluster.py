@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from ..protocol.apis.metadata import SPEC as METADATA
 from ..protocol.apis.metadata import MetadataRequest, MetadataRequestTopic
 from ..protocol.errors import ErrorCode, KafkaError
-from .connection import BrokerConnection, ConnectionClosed
+from .connection import AuthenticationFailed, BrokerConnection, ConnectionClosed
 from .security import PLAINTEXT, ClientSecurity
 
 
@@ -102,6 +102,8 @@ class Cluster:
         for host, port in self.bootstrap:
             try:
                 conn = await self._open(host, port)
+            except AuthenticationFailed:
+                raise  # wrong credentials: another bootstrap server would refuse them too
             except (ConnectionClosed, OSError, KafkaError) as exc:
                 errors.append(str(exc))
                 continue
