@@ -23,6 +23,11 @@ log = logging.getLogger(__name__)
 
 Buffers = list[bytes | bytearray | memoryview]
 
+# After a failed authentication the answer goes out and the connection closes this much
+# later, so the client reads the error before it sees the close (Kafka delays by
+# connection.failed.authentication.delay.ms, 100 ms by default, as well).
+FAILED_AUTHENTICATION_CLOSE_DELAY_S = 0.1
+
 
 class CloseConnection(Exception):
     """The request cannot be answered; the connection is closed with this reason logged.
@@ -31,9 +36,10 @@ class CloseConnection(Exception):
     authentication is answered, then the connection is closed).
     """
 
-    def __init__(self, reason: str, response: Buffers | None = None) -> None:
+    def __init__(self, reason: str, response: Buffers | None = None, close_delay_s: float = 0.0) -> None:
         super().__init__(reason)
         self.response = response
+        self.close_delay_s = close_delay_s
 
 
 class Dispatcher:
@@ -102,6 +108,7 @@ class Dispatcher:
             raise CloseConnection(
                 f"SASL authentication failed: {exc.message}",
                 _frame(spec, api_version, header.correlation_id, exc.response),
+                FAILED_AUTHENTICATION_CLOSE_DELAY_S,
             ) from None
         except Exception as exc:
             log.exception("%s v%d handler failed", spec.name, api_version)

@@ -188,6 +188,7 @@ class KafkaConnection(asyncio.Protocol):
         in_flight = self._in_flight
         out: Buffers = []
         failure: str | None = None
+        close_delay_s = 0.0
         while in_flight and in_flight[0].done():
             task = in_flight.popleft()
             if task.cancelled():
@@ -198,6 +199,7 @@ class KafkaConnection(asyncio.Protocol):
                 failure = str(exc) if isinstance(exc, CloseConnection) else f"internal error: {exc!r}"
                 if isinstance(exc, CloseConnection) and exc.response:
                     out.extend(exc.response)  # answered, then closed (a failed SASL authentication)
+                    close_delay_s = exc.close_delay_s
                 break
             parts = task.result()
             if parts:
@@ -205,7 +207,13 @@ class KafkaConnection(asyncio.Protocol):
         if out and self.transport is not None:
             self.transport.writelines(out)
         if failure is not None:
-            self.close(failure)
+            if close_delay_s and self._loop is not None:
+                # Serve nothing more, but let the client read the answer before the close.
+                self._closed = True
+                self._drop_pending()
+                self._loop.call_later(close_delay_s, self.close, failure)
+            else:
+                self.close(failure)
             return
         self._pump()
 
