@@ -73,7 +73,7 @@ def test_settings_come_from_file_env_and_flags(tmp_path: Path) -> None:
         build(env={"SLIPSTREAM_LISTENERS": "SSL://:9093"})
     with pytest.raises(ValueError, match="unsupported GSSAPI"):
         build(env={"SLIPSTREAM_SASL_ENABLED_MECHANISMS": "GSSAPI"})
-    with pytest.raises(ValueError, match="ssl.client.auth"):
+    with pytest.raises(ValueError, match=r"ssl\.client\.auth"):
         build(flags={"ssl.client.auth": "maybe"})
 
 
