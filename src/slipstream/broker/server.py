@@ -130,6 +130,8 @@ class KafkaConnection(asyncio.Protocol):
     def eof_received(self) -> bool | None:
         self._eof = True
         self._pump()
+        if self.session is not None and self.session.listener.uses_tls:
+            return None  # TLS cannot half-close: the transport closes itself
         return True  # keep the transport open until queued responses are written
 
     def connection_lost(self, exc: Exception | None) -> None:
