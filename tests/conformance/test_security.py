@@ -11,6 +11,7 @@ import asyncio
 import socket
 import ssl
 import struct
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -334,3 +335,54 @@ def test_users_added_over_the_wire_survive_kill_9(secure: SecureBroker) -> None:
     assert AdminClient(conf).list_topics(timeout=10).brokers
     with pytest.raises(KafkaException):
         AdminClient(secure.ck("SASL_SSL", user=user, password="pw-" + user, mechanism="SCRAM-SHA-256")).list_topics(timeout=5)
+
+
+def test_kcat_old_librdkafka_over_sasl_ssl_and_ssl(secure: SecureBroker, kcat_bin: str) -> None:
+    topic = _topic()
+
+    def kcat(listener: str, *args: str, stdin: str | None = None) -> str:
+        settings = [x for k, v in secure.ck(listener).items() if k != "bootstrap.servers"
+                    for x in ("-X", f"{k.replace('sasl.mechanism', 'sasl.mechanisms')}={v}")]
+        res = subprocess.run([kcat_bin, "-b", secure.bootstrap(listener), *settings, *args],
+                             input=stdin, capture_output=True, text=True, timeout=30)
+        assert res.returncode == 0, res.stderr[-2000:]
+        return res.stdout
+
+    kcat("SASL_SSL", "-P", "-t", topic, stdin="one\ntwo\n")
+    assert sorted(kcat("SSL", "-C", "-t", topic, "-o", "beginning", "-e", "-q").split()) == ["one", "two"]
+    assert f"{secure.ports['SASL_SSL']}" in kcat("SASL_SSL", "-L")
+
+
+def test_aiokafka_over_sasl_ssl_scram(secure: SecureBroker) -> None:
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.helpers import create_ssl_context
+
+    topic = _topic()
+
+    async def run() -> list[bytes]:
+        conf = {
+            "bootstrap_servers": secure.bootstrap("SASL_SSL"), "security_protocol": "SASL_SSL",
+            "sasl_mechanism": "SCRAM-SHA-512", "sasl_plain_username": ADMIN, "sasl_plain_password": ADMIN_PASSWORD,
+            "ssl_context": create_ssl_context(cafile=str(secure.certs / "ca.pem")),
+        }
+        producer = AIOKafkaProducer(**conf)
+        await producer.start()
+        try:
+            for i in range(5):
+                await producer.send_and_wait(topic, f"a{i}".encode())
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(topic, group_id=f"g-{topic}", auto_offset_reset="earliest", **conf)
+        await consumer.start()
+        got: list[bytes] = []
+        try:
+            deadline = time.monotonic() + 20
+            while len(got) < 5 and time.monotonic() < deadline:
+                for records in (await consumer.getmany(timeout_ms=500)).values():
+                    got.extend(r.value for r in records)
+            await consumer.commit()
+        finally:
+            await consumer.stop()
+        return got
+
+    assert sorted(asyncio.run(run())) == [f"a{i}".encode() for i in range(5)]

@@ -115,7 +115,7 @@ def test_malformed_first_messages_fail_cleanly(first: bytes) -> None:
 def test_final_message_with_a_changed_nonce_or_binding_fails() -> None:
     store = CredentialStore(None)
     store.put("alice", "SCRAM-SHA-256", ScramCredential.from_password(SCRAM_SHA_256, "pw"))
-    for tamper in (lambda m: m.replace(b"c=biws", b"c=eSws"), lambda m: m.replace(b",r=", b",r=x")):
+    for tamper in (lambda m: m.replace(b"c=biws", b"c=eSws"), lambda m: m.replace(b",p=", b"x,p=")):
         client = ScramClient(SCRAM_SHA_256, "alice", "pw")
         server = ScramServer(SCRAM_SHA_256, store)
         final = client.final(server.evaluate(client.first()))
@@ -163,3 +163,21 @@ def test_store_survives_a_reload_and_keeps_no_password(tmp_path) -> None:  # typ
     again.bootstrap("alice:other,bob:pw", ["SCRAM-SHA-256"])
     assert again.get("alice", "SCRAM-SHA-256") == store.get("alice", "SCRAM-SHA-256")  # existing user kept
     assert again.users() == ["alice", "bob"]
+
+
+def test_old_librdkafka_nonce_form_is_accepted_as_kafka_does() -> None:
+    """librdkafka < 2.1 sends r=<client nonce><server nonce>; Kafka checks endsWith."""
+    store = _store_with(SCRAM_SHA_256, "user", "pencil", unb64("W22ZaJ0SNY7soEsUEjb6gQ=="), 4096)
+    server = ScramServer(SCRAM_SHA_256, store, nonce=lambda: "SRV")
+    server_first = server.evaluate(b"n,,n=user,r=CLI")
+    assert server_first.startswith(b"r=CLISRV,")
+    mechanism = SCRAM_SHA_256
+    salted = mechanism.salted_password("pencil", unb64("W22ZaJ0SNY7soEsUEjb6gQ=="), 4096)
+    without_proof = "c=biws,r=CLICLISRV"
+    auth = f"n=user,r=CLI,{server_first.decode()},{without_proof}".encode()
+    client_key = mechanism.client_key(salted)
+    proof = bytes(a ^ b for a, b in zip(client_key, mechanism.hmac(mechanism.digest(client_key), auth), strict=True))
+    import base64
+
+    server.evaluate(f"{without_proof},p={base64.b64encode(proof).decode()}".encode())
+    assert server.complete

@@ -163,7 +163,9 @@ class ScramServer:
         attrs = parse_attributes(without_proof)
         if unb64(attrs.get("c", "")) != self._gs2_header.encode():
             raise ScramError("channel binding data does not match the GS2 header")
-        if attrs.get("r") != self._full_nonce:
+        # Kafka accepts a nonce that ends with ours: librdkafka before 2.1 sends the client
+        # nonce followed by the whole server nonce (which repeats it).
+        if not attrs.get("r", "").endswith(self._full_nonce):
             raise ScramError("the nonce does not match")
         proof = unb64(proof_part)
         m = self.scram
