@@ -386,3 +386,36 @@ def test_aiokafka_over_sasl_ssl_scram(secure: SecureBroker) -> None:
         return got
 
     assert sorted(asyncio.run(run())) == [f"a{i}".encode() for i in range(5)]
+
+
+@pytest.mark.java
+def test_java_client_over_sasl_ssl_scram_and_ssl_client_cert(
+    secure: SecureBroker, java_driver: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ca = secure.certs / "ca.pem"
+    keystore = tmp_path / "client-keystore.pem"  # Java's PEM keystore: key and chain in one file
+    keystore.write_text((secure.certs / "client-key.pem").read_text() + (secure.certs / "client.pem").read_text())
+    settings = {
+        "SASL_SSL": [
+            "security.protocol=SASL_SSL", "sasl.mechanism=SCRAM-SHA-512",
+            "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+            f'username="{ADMIN}" password="{ADMIN_PASSWORD}";',
+            "ssl.truststore.type=PEM", f"ssl.truststore.location={ca}",
+        ],
+        "SSL": [
+            "security.protocol=SSL", "ssl.truststore.type=PEM", f"ssl.truststore.location={ca}",
+            "ssl.keystore.type=PEM", f"ssl.keystore.location={keystore}",
+        ],
+    }
+    for listener, lines in settings.items():
+        props = tmp_path / f"{listener}.properties"
+        props.write_text("\n".join(lines) + "\n")
+        monkeypatch.setenv("SLIPSTREAM_DRIVER_CLIENT_PROPERTIES", str(props))
+        topic = _topic()
+        bootstrap = secure.bootstrap(listener)
+        events = java_driver.run(bootstrap, "admin-create", topic, "2")
+        assert [e for e in events if e["event"] == "described"], events
+        produced = java_driver.run(bootstrap, "produce", topic, "10", "none")
+        assert len([e for e in produced if e["event"] == "ack"]) == 10, produced
+        consumed = java_driver.run(bootstrap, "consume", topic, "10", "--from-beginning", "--timeout-ms", "20000")
+        assert len([e for e in consumed if e["event"] == "record"]) == 10, consumed
