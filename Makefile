@@ -73,6 +73,9 @@ bench-quick: install-bench
 	$(BIN)/python bench/consumer_protocol.py --quick
 	$(BIN)/python bench/spark_source.py --quick
 	$(BIN)/python bench/simulate_groups.py --quick
+	$(BIN)/python bench/metrics_overhead.py --quick
+	$(BIN)/python bench/txn_consume.py --quick
+	$(BIN)/python bench/txn_produce.py --quick
 	$(BIN)/python bench/security_throughput.py --quick
 
 clean-tools:

@@ -35,7 +35,11 @@ def test_topic_lifecycle(broker: Broker, capsys: pytest.CaptureFixture[str]) -> 
     assert code == 0 and "cli-t\t3 partitions" in out
     code, out, _ = run(capsys, "topics", "describe", "cli-t", *b)
     assert code == 0
-    assert "partitions 3" in out and "retention.ms=60000" in out
+    assert "partitions 3" in out
+    lines = out.splitlines()
+    assert lines[2].split() == ["PARTITION", "LEADER", "EARLIEST", "LATEST"]
+    assert [line.split()[0] for line in lines[3:6]] == ["0", "1", "2"]
+    assert ["retention.ms", "60000"] in [line.split() for line in lines]
     assert run(capsys, "topics", "delete", "cli-t", *b)[0] == 0
     code, _out, err = run(capsys, "topics", "delete", "cli-t", *b)
     assert code == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in err
@@ -109,3 +113,28 @@ def test_produce_to_missing_partition_fails_clearly(
     monkeypatch.setattr("sys.stdin", io.StringIO("x\n"))
     code, _out, err = run(capsys, "produce", "cli-one", "--partition", "5", *b)
     assert code == 1 and "partition 5" in err
+
+
+@pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
+def test_consume_isolation_level(broker: Broker, capsys: pytest.CaptureFixture[str], isolation: str) -> None:
+    import asyncio
+
+    from slipstream.client.connection import BrokerConnection
+    from slipstream.testing.transactions import MixedLog, write_mixed_transactions
+
+    b = ("-b", broker.bootstrap_servers)
+    topic = f"cli-txn-{isolation}"
+    assert run(capsys, "topics", "create", topic, "-p", "1", *b)[0] == 0
+
+    async def write() -> MixedLog:
+        conn = await BrokerConnection("127.0.0.1", broker.port).connect()
+        try:
+            return await write_mixed_transactions(conn, topic)
+        finally:
+            await conn.close()
+
+    mixed = asyncio.run(write())
+    code, out, _ = run(capsys, "consume", topic, "--from-beginning", "--idle-timeout", "0.5",
+                       "--isolation-level", isolation, *b)
+    expected = mixed.read_committed if isolation == "read_committed" else mixed.read_uncommitted
+    assert code == 0 and out.splitlines() == [v.decode() for v in expected]

@@ -66,6 +66,7 @@ KIO_MISSING: dict[str, frozenset[int]] = {
     "CreateTopics": frozenset({0, 1}),
     "DeleteTopics": frozenset({0}),
     "DescribeConfigs": frozenset({0}),
+    "WriteTxnMarkers": frozenset({0}),
 }
 
 DIRECTIONS = ("request", "response")
@@ -457,7 +458,39 @@ def _kafka_python_old_classes() -> dict[str, Any]:
         for name, obj in vars(module).items():
             if isinstance(obj, type) and hasattr(obj, "SCHEMA") and "_v" in name:
                 found.setdefault(name, obj)
+    for cls in _write_txn_markers_v0():
+        found.setdefault(cls.__name__, cls)
     return found
+
+
+def _write_txn_markers_v0() -> list[Any]:
+    """WriteTxnMarkers v0 (Kafka 3.9 serves it; Kafka 4 and kafka-python do not): its
+    layout written here with kafka-python's primitive types, from the protocol docs."""
+    from kafka.protocol.old.types import Array as KpArray
+    from kafka.protocol.old.types import Boolean, Int16, Int32, Int64, Schema, String
+
+    request = Schema(
+        ("markers", KpArray(
+            ("producer_id", Int64),
+            ("producer_epoch", Int16),
+            ("transaction_result", Boolean),
+            ("topics", KpArray(("name", String("utf-8")), ("partition_indexes", KpArray(Int32)))),
+            ("coordinator_epoch", Int32),
+        )),
+    )
+    response = Schema(
+        ("markers", KpArray(
+            ("producer_id", Int64),
+            ("topics", KpArray(
+                ("name", String("utf-8")),
+                ("partitions", KpArray(("partition_index", Int32), ("error_code", Int16))),
+            )),
+        )),
+    )
+    return [
+        type("WriteTxnMarkersRequest_v0", (), {"API_KEY": 27, "API_VERSION": 0, "SCHEMA": request}),
+        type("WriteTxnMarkersResponse_v0", (), {"API_KEY": 27, "API_VERSION": 0, "SCHEMA": response}),
+    ]
 
 
 def to_positional(value: Any, f_type: Any, version: int) -> Any:

@@ -13,7 +13,7 @@ import threading
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .cleaner import LogCleaner
 from .config import BrokerConfig
@@ -30,6 +30,10 @@ from .security.tls import server_context, subject_name
 from .server import KafkaConnection
 from .state import BrokerState, load_cluster_id
 from .topics import TopicManager
+from .transactions import TransactionCoordinatorAdapter
+
+if TYPE_CHECKING:
+    from .admin.listener import AdminListener
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +44,7 @@ class Broker:
         self.config = replace(base, **settings).validate() if settings else base.validate()
         self.state: BrokerState | None = None
         self.groups: GroupCoordinatorAdapter | None = None
+        self.transactions: TransactionCoordinatorAdapter | None = None
         self._server: asyncio.Server | None = None
         self._servers: list[asyncio.Server] = []
         # Listener name -> bound port, and "host:port" it listens on.
@@ -51,6 +56,7 @@ class Broker:
         self._thread_loop: asyncio.AbstractEventLoop | None = None
         self.cleaner: LogCleaner | None = None
         self.port = self.config.port
+        self.admin: AdminListener | None = None
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -83,7 +89,17 @@ class Broker:
         groups = GroupCoordinatorAdapter(state)
         self.groups = groups
         await groups.start()
-        dispatcher = Dispatcher(state, groups)
+        transactions = TransactionCoordinatorAdapter(state, groups)
+        self.transactions = transactions
+        await transactions.start()
+        dispatcher = Dispatcher(state, groups, transactions)
+        # Up before the Kafka listener, so probes see the broker from its first moment.
+        if config.admin_port is not None:
+            # Imported only when switched on: a broker without it never loads prometheus_client.
+            from .admin.listener import AdminListener
+
+            self.admin = AdminListener(state, groups.coordinator, lambda: len(self._connections))
+            await self.admin.start(config.admin_host or config.host, config.admin_port)
         await self._open_listeners(state, dispatcher, data_dir)
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._retention_loop()))
@@ -91,6 +107,7 @@ class Broker:
             topics,
             state.clock,
             backoff_ms=config.log_cleaner_backoff_ms,
+            last_stable_offset=state.last_stable_offset,
         )
         self._tasks.append(loop.create_task(self.cleaner.run()))
         if config.durability == "interval":
@@ -161,6 +178,9 @@ class Broker:
         return f"{host}:{port}"
 
     async def stop(self) -> None:
+        if self.admin is not None:
+            await self.admin.stop()
+            self.admin = None
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -184,6 +204,9 @@ class Broker:
             self._servers.clear()
             self._server = None
         if self.state is not None:
+            if self.transactions is not None:
+                await self.transactions.stop()
+                self.transactions = None
             if self.groups is not None:
                 await self.groups.stop()
                 self.groups = None
@@ -203,6 +226,13 @@ class Broker:
         finally:
             tuning.restore()
             await self.stop()
+
+    @property
+    def admin_url(self) -> str | None:
+        """The admin listener's base URL, or None when it is off."""
+        if self.admin is None:
+            return None
+        return f"http://{self.config.admin_host or self.config.host}:{self.admin.port}"
 
     @property
     def bootstrap_servers(self) -> str:

@@ -81,8 +81,11 @@ class LogCleaner:
         *,
         backoff_ms: int = DEFAULT_BACKOFF_MS,
         min_cleanable_ratio: float = DEFAULT_MIN_CLEANABLE_RATIO,
+        last_stable_offset: Callable[[str, int, PartitionLog], int] | None = None,
     ) -> None:
         self._topics = topics
+        # The partition's LSO: compaction never rewrites past an open transaction.
+        self._last_stable_offset = last_stable_offset
         self._clock = clock
         self.backoff_ms = backoff_ms
         self.min_cleanable_ratio = min_cleanable_ratio
@@ -112,7 +115,8 @@ class LogCleaner:
             for topic, partition, plog, configs in self._topics.compacted_partitions():
                 try:
                     retention = int(configs["delete.retention.ms"])
-                    stats = await self._clean(plog, retention, CleaningPolicy.of(configs), force)
+                    lso = None if self._last_stable_offset is None else self._last_stable_offset(topic, partition, plog)
+                    stats = await self._clean(plog, retention, CleaningPolicy.of(configs), force, lso)
                 except asyncio.CancelledError:
                     raise
                 except Exception:
@@ -153,7 +157,12 @@ class LogCleaner:
         return policy is not None and now_ms - last.dirty_since_ms >= policy.max_compaction_lag_ms
 
     async def _clean(
-        self, plog: PartitionLog, delete_retention_ms: int, policy: CleaningPolicy, force: bool
+        self,
+        plog: PartitionLog,
+        delete_retention_ms: int,
+        policy: CleaningPolicy,
+        force: bool,
+        last_stable_offset: int | None = None,
     ) -> CompactionStats | None:
         now = self._clock()
         if not force and not self.needs_cleaning(plog, now, policy):
@@ -163,6 +172,7 @@ class LogCleaner:
             now_ms=now,
             delete_retention_ms=delete_retention_ms,
             min_compaction_lag_ms=policy.min_compaction_lag_ms,
+            last_stable_offset=last_stable_offset,
         )
         if job is None:
             return None

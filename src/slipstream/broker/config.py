@@ -69,6 +69,17 @@ class BrokerConfig:
     offset_metadata_max_bytes: int = 4096
     # KIP-227 fetch sessions the broker keeps at once (0: every fetch is sessionless).
     max_incremental_fetch_session_cache_slots: int = 1000
+    # Transactions (Kafka's names and defaults): the longest transaction.timeout.ms a
+    # producer may ask for, how long an idle transactional id is remembered, and the
+    # partitions of __transaction_state (created when the first transactional
+    # producer arrives).
+    transaction_max_timeout_ms: int = 900_000
+    transactional_id_expiration_ms: int = 604_800_000
+    transaction_state_log_num_partitions: int = 50
+    # The HTTP admin listener (/metrics, /healthz, /readyz, /api): off unless a port is
+    # given (0 picks a free one); admin_host defaults to host.
+    admin_port: int | None = None
+    admin_host: str | None = None
     # Listeners (see listeners.py): empty means one PLAINTEXT listener on host:port.
     listeners: str = ""
     advertised_listeners: str = ""
@@ -94,8 +105,14 @@ class BrokerConfig:
             )
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port {self.port} is out of range")
+        if self.admin_port is not None and not 0 <= self.admin_port <= 65535:
+            raise ValueError(f"admin port {self.admin_port} is out of range")
         if self.default_partitions < 1:
             raise ValueError("default partitions must be at least 1")
+        if self.transaction_state_log_num_partitions < 1:
+            raise ValueError("transaction.state.log.num.partitions must be at least 1")
+        if self.transaction_max_timeout_ms < 1 or self.transactional_id_expiration_ms < 1:
+            raise ValueError("transaction.max.timeout.ms and transactional.id.expiration.ms must be positive")
         if self.group_consumer_heartbeat_budget_per_sec < 0:
             raise ValueError("group.consumer.heartbeat.budget.per.sec must be >= 0 (0: no budget)")
         if not (

@@ -62,8 +62,16 @@ from ..protocol.apis.offset_commit import OffsetCommitRequest, OffsetCommitRespo
 from ..protocol.apis.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
 from ..protocol.apis.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from ..protocol.apis.sync_group import SyncGroupRequest, SyncGroupResponse
+from ..protocol.apis.txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 from ..protocol.errors import ErrorCode
-from ..protocol.records import ProducerRecord, build_batch, iter_records
+from ..protocol.records import (
+    CONTROL_ABORT,
+    CONTROL_COMMIT,
+    ProducerRecord,
+    build_batch,
+    build_control_batch,
+    iter_batches,
+)
 from ..protocol.schema import Struct
 from .group_configs import HEARTBEAT_INTERVAL
 from .state import BrokerState
@@ -157,6 +165,7 @@ class GroupCoordinatorAdapter:
         self._last_sync: asyncio.Task[None] | None = None
         # Appends to __consumer_offsets so far (one per partition per write): tests and metrics.
         self.appends = 0
+        self._loaded = asyncio.Event()
 
     def _consumer_group_timeouts(self, group_id: str) -> ConsumerGroupTimeouts:
         configs = self.state.group_configs
@@ -220,14 +229,31 @@ class GroupCoordinatorAdapter:
                     if not result.size:
                         break
                     for chunk in result.chunks:
-                        for record in iter_records(chunk):
-                            if record.offset < offset or record.key is None:
+                        for header, records in iter_batches(chunk):
+                            if header.last_offset < offset:
                                 continue
-                            self.coordinator.replay(record.key, record.value, now)
-                            replayed += 1
-                            offset = record.offset + 1
+                            if header.is_control:
+                                # A transaction marker: the producer's pending offsets end.
+                                if records and records[0].control_type is not None:
+                                    commit = records[0].control_type == CONTROL_COMMIT
+                                    self.coordinator.replay_end_transaction(
+                                        header.producer_id, commit, now, header.producer_epoch
+                                    )
+                                replayed += 1
+                                offset = header.next_offset
+                                continue
+                            producer_id = header.producer_id if header.is_transactional else -1
+                            for record in records:
+                                if record.offset < offset or record.key is None:
+                                    continue
+                                self.coordinator.replay(
+                                    record.key, record.value, now, producer_id, header.producer_epoch
+                                )
+                                replayed += 1
+                            offset = header.next_offset
                     await asyncio.sleep(0)  # let other connections be served while we load
             self.coordinator.finish_loading(self.state.clock())
+        self._loaded.set()
         self._timer_changed.set()
         log.info("group coordinator loaded %d records from %s", replayed, OFFSETS_TOPIC)
 
@@ -241,6 +267,54 @@ class GroupCoordinatorAdapter:
         return cast(
             OffsetCommitResponse, await self.call(lambda now: self.coordinator.offset_commit(ctx, request, now))
         )
+
+    async def loaded(self) -> None:
+        """Until ``__consumer_offsets`` has been replayed."""
+        await self._loaded.wait()
+
+    async def txn_offset_commit(
+        self, ctx: CoordinatorContext, request: TxnOffsetCommitRequest
+    ) -> TxnOffsetCommitResponse:
+        return cast(
+            TxnOffsetCommitResponse, await self.call(lambda now: self.coordinator.txn_offset_commit(ctx, request, now))
+        )
+
+    async def complete_transaction(
+        self, partition: int, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int
+    ) -> int:
+        """Write a transaction marker into an offsets partition and replay it; an error code.
+
+        Called by the transaction coordinator for transactions that committed offsets
+        (AddOffsetsToTxn put the group's partition in them)."""
+        await self._loaded.wait()
+        async with self._lock:
+            self._flush()
+            plog = self.state.topics.partition(OFFSETS_TOPIC, partition)
+            if plog is None:
+                return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            now = self.state.clock()
+            batch = build_control_batch(
+                CONTROL_COMMIT if commit else CONTROL_ABORT,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                timestamp_ms=now,
+                coordinator_epoch=coordinator_epoch,
+            )
+            try:
+                plog.append([bytearray(batch)], now_ms=now, log_append_time=False)
+            except OSError as exc:
+                log.error("writing a transaction marker to %s failed: %s", OFFSETS_TOPIC, exc)
+                return ErrorCode.KAFKA_STORAGE_ERROR
+            self.coordinator.replay_end_transaction(producer_id, commit, now, producer_epoch)
+            self.state.notifier.notify((OFFSETS_TOPIC, partition))
+            if self.state.config.durability == "fsync":
+                try:
+                    await self.state.committer.sync(plog)
+                except OSError as exc:
+                    log.error("syncing %s failed: %s", OFFSETS_TOPIC, exc)
+                    return ErrorCode.KAFKA_STORAGE_ERROR
+        self._poke_timer()
+        return ErrorCode.NONE
 
     async def join_group(self, ctx: CoordinatorContext, request: JoinGroupRequest) -> JoinGroupResponse:
         return cast(JoinGroupResponse, await self.call(lambda now: self.coordinator.join_group(ctx, request, now)))
@@ -489,8 +563,7 @@ class GroupCoordinatorAdapter:
         if plog is None:
             return ErrorCode.NOT_COORDINATOR, None
         try:
-            batch = build_batch([ProducerRecord(r.key, r.value, timestamp_ms=now) for r in records])
-            plog.append([bytearray(batch)], now_ms=now, log_append_time=False)
+            plog.append(_batches(records, now), now_ms=now, log_append_time=False)
         except OSError as exc:
             log.error("writing %s failed: %s", OFFSETS_TOPIC, exc)
             return ErrorCode.KAFKA_STORAGE_ERROR, None
@@ -532,3 +605,26 @@ class GroupCoordinatorAdapter:
                         await self._carry_out(expired.callback(now))
                     except Exception:
                         log.exception("group coordinator timer %s failed", expired.key)
+
+
+def _batches(records: list[Record], now: int) -> list[bytearray]:
+    """One batch per run of records of the same producer: the coordinator's own records
+    in a plain batch, a TxnOffsetCommit's in its producer's transactional batch."""
+    out: list[bytearray] = []
+    start = 0
+    while start < len(records):
+        producer = records[start].producer
+        end = start + 1
+        while end < len(records) and records[end].producer == producer:
+            end += 1
+        run = [ProducerRecord(r.key, r.value, timestamp_ms=now) for r in records[start:end]]
+        if producer is None:
+            out.append(bytearray(build_batch(run)))
+        else:
+            out.append(
+                bytearray(
+                    build_batch(run, producer_id=producer[0], producer_epoch=producer[1], is_transactional=True)
+                )
+            )
+        start = end
+    return out

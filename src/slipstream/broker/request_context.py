@@ -1,6 +1,7 @@
-"""What a handler is given for one request: the broker's state, the group coordinator
-adapter, the request header and version, the peer's address, the listener the request
-came through and the principal it is authenticated as (what an authorizer checks)."""
+"""What a handler is given for one request: the broker's state, the group and
+transaction coordinator adapters, the request header and version, the peer's address,
+the listener the request came through and the principal it is authenticated as (what
+an authorizer checks)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from ..protocol.api import RequestHeader
 from .groups import GroupCoordinatorAdapter
 from .security.session import ANONYMOUS, ConnectionSession
 from .state import BrokerState
+from .transactions import TransactionCoordinatorAdapter
 
 _MAX_COORDINATOR_CONTEXTS = 4096
 
@@ -22,6 +24,7 @@ class RequestContext:
     header: RequestHeader
     api_version: int
     client_host: str
+    transactions: TransactionCoordinatorAdapter
     # None for requests made without a connection (tests): a PLAINTEXT, anonymous one.
     session: ConnectionSession | None = None
 

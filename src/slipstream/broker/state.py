@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..coordinator.result import RequestContext as CoordinatorContext
-from ..log.api import AppendInfo
+from ..log.api import AppendInfo, PartitionLog
 from ..protocol import compression
 from ..protocol.apis.api_versions import ApiVersionsResponseApiVersion
 from ..protocol.compression import CorruptCompressedData, UnsupportedCompression
@@ -29,6 +29,7 @@ from .config import BrokerConfig
 from .durability import GroupCommitter
 from .fetch_sessions import FetchSessionCache
 from .group_configs import GroupConfigs
+from .metrics import BrokerMetrics
 from .notifier import AppendNotifier
 from .producer_state import PartitionProducerState, ProducerIdAllocator
 from .security.credentials import CredentialStore
@@ -61,6 +62,8 @@ class BrokerState:
     coordinator_contexts: dict[tuple[int, str | None, str], CoordinatorContext] = field(default_factory=dict)
     # The ApiVersions answer: every served API and its version range (set by the dispatcher).
     api_versions: list[ApiVersionsResponseApiVersion] = field(default_factory=list)
+    # Request, byte and record counts (read by the admin listener's /metrics).
+    metrics: BrokerMetrics = field(default_factory=BrokerMetrics)
 
     def producer_state(self, topic: str, partition: int) -> PartitionProducerState:
         key = (topic, partition)
@@ -72,8 +75,21 @@ class BrokerState:
                 state.rebuild(plog.batch_headers())
         return state
 
-    async def append(self, topic: str, partition: int, records: memoryview, *, acks: int) -> AppendInfo:
+    def last_stable_offset(self, topic: str, partition: int, plog: PartitionLog) -> int:
+        """First offset of the earliest open transaction, else the high watermark; never
+        below the log start (DeleteRecords or retention may pass an open transaction's
+        start, as in Kafka)."""
+        lso = self.producer_state(topic, partition).last_stable_offset(plog.log_end_offset)
+        return max(lso, plog.log_start_offset)
+
+    async def append(
+        self, topic: str, partition: int, records: memoryview, *, acks: int, transactional: bool = False
+    ) -> AppendInfo:
         """Validate and append a produce payload for one partition; the one write path.
+
+        ``transactional``: the produce request carried a transactional id, which Kafka
+        requires for transactional batches (the producer state then tracks the open
+        transaction; see producer_state.py).
 
         Raises KafkaError with the code the produce response should carry.
         """
@@ -108,10 +124,19 @@ class BrokerState:
                 header = validate_batch(batch)
                 if timestamp_window is not None and not header.is_log_append_time:
                     _check_timestamps(header.base_timestamp, header.max_timestamp, timestamp_window, topic)
-                if header.is_transactional or header.is_control:
+                if header.is_control:
                     raise KafkaError(
-                        ErrorCode.INVALID_TXN_STATE,
-                        "transactions are not supported by this broker",
+                        ErrorCode.INVALID_RECORD,
+                        f"clients may not write control records (topic {topic!r} partition {partition})",
+                    )
+                if header.is_transactional and not transactional:
+                    raise KafkaError(
+                        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                        "a transactional record batch needs a produce request with a transactional id",
+                    )
+                if header.is_transactional and header.producer_id < 0:
+                    raise KafkaError(
+                        ErrorCode.INVALID_RECORD, "a transactional record batch needs a producer id"
                     )
                 if compacted:
                     _require_keys(batch, topic)
@@ -149,6 +174,7 @@ class BrokerState:
         if acks == -1 and self.config.durability == "fsync":
             await self.committer.sync(plog)
         self.notifier.notify((topic, partition))
+        self.metrics.produced(topic, info.last_offset - info.base_offset + 1, sum(len(b) for b in batches))
         return info
 
     def topic_log_config(self, topic: str) -> Any:

@@ -38,6 +38,12 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="page-cache (default: survives a process crash), interval fsync, or fsync before ack",
     )
     p.add_argument(
+        "--admin-port",
+        type=int,
+        help="serve /metrics, /healthz, /readyz and the JSON API over HTTP on this port (default: off)",
+    )
+    p.add_argument("--admin-host", help="address of the admin listener (default: --host)")
+    p.add_argument(
         "--set",
         action="append",
         default=[],
@@ -68,6 +74,8 @@ def _serve(args: argparse.Namespace) -> int:
         "auto_create_topics": args.auto_create_topics,
         "default_partitions": args.default_partitions,
         "durability": args.durability,
+        "admin_port": args.admin_port,
+        "admin_host": args.admin_host,
     }
     for item in args.set:
         if "=" not in item:

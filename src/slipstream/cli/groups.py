@@ -29,6 +29,7 @@ from ..client.cluster import Cluster
 from ..client.connection import UnsupportedApi
 from ..protocol.errors import KafkaError
 from .client_commands import _bootstrap_arg, _run
+from .table import format_table
 
 if TYPE_CHECKING:
     from .client_commands import Sub
@@ -105,14 +106,8 @@ def add_commands(sub: Sub) -> None:
 # ---------------------------------------------------------------------------- output helpers
 
 
-def _table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> list[str]:
-    cells = [list(headers)] + [[_NONE if v is None or v == "" else str(v) for v in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    return ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in cells]
-
-
 def _print_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
-    for line in _table(headers, rows):
+    for line in format_table(headers, rows):
         print(line)
 
 

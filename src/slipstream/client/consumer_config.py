@@ -34,9 +34,9 @@ overhead (about 150 bytes each) beyond their wire size.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from .assignors import DEFAULT_ASSIGNORS, Assignor, get_assignor
 from .security import ClientSecurity
@@ -119,6 +119,14 @@ class ConsumerConfig:
             self.security_protocol, self.sasl_mechanism, self.sasl_username, self.sasl_password,
             self.ssl_cafile, self.ssl_certfile, self.ssl_keyfile, self.ssl_password, self.ssl_check_hostname,
         )
+
+    # ---- what the application sees
+    key_deserializer: Callable[[bytes | None], Any] | None = None
+    value_deserializer: Callable[[bytes | None], Any] | None = None
+    """Applied to each message handed out (see ``slipstream.client.serde``)."""
+    statistics_callback: Callable[[Any], None] | None = None
+    """Called with a ConsumerStatistics every ``statistics_interval_ms``, from poll."""
+    statistics_interval_ms: int = 5000
 
     def validate(self) -> ConsumerConfig:
         self.security()  # raises ValueError on a bad combination

@@ -200,10 +200,15 @@ class Fetcher:
         return None if hw < 0 else hw
 
     def lag(self, tp: TopicPartition) -> int | None:
+        """Records between the position and the end a reader can reach: the high
+        watermark, or under read_committed the last stable offset (as the Java client)."""
         st = self._state(tp)
-        if st.high_watermark < 0 or st.position is None:
+        end = st.high_watermark
+        if self.config.isolation_level_code == 1 and st.last_stable_offset >= 0:
+            end = st.last_stable_offset
+        if end < 0 or st.position is None:
             return None
-        return max(0, st.high_watermark - st.position)
+        return max(0, end - st.position)
 
     def buffered_bytes(self, tp: TopicPartition | None = None) -> int:
         if tp is not None:

@@ -58,6 +58,7 @@ from ..protocol.apis.offset_fetch import (
     OffsetFetchResponseTopic,
 )
 from ..protocol.apis.sync_group import SyncGroupRequest, SyncGroupResponse
+from ..protocol.apis.txn_offset_commit import TxnOffsetCommitRequest
 from ..protocol.errors import ErrorCode
 from ..protocol.schema import Struct
 from . import consumer_records as crec
@@ -76,7 +77,12 @@ from .group import ClassicGroup
 from .group_manager import GroupManager
 from .member import Member
 from .offset_and_metadata import OffsetAndMetadata
-from .offset_manager import OffsetManager, PartitionExists, commit_error_response
+from .offset_manager import (
+    OffsetManager,
+    PartitionExists,
+    commit_error_response,
+    txn_commit_error_response,
+)
 from .result import Completion, CoordinatorResult, Pending, Record, RequestContext
 from .state import GroupState
 from .timer import GuardedTimer, Timer
@@ -181,17 +187,31 @@ class GroupCoordinator:
 
     # ================================================================ replay
 
-    def replay(self, key: bytes | memoryview, value: bytes | memoryview | None, now_ms: int | None = None) -> None:
+    def replay(
+        self,
+        key: bytes | memoryview,
+        value: bytes | memoryview | None,
+        now_ms: int | None = None,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+    ) -> None:
         """Apply one ``__consumer_offsets`` record: the only way durable state changes.
 
-        Malformed records and record types we do not use are logged and skipped.
+        ``producer_id`` / ``producer_epoch``: the producer of the transactional batch
+        holding the record (-1 for the coordinator's own batches): its offset commits
+        stay pending until ``replay_end_transaction``. Malformed records and record types we do not use
+        are logged and skipped.
         """
         now = self._now_ms if now_ms is None else now_ms
         try:
             k = gr.decode_key(key)
             if isinstance(k, gr.OffsetCommitKey):
                 om = None if value is None else OffsetAndMetadata.from_value(gr.decode_offset_commit_value(value))
-                self.offset_manager.replay_commit(k.group, k.topic, k.partition, om, now)
+                if producer_id >= 0 and om is not None:
+                    self.offset_manager.replay_txn_commit(producer_id, k.group, k.topic, k.partition, om, now)
+                    self.offset_manager.replay_producer_epoch(producer_id, producer_epoch)
+                else:
+                    self.offset_manager.replay_commit(k.group, k.topic, k.partition, om, now)
             elif isinstance(k, gr.GroupMetadataKey):
                 gv = None if value is None else gr.decode_group_metadata_value(value)
                 self._replay_group(k.group, gv, now)
@@ -220,11 +240,30 @@ class GroupCoordinator:
         Same effect; an offset commit it built skips decoding its own bytes.
         """
         commit = record.commit
+        if record.producer is not None:
+            self.replay(record.key, record.value, now_ms, *record.producer)
+            return
         if commit is None:
             self.replay(record.key, record.value, now_ms)
             return
         group_id, topic, partition, om = commit
         self.offset_manager.replay_commit(group_id, topic, partition, om, self._now_ms if now_ms is None else now_ms)
+
+    def replay_end_transaction(
+        self, producer_id: int, commit: bool, now_ms: int | None = None, producer_epoch: int = -1
+    ) -> None:
+        """A transaction marker (control batch) in ``__consumer_offsets``: the producer's
+        pending offsets become committed (COMMIT) or are dropped (ABORT)."""
+        self.offset_manager.replay_end_transaction(producer_id, commit, self._now_ms if now_ms is None else now_ms)
+        self.offset_manager.replay_producer_epoch(producer_id, producer_epoch)
+
+    def txn_offset_commit(self, ctx: RequestContext, req: TxnOffsetCommitRequest, now_ms: int) -> CoordinatorResult:
+        self._now_ms = now_ms
+        if not req.group_id:
+            return _answer(txn_commit_error_response(req, ErrorCode.INVALID_GROUP_ID))
+        if self.is_group_loading(req.group_id):
+            return _answer(txn_commit_error_response(req, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
+        return self.offset_manager.txn_commit(ctx, req, now_ms)
 
     def _replay_group(self, group_id: str, value: gr.GroupMetadataValue | None, now_ms: int) -> None:
         groups = self.group_manager

@@ -93,6 +93,9 @@ class Record:
     # replaying the value yields), so ``GroupCoordinator.apply`` need not decode
     # the bytes just encoded. Not part of the record's identity.
     commit: tuple[str, str, int, OffsetAndMetadata] | None = field(default=None, compare=False, repr=False)
+    # (producer id, epoch) of a TxnOffsetCommit: the record goes into that producer's
+    # transactional batch and stays pending until the transaction's marker.
+    producer: tuple[int, int] | None = None
 
 
 AfterAppend = Callable[[int, int], "CoordinatorResult"]

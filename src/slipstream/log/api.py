@@ -46,6 +46,21 @@ class ReadResult:
     log_end_offset: int  # = high watermark on a single broker
 
 
+@dataclass(frozen=True, slots=True)
+class AbortedTxn:
+    """One entry of the aborted-transaction index (Kafka's AbortedTxn).
+
+    The aborted transaction's records lie in first_offset..last_offset (the ABORT
+    marker's offset); ``last_stable_offset`` was the LSO right after the abort, which
+    lets a lookup stop early (no later entry can start below it).
+    """
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+
+
 class OffsetOutOfRange(Exception):
     """A read or DeleteRecords offset outside [log_start_offset, log_end_offset]."""
 
@@ -95,6 +110,18 @@ class PartitionLog(Protocol):
         larger than ``max_bytes`` is returned alone. ``offset == log_end_offset`` gives
         an empty result; outside [log_start_offset, log_end_offset] raises OffsetOutOfRange.
         """
+        ...
+
+    def add_aborted_txn(self, txn: AbortedTxn) -> None:
+        """Enter an aborted transaction in the index, just BEFORE its ABORT marker is
+        appended at ``txn.last_offset`` (== log_end_offset): a crash in between leaves
+        an entry past the log end, which recovery drops; never a marker without entry.
+        Disk: kept in the active segment's ``.txnindex``, made durable by ``flush``."""
+        ...
+
+    def aborted_txns(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [start_offset, end_offset): last_offset
+        >= start_offset and first_offset < end_offset, in marker order."""
         ...
 
     def batch_headers(self) -> Iterator[BatchHeader]:

@@ -19,7 +19,7 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from slipstream.log.api import PartitionLog
+from slipstream.log.api import AbortedTxn, PartitionLog
 from slipstream.log.checkpoint import sync_directory
 from slipstream.log.index import SegmentIndexes
 from slipstream.log.memory import MemoryLog, MemorySegment
@@ -29,7 +29,6 @@ from slipstream.log.record_filter import (
     RecordSpan,
     UnreadableRecords,
     delete_horizon,
-    is_skipped,
     rebuild_batch,
     record_spans,
 )
@@ -42,6 +41,7 @@ from slipstream.log.swap import (
     segment_file,
     write_swap_marker,
 )
+from slipstream.log.txn_cleaning import TxnCleaningState
 from slipstream.protocol.record_batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -54,6 +54,7 @@ log = logging.getLogger(__name__)
 
 _READ_WINDOW = 1 << 20
 _INT64_MAX = (1 << 63) - 1
+_ABORT_TYPE = b"\x00\x00"  # a control record key's type field (int16): 0 = ABORT
 
 
 class CompactionError(Exception):
@@ -83,6 +84,8 @@ class CompactionStats:
     batches_removed: int = 0
     batches_rewritten: int = 0
     batches_unreadable: int = 0  # kept as they are: codec or records not decodable
+    aborted_batches_removed: int = 0  # data batches of aborted transactions
+    markers_removed: int = 0  # transaction markers past their delete horizon
     next_delete_horizon_ms: int | None = None
     installed: bool = False
     aborted: str | None = None  # why the cleaned segments were not swapped in
@@ -180,6 +183,7 @@ class _DiskOutput:
         self.size = 0
         self.next_offset = base
         self.max_timestamp = -1
+        self.aborted: list[AbortedTxn] = []
 
     def add(self, batch: bytes | memoryview, header: BatchHeader) -> None:
         self.segment.append(batch, header, None)
@@ -189,6 +193,7 @@ class _DiskOutput:
         segment.seal()  # data and both indexes written and fsynced
         self.size, self.next_offset = segment.size, segment.next_offset
         self.max_timestamp = segment.max_timestamp
+        self.aborted = list(segment.aborted)
         segment.close()
 
     def abandon(self) -> None:
@@ -244,8 +249,15 @@ class CompactionJob:
         now_ms: int,
         delete_retention_ms: int,
         directory: Path | None,
+        aborted: Sequence[AbortedTxn] = (),
+        stable_end: int | None = None,
     ) -> None:
         self._log = log
+        # The aborted transactions of the log below ``stable_end`` (the LSO when the pass
+        # was planned): transactional data at or past it may still be aborted.
+        self._aborted = list(aborted)
+        self._stable_end = stable_end if stable_end is not None else _INT64_MAX
+        self._txns = TxnCleaningState(())
         self._groups = groups
         self._sources = sources
         # Read for the latest offset of each key, never rewritten: the active segment, and
@@ -301,11 +313,16 @@ class CompactionJob:
             staging.mkdir()
         latest: dict[bytes, int] = {}
         sources = [self._sources[id(s)] for group in self._groups for s in group]
+        txns = TxnCleaningState(self._aborted)
         for source in [*sources, *self._tail]:
             for header, batch in source.batches():
                 self._check_cancel()
-                if is_skipped(header):
+                if header.is_control:
                     continue
+                if txns.on_data(header) or (
+                    header.is_transactional and header.last_offset >= self._stable_end
+                ):
+                    continue  # aborted, or maybe not committed yet
                 try:
                     _, records = record_spans(header, batch)
                 except UnreadableRecords:
@@ -315,6 +332,7 @@ class CompactionJob:
                     if rec.key is not None:
                         latest[rec.key] = base + rec.offset_delta
             self._check_cancel()
+        self._txns = TxnCleaningState(self._aborted)
         for group in self._groups:
             self._clean_group(group, latest)
             self._check_cancel()
@@ -350,6 +368,11 @@ class CompactionJob:
                 output = self._new_output(group[0].base_offset)
             else:
                 return
+        # Transactional batches and markers are kept, so their aborted-transaction
+        # entries move with them (closed segments' entries no longer change).
+        for segment in group:
+            for txn in segment.aborted:
+                output.segment.add_aborted(txn)
         output.finish()
         self._results.append(_GroupResult(list(group), output))
         stats.groups_cleaned += 1
@@ -365,8 +388,13 @@ class CompactionJob:
     ) -> bytes | memoryview | None:
         """``batch`` itself when it stays as it is, the rewritten batch, or None."""
         stats = self.stats
-        if is_skipped(header):
-            return batch
+        if header.is_control:
+            return self._clean_marker(header, batch)
+        if self._txns.on_data(header):
+            stats.aborted_batches_removed += 1
+            stats.batches_removed += 1
+            stats.records_removed += header.record_count
+            return None
         try:
             data, records = record_spans(header, batch)
         except UnreadableRecords:
@@ -402,6 +430,33 @@ class CompactionJob:
             return batch
         stats.batches_rewritten += 1
         return rebuild_batch(header, data, kept, horizon)
+
+    def _clean_marker(self, header: BatchHeader, batch: bytes | memoryview) -> bytes | memoryview | None:
+        stats = self.stats
+        try:
+            data, records = record_spans(header, batch)
+        except UnreadableRecords:
+            stats.batches_unreadable += 1
+            return batch
+        key = records[0].key if records else None
+        if key is None or len(key) < 4:
+            return batch  # not a transaction marker we know: keep it
+        abort = key[2:4] == _ABORT_TYPE
+        if not self._txns.on_marker(header, abort=abort):
+            return batch
+        horizon = delete_horizon(header)
+        if horizon is not None and self._now >= horizon:
+            stats.markers_removed += 1
+            stats.batches_removed += 1
+            return None
+        kept: bytes | memoryview = batch
+        if horizon is None:  # the first pass that may drop it: stamp the horizon
+            horizon = min(self._now + self._delete_retention, _INT64_MAX)
+            kept = rebuild_batch(header, data, records, horizon)
+            stats.batches_rewritten += 1
+        if stats.next_delete_horizon_ms is None or horizon < stats.next_delete_horizon_ms:
+            stats.next_delete_horizon_ms = horizon
+        return kept
 
     def _abandon_outputs(self) -> None:
         for result in self._results:
@@ -521,6 +576,7 @@ class CompactionJob:
                 max_timestamp=output.max_timestamp,
                 indexes=SegmentIndexes.cold(path, base, interval),
             )
+            new.set_aborted(output.aborted)
             _inherit_append_times(new, result.old)
             log_.replace_segments(result.old, new)
             self.stats.bytes_after += new.size
@@ -544,7 +600,12 @@ def _release(log_: SegmentedLog) -> None:
 
 
 def plan_compaction(
-    log_: PartitionLog, *, now_ms: int, delete_retention_ms: int, min_compaction_lag_ms: int = 0
+    log_: PartitionLog,
+    *,
+    now_ms: int,
+    delete_retention_ms: int,
+    min_compaction_lag_ms: int = 0,
+    last_stable_offset: int | None = None,
 ) -> CompactionJob | None:
     """A job for the log's closed segments, or None when there is nothing to clean (no
     closed segment old enough), another job holds the log, or the log is not a
@@ -553,6 +614,10 @@ def plan_compaction(
     ``min_compaction_lag_ms`` (the topic's min.compaction.lag.ms): a closed segment
     holding a record younger than that, and every segment after it, is only read (its
     keys supersede older records) and never rewritten, as in Kafka.
+
+    ``last_stable_offset`` (the partition's LSO; None: no open transaction): as in
+    Kafka, a segment reaching it or beyond is only read, never rewritten, and
+    transactional records at or past it never supersede others.
 
     Cheap; call it on the thread that owns the log (the broker's event loop)."""
     if not isinstance(log_, SegmentedLog):
@@ -565,6 +630,11 @@ def plan_compaction(
         newest_allowed = now_ms - min_compaction_lag_ms
         young = next((i for i, seg in enumerate(closed) if seg.max_timestamp > newest_allowed), len(closed))
         closed = closed[:young]
+        if not closed:
+            return None
+    if last_stable_offset is not None:
+        unstable = next((i for i, seg in enumerate(closed) if seg.next_offset > last_stable_offset), len(closed))
+        closed = closed[:unstable]
         if not closed:
             return None
     rewritten = {id(segment) for segment in closed}
@@ -588,6 +658,8 @@ def plan_compaction(
             return None
         _busy.add(log_)
     groups = _group_segments(closed, min(log_.config.segment_bytes, INT32_MAX))
+    stable_end = log_.log_end_offset if last_stable_offset is None else last_stable_offset
+    aborted = log_.aborted_txns(segments[0].base_offset, stable_end)
     return CompactionJob(
         log_,
         groups,
@@ -596,12 +668,18 @@ def plan_compaction(
         now_ms=now_ms,
         delete_retention_ms=delete_retention_ms,
         directory=directory,
+        aborted=aborted,
+        stable_end=stable_end,
     )
 
 
-def compact(log_: PartitionLog, *, now_ms: int, delete_retention_ms: int) -> CompactionStats:
+def compact(
+    log_: PartitionLog, *, now_ms: int, delete_retention_ms: int, last_stable_offset: int | None = None
+) -> CompactionStats:
     """Plan, run and install one pass on the calling thread (tests, tools)."""
-    job = plan_compaction(log_, now_ms=now_ms, delete_retention_ms=delete_retention_ms)
+    job = plan_compaction(
+        log_, now_ms=now_ms, delete_retention_ms=delete_retention_ms, last_stable_offset=last_stable_offset
+    )
     if job is None:
         return CompactionStats(aborted="nothing to compact")
     job.run()

@@ -10,7 +10,7 @@ import bisect
 from array import array
 from collections.abc import Iterator
 
-from slipstream.log.api import LogConfig
+from slipstream.log.api import AbortedTxn, LogConfig
 from slipstream.log.segmented import Buffer, Segment, SegmentedLog
 from slipstream.protocol.record_batch import BatchHeader, parse_header
 
@@ -27,6 +27,14 @@ class MemorySegment:
         self._running_max = array("q")  # non-decreasing: bisect for timestamp lookups
         self.first_append_ms = -1
         self.last_append_ms = -1
+        self._aborted: list[AbortedTxn] = []
+
+    @property
+    def aborted(self) -> list[AbortedTxn]:
+        return self._aborted
+
+    def add_aborted(self, txn: AbortedTxn) -> None:
+        self._aborted.append(txn)
 
     @property
     def base_offset(self) -> int:
@@ -100,6 +108,7 @@ class MemorySegment:
 
     def delete(self) -> None:
         self._batches.clear()
+        self._aborted.clear()
         for column in (self._next_offsets, self._ends, self._max_timestamps, self._running_max):
             del column[:]
 

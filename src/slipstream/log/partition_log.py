@@ -11,6 +11,7 @@ from slipstream.log.policy import below_log_start_count
 from slipstream.log.recovery import LOG_START_FILE, recover_log
 from slipstream.log.segment import DiskSegment
 from slipstream.log.segmented import Segment, SegmentedLog
+from slipstream.log.txn_index import load_aborted_indexes
 
 
 class DiskLog(SegmentedLog):
@@ -36,6 +37,7 @@ class DiskLog(SegmentedLog):
         """Create the log in ``directory`` or recover what is there."""
         directory = Path(directory)
         segments, log_start = recover_log(directory, config.index_interval_bytes)
+        load_aborted_indexes(segments, segments[-1].next_offset)
         log = cls(directory, config, segments, log_start)
         # Segments wholly below the log start may survive a crash during DeleteRecords.
         log._delete_leading(below_log_start_count(log._segments, log._log_start))

@@ -39,7 +39,7 @@ from slipstream.protocol.record_batch import (
 
 LOG_START_FILE = "log-start-offset"
 _WINDOW = 1 << 20
-_SEGMENT_SUFFIXES = (".log", ".index", ".timeindex")
+_SEGMENT_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex")
 
 
 def scan_segment(

@@ -14,7 +14,10 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from slipstream.log.api import AbortedTxn
 from slipstream.log.index import SegmentIndexes
+from slipstream.log.txn_index import encode as encode_aborted
+from slipstream.log.txn_index import txn_index_path
 from slipstream.protocol.record_batch import HEADER_SIZE, BatchHeader, parse_header
 
 _HEADER_BLOCK = 4096  # bytes read at a time when walking batch headers
@@ -94,11 +97,18 @@ class DiskSegment:
         # the index lookup. Positions of stored batches never change.
         self._hints: dict[int, int] = {}
         self._max_from: tuple[int, int, int] | None = None  # (offset, size, value)
+        # The aborted-transaction index (txn_index.py): entries in memory, appended to
+        # the .txnindex file through a descriptor opened at the first abort.
+        self._aborted: list[AbortedTxn] = []
+        self._txn_fd = -1
+        self._txn_dirty = False
 
     @classmethod
     def create(cls, directory: Path, base_offset: int, index_interval: int) -> DiskSegment:
         path = data_path(directory, base_offset)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o644)
+        # Every segment has its (empty) aborted-transaction index: missing means lost.
+        os.close(os.open(txn_index_path(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
         return cls(
             directory,
             base_offset,
@@ -152,6 +162,22 @@ class DiskSegment:
                 self.first_append_ms = now_ms
             self.last_append_ms = now_ms
 
+    @property
+    def aborted(self) -> list[AbortedTxn]:
+        return self._aborted
+
+    def set_aborted(self, entries: list[AbortedTxn]) -> None:
+        """The entries recovery loaded or rebuilt (already in the file)."""
+        self._aborted = entries
+
+    def add_aborted(self, txn: AbortedTxn) -> None:
+        with self._fd_lock:
+            if self._txn_fd < 0:
+                self._txn_fd = os.open(txn_index_path(self.path), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            os.write(self._txn_fd, encode_aborted(txn))
+            self._txn_dirty = True
+        self._aborted.append(txn)
+
     def set_index_interval(self, interval: int) -> None:
         self.indexes.interval = interval
 
@@ -169,6 +195,10 @@ class DiskSegment:
         segment's index files are not synced: recovery rebuilds them from the data.
         """
         with self._fd_lock:
+            if self._txn_dirty and self._txn_fd >= 0:
+                # Before the data: a durable ABORT marker always has its entry.
+                self._txn_dirty = False
+                os.fsync(self._txn_fd)
             if self._fd < 0 or not self._dirty:
                 return
             self._dirty = False
@@ -186,12 +216,21 @@ class DiskSegment:
         with self._fd_lock:
             os.close(self._fd)
             self._fd = -1
+            self._close_txn_index()
+
+    def _close_txn_index(self) -> None:
+        if self._txn_fd >= 0:
+            os.close(self._txn_fd)
+            self._txn_fd = -1
 
     def delete(self) -> None:
         with self._fd_lock:
             if self._fd >= 0:
                 os.close(self._fd)
                 self._fd = -1
+            self._close_txn_index()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(txn_index_path(self.path))
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
         self.indexes.delete()

@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from typing import Protocol
 
-from slipstream.log.api import AppendInfo, LogConfig, OffsetOutOfRange, ReadResult
+from slipstream.log.api import AbortedTxn, AppendInfo, LogConfig, OffsetOutOfRange, ReadResult
 from slipstream.log.policy import (
     SegmentStats,
     below_log_start_count,
@@ -65,6 +65,13 @@ class Segment(SegmentStats, Protocol):
     def max_timestamp_from(self, offset: int) -> int:
         """Largest max_timestamp among batches whose last offset is >= ``offset``."""
         ...
+
+    @property
+    def aborted(self) -> list[AbortedTxn]:
+        """This segment's aborted-transaction index, in marker order (do not mutate)."""
+        ...
+
+    def add_aborted(self, txn: AbortedTxn) -> None: ...
 
     def seal(self) -> None:
         """The segment stops being the active one (disk: made durable)."""
@@ -194,6 +201,25 @@ class SegmentedLog(ABC):
                 if not reached_end or budget <= 0:
                     break
         return ReadResult(chunks, size, self._log_start, end)
+
+    def add_aborted_txn(self, txn: AbortedTxn) -> None:
+        self._segments[-1].add_aborted(txn)
+
+    def aborted_txns(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
+        found: list[AbortedTxn] = []
+        if end_offset <= start_offset:
+            return found
+        # An entry sits with the segment that was active just before its marker was
+        # appended (the append may roll): start one segment before start_offset's.
+        for segment in self._segments[max(self._segment_index(start_offset) - 1, 0) :]:
+            for txn in segment.aborted:
+                if txn.last_offset >= start_offset and txn.first_offset < end_offset:
+                    found.append(txn)
+                if txn.last_stable_offset >= end_offset:
+                    # Every transaction open at this abort started at or after its LSO,
+                    # and later ones start after its marker: none can reach below.
+                    return found
+        return found
 
     def batch_headers(self) -> Iterator[BatchHeader]:
         """Every stored batch's header in offset order, reading headers only."""

@@ -22,7 +22,8 @@ log = logging.getLogger(__name__)
 STAGING_DIR = "cleaning"
 SWAP_MARKER = "compaction.swap"
 _MARKER_VERSION = 1
-SEGMENT_SUFFIXES = (".index", ".timeindex", ".log")  # the order files are moved in: data last
+# The order files are moved in: data last.
+SEGMENT_SUFFIXES = (".index", ".timeindex", ".txnindex", ".log")
 
 
 def segment_file(directory: Path, base: int, suffix: str) -> Path:

@@ -317,3 +317,25 @@ async def test_remove_drops_buffers_and_stops_fetching() -> None:
         assert await fetcher.fetch_partition(T0, 10, 0.05) == []
         with pytest.raises(KeyError, match="t-0 is not assigned"):
             fetcher.position(T0)
+
+
+async def test_lag_under_read_committed_ends_at_the_lso() -> None:
+    from slipstream.broker.txn_markers import TxnMarker, write_txn_markers
+    from slipstream.protocol.records import ProducerRecord, build_batch
+
+    async with setup(partitions=1, isolation_level="read_committed") as (b, fetcher):
+        await produce(b, 0, 3)  # 0-2
+        txn = build_batch([ProducerRecord(b"k", b"txn")] * 2, producer_id=5, producer_epoch=0, base_sequence=0,
+                          is_transactional=True)
+        await b.state.append("t", 0, memoryview(bytearray(txn)), acks=1, transactional=True)  # 3-4, open
+        fetcher.add({("t", 0): 0})
+        got: list[Record] = []
+        while len(got) < 3:
+            assert await fetcher.wait_for_data(DEADLINE_S)
+            got.extend(fetcher.drain(10).get(("t", 0), []))
+        await wait_until(lambda: fetcher.highwater(("t", 0)) == 5, "the high watermark")
+        # the open transaction at 3 is as far as a read_committed reader gets
+        assert fetcher.position(("t", 0)) == 3 and fetcher.lag(("t", 0)) == 0
+        assert await write_txn_markers(b.state, TxnMarker(5, 0, True, 0, (("t", 0),))) == {("t", 0): 0}  # 5
+        await wait_until(lambda: fetcher.highwater(("t", 0)) == 6, "the marker")
+        assert fetcher.lag(("t", 0)) == 3  # the LSO moved to 6

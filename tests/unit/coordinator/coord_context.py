@@ -181,7 +181,7 @@ class GroupContext:
             else:
                 for r in result.records:
                     self.log.append(r)
-                    self.coordinator.replay(r.key, r.value, self.now)
+                    self.coordinator.replay(r.key, r.value, self.now, *(r.producer or (-1, -1)))
         for c in result.completions:
             assert c.pending not in self.answers, f"{c.pending} answered twice"
             self.answers[c.pending] = c.response

@@ -254,11 +254,13 @@ def test_log_append_time_headers_keyless_control_and_transactional(env: LogEnv) 
     log.append([bytearray(append_time)], now_ms=w.now, log_append_time=True)  # 3, 4
     stamp = w.now
     kept = batches(log)[:3]
-    w.segment().batch((b"a", b"plain"), (b"g", b"2"))  # 5, 6 (a: not the txn's key map)
+    w.segment().batch((b"a", b"plain"), (b"g", b"2"))  # 5, 6
     run(log)
     out = batches(log)
-    assert out[:3] == kept  # keyless, transactional and control batches untouched
-    header, recs = decode_batch(out[3])
+    # keyless kept; the committed transactional record is superseded like any other
+    # (Kafka's rules); its marker stays: the pass read its transaction's data
+    assert out[:2] == [kept[0], kept[2]]
+    header, recs = decode_batch(out[2])
     assert header.is_log_append_time and header.max_timestamp == stamp
     assert [(r.offset, r.key, r.headers) for r in recs] == [(3, b"h", [("trace", b"x")])]
 

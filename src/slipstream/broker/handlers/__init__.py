@@ -12,6 +12,8 @@ from typing import Any, Protocol
 from ...protocol.api import ApiSpec
 from ..request_context import RequestContext
 from . import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_configs,
     alter_user_scram_credentials,
     api_versions,
@@ -28,7 +30,9 @@ from . import (
     describe_log_dirs,
     describe_producers,
     describe_topic_partitions,
+    describe_transactions,
     describe_user_scram_credentials,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -38,6 +42,7 @@ from . import (
     leave_group,
     list_groups,
     list_offsets,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -46,6 +51,8 @@ from . import (
     sasl_authenticate,
     sasl_handshake,
     sync_group,
+    txn_offset_commit,
+    write_txn_markers,
 )
 
 
@@ -91,6 +98,13 @@ _MODULES: tuple[Handler, ...] = (
     consumer_group_describe,
     describe_log_dirs,
     describe_producers,
+    write_txn_markers,
+    add_partitions_to_txn,
+    add_offsets_to_txn,
+    end_txn,
+    txn_offset_commit,
+    describe_transactions,
+    list_transactions,
     sasl_authenticate,
     describe_user_scram_credentials,
     alter_user_scram_credentials,

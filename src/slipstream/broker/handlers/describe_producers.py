@@ -2,7 +2,8 @@
 
 The idempotent producers each requested partition remembers (rebuilt from the
 log's batch headers after a restart): id, epoch, last sequence, last batch
-timestamp. No transactions yet, so no coordinator epoch or open transaction.
+timestamp, the coordinator epoch of its last marker and the first offset of its
+open transaction (-1 when none).
 An unknown topic or partition is UNKNOWN_TOPIC_OR_PARTITION for that partition.
 """
 
@@ -50,6 +51,8 @@ async def handle(ctx: RequestContext, request: DescribeProducersRequest) -> Desc
                             producer_epoch=p.epoch,
                             last_sequence=p.last_sequence,
                             last_timestamp=p.last_timestamp,
+                            coordinator_epoch=p.coordinator_epoch,
+                            current_txn_start_offset=p.current_txn_start_offset,
                         )
                         for p in producers
                     ],

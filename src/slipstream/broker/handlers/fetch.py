@@ -8,10 +8,16 @@ Fetch sessions (v7+, KIP-227, see broker/fetch_sessions.py): epoch 0 opens one,
 later epochs send and answer only what changed; a full cache answers sessionless.
 v13+ names topics by topic_id. Batches go out exactly as stored, as buffers
 straight from the log.
+Transactions (v4+): last_stable_offset is the partition's LSO (first offset of the
+earliest open transaction, else the high watermark). isolation_level=1
+(read_committed) returns only batches below the LSO, and the aborted transactions
+(producer id, first offset) that overlap [fetch offset, LSO), an empty list when
+none; read_uncommitted gets null there, as from Kafka.
 """
 
 from __future__ import annotations
 
+import struct
 import uuid
 
 from ...log.api import OffsetOutOfRange
@@ -21,6 +27,7 @@ from ...protocol.apis.fetch import (
     FetchRequestPartition,
     FetchRequestTopic,
     FetchResponse,
+    FetchResponseAbortedTransaction,
     FetchResponsePartition,
     FetchResponseTopic,
 )
@@ -35,6 +42,10 @@ MAX_VERSION = 18
 
 _NO_LIMIT = 0x7FFFFFFF
 _ZERO_ID = uuid.UUID(int=0)
+READ_COMMITTED = 1
+# A batch's base offset, length field and (after 11 bytes) last offset delta.
+_BATCH_SPAN = struct.Struct(">qi11xi")
+_LOG_OVERHEAD = 12
 
 
 async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
@@ -67,11 +78,14 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     max_wait_s = max(0, request.max_wait_ms) / 1000
     deadline = state.clock() / 1000 + max_wait_s
     while True:
-        responses, size, keys, failed = _read_all(state, topics, request.max_bytes, version)
+        responses, size, keys, failed = _read_all(
+            state, topics, request.max_bytes, version, request.isolation_level == READ_COMMITTED
+        )
         remaining = deadline - state.clock() / 1000
         if size >= request.min_bytes or failed or remaining <= 0 or not keys:
             break
         await state.notifier.wait(keys, remaining)
+    state.metrics.fetched_response(responses, state.topics.by_id)
     if session is None:
         return FetchResponse(error_code=0, session_id=0, responses=responses)
     if incremental:  # answered in the session: the client's next request uses the next epoch
@@ -144,8 +158,32 @@ def _report(
     return out
 
 
+def _cut_at(chunks: list[bytes | memoryview], end_offset: int) -> tuple[list[bytes | memoryview], int]:
+    """The batches of ``chunks`` that end below ``end_offset`` (read_committed stops at
+    the LSO), and their size."""
+    kept: list[bytes | memoryview] = []
+    size = 0
+    for chunk in chunks:
+        position, length = 0, len(chunk)
+        while position < length:
+            base_offset, batch_length, last_delta = _BATCH_SPAN.unpack_from(chunk, position)
+            if base_offset + last_delta >= end_offset:
+                if position:
+                    kept.append(memoryview(chunk)[:position])
+                    size += position
+                return kept, size
+            position += batch_length + _LOG_OVERHEAD
+        kept.append(chunk)
+        size += length
+    return kept, size
+
+
 def _read_all(
-    state: BrokerState, wanted_topics: list[FetchRequestTopic], max_bytes: int, version: int
+    state: BrokerState,
+    wanted_topics: list[FetchRequestTopic],
+    max_bytes: int,
+    version: int,
+    read_committed: bool,
 ) -> tuple[list[FetchResponseTopic], int, list[tuple[str, int]], bool]:
     budget = max_bytes if max_bytes > 0 else _NO_LIMIT
     total = 0
@@ -180,8 +218,12 @@ def _read_all(
                 failed = True
                 continue
             keys.append((topic.name, part.partition))
-            resp.high_watermark = resp.last_stable_offset = plog.log_end_offset
+            hwm = plog.log_end_offset
+            lso = state.last_stable_offset(topic.name, part.partition, plog)
+            resp.high_watermark, resp.last_stable_offset = hwm, lso
             resp.log_start_offset = plog.log_start_offset
+            if read_committed:
+                resp.aborted_transactions = []
             limit = min(part.partition_max_bytes, budget - total)
             if limit <= 0 and total > 0:
                 continue
@@ -191,10 +233,18 @@ def _read_all(
                 resp.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
                 failed = True
                 continue
-            if result.size:
-                resp.records = result.chunks
-                total += result.size
-            resp.high_watermark = resp.last_stable_offset = result.log_end_offset
+            chunks, size = result.chunks, result.size
+            if read_committed and size:
+                if lso < result.log_end_offset:
+                    chunks, size = _cut_at(chunks, lso)
+                if size:
+                    resp.aborted_transactions = [
+                        FetchResponseAbortedTransaction(producer_id=txn.producer_id, first_offset=txn.first_offset)
+                        for txn in plog.aborted_txns(part.fetch_offset, lso)
+                    ]
+            if size:
+                resp.records = chunks
+                total += size
             resp.log_start_offset = result.log_start_offset
         topics.append(out)
     return topics, total, keys, failed

@@ -1,10 +1,12 @@
 """ListOffsets (key 2). Served v1-10 (v10 adds a timeout for tiered storage: unused).
 
-Special timestamps: -1 latest (log end = high watermark = last stable offset, as
-there are no transactions), -2 earliest (log start), -3 max timestamp (v7+),
+Special timestamps: -1 latest (the high watermark; with isolation_level=1,
+read_committed, v2+: the last stable offset), -2 earliest (log start), -3 max timestamp (v7+),
 -4 earliest local (v8+, same as earliest: no tiered storage), -5 latest tiered
 (v9+, none exists: offset -1). Any other value finds the first record whose
-timestamp is >= it; none -> offset -1.
+timestamp is >= it; none -> offset -1. As in Kafka, a timestamp lookup (and -3)
+whose answer is at or past the last fetchable offset (the LSO for read_committed,
+else the high watermark) answers offset -1.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
+READ_COMMITTED = 1
 
 
 async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
@@ -45,8 +48,11 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
                 resp.leader_epoch = -1
                 continue
             ts = part.timestamp
+            fetchable = plog.log_end_offset
+            if request.isolation_level == READ_COMMITTED:
+                fetchable = state.last_stable_offset(wanted.name, part.partition_index, plog)
             if ts == LATEST:
-                resp.offset = plog.log_end_offset
+                resp.offset = fetchable
             elif ts in (EARLIEST, EARLIEST_LOCAL):
                 resp.offset = plog.log_start_offset
             elif ts == MAX_TIMESTAMP:
@@ -61,6 +67,8 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
                 found = plog.offset_for_timestamp(ts)
                 if found is not None:
                     resp.offset, resp.timestamp = found
+            if (ts >= 0 or ts == MAX_TIMESTAMP) and resp.offset >= fetchable:
+                resp.offset, resp.timestamp = -1, -1
         topics.append(out)
     return ListOffsetsResponse(topics=topics)
 

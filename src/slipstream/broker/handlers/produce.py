@@ -5,7 +5,8 @@ acks=0 gets no response at all; acks=1 and acks=-1 are answered after the append
 v8+ carries error_message and record_errors: the index of each bad record in its
 batch (keyless records to a compacted topic), so a client fails just those (KIP-467); v10+ tagged current_leader/node_endpoints
 (only sent for NOT_LEADER errors, which a single node never returns). v13 names
-topics by id (an unknown id is UNKNOWN_TOPIC_ID).
+topics by id (an unknown id is UNKNOWN_TOPIC_ID). Transactional batches need the
+request's transactional_id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka).
 """
 
 from __future__ import annotations
@@ -55,15 +56,14 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
             elif bad_acks:
                 resp.error_code = ErrorCode.INVALID_REQUIRED_ACKS
                 resp.error_message = f"acks must be 0, 1 or -1, got {acks}"
-            elif transactional:
-                resp.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-                resp.error_message = "transactions are not supported by this broker"
             elif part.records is None:
                 resp.error_code = ErrorCode.INVALID_RECORD
                 resp.error_message = "produce request carried no records"
             else:
                 try:
-                    info = await state.append(topic_data.name, part.index, part.records, acks=acks)
+                    info = await state.append(
+                        topic_data.name, part.index, part.records, acks=acks, transactional=transactional
+                    )
                     resp.base_offset = info.base_offset
                     resp.log_append_time_ms = info.log_append_time_ms
                     resp.log_start_offset = info.log_start_offset

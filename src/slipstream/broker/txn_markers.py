@@ -1,0 +1,102 @@
+"""Transaction markers: ending a producer's transaction on its data partitions.
+
+The transaction coordinator (EndTxn, or an expired transaction) calls
+:func:`write_txn_markers`; the WriteTxnMarkers handler is the same call for a
+coordinator elsewhere, and for tools and tests. For each partition it checks the
+marker against the producer state (a stale producer epoch is INVALID_PRODUCER_EPOCH,
+an older coordinator epoch TRANSACTION_COORDINATOR_FENCED), enters an abort in the
+aborted-transaction index (before the marker: see ``PartitionLog.add_aborted_txn``),
+appends one control batch (Kafka's control record: key = version 0 + type, value =
+version 0 + coordinator epoch; transactional and control attribute bits; the
+producer's id and epoch), closes the producer's transaction so the LSO moves, wakes
+waiting fetches and, under the fsync durability policy, returns once the markers are
+fsynced (as an acks=all produce).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from ..log.api import AbortedTxn, PartitionLog
+from ..protocol.errors import ErrorCode, KafkaError
+from ..protocol.records import CONTROL_ABORT, CONTROL_COMMIT, build_control_batch
+from .state import BrokerState
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class TxnMarker:
+    producer_id: int
+    producer_epoch: int
+    commit: bool  # True = COMMIT marker, False = ABORT
+    coordinator_epoch: int
+    partitions: tuple[tuple[str, int], ...]  # (topic, partition): data partitions only
+
+
+async def write_txn_markers(state: BrokerState, marker: TxnMarker) -> dict[tuple[str, int], int]:
+    """Append the marker to each partition; returns each partition's error code (0 = ok)."""
+    results: dict[tuple[str, int], int] = {}
+    written: list[tuple[tuple[str, int], PartitionLog]] = []
+    for topic, partition in marker.partitions:
+        key = (topic, partition)
+        try:
+            written.append((key, _write_one(state, marker, topic, partition)))
+            results[key] = ErrorCode.NONE
+        except KafkaError as exc:
+            results[key] = exc.code
+            log.info("transaction marker for %s-%d refused: %s", topic, partition, exc.message)
+    if written and state.config.durability == "fsync":
+        synced = await asyncio.gather(
+            *(state.committer.sync(plog) for _, plog in written), return_exceptions=True
+        )
+        for (key, _), outcome in zip(written, synced, strict=True):
+            if isinstance(outcome, Exception):  # the fsync failed: the marker is not durable
+                results[key] = ErrorCode.KAFKA_STORAGE_ERROR
+    return results
+
+
+def _write_one(state: BrokerState, marker: TxnMarker, topic: str, partition: int) -> PartitionLog:
+    plog = state.topics.partition(topic, partition)
+    if plog is None:
+        raise KafkaError(
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} partition {partition} does not exist"
+        )
+    if marker.producer_id < 0 or marker.producer_epoch < 0:
+        raise KafkaError(
+            ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+            f"marker needs a producer id and epoch, got {marker.producer_id}/{marker.producer_epoch}",
+        )
+    producers = state.producer_state(topic, partition)
+    producers.check_marker(marker.producer_id, marker.producer_epoch, marker.coordinator_epoch)
+    if not marker.commit:
+        ending = producers.completion(marker.producer_id, plog.log_end_offset, aborted=True)
+        if ending is not None:
+            plog.add_aborted_txn(
+                AbortedTxn(ending.producer_id, ending.first_offset, ending.last_offset, ending.last_stable_offset)
+            )
+    now = state.clock()
+    batch = bytearray(
+        build_control_batch(
+            CONTROL_COMMIT if marker.commit else CONTROL_ABORT,
+            producer_id=marker.producer_id,
+            producer_epoch=marker.producer_epoch,
+            timestamp_ms=now,
+            coordinator_epoch=marker.coordinator_epoch,
+        )
+    )
+    info = plog.append([batch], now_ms=now, log_append_time=False)
+    producers.record_marker(
+        marker.producer_id,
+        marker.producer_epoch,
+        marker.coordinator_epoch,
+        info.base_offset,
+        aborted=not marker.commit,
+    )
+    state.notifier.notify((topic, partition))
+    return plog
+
+
+__all__ = ["TxnMarker", "write_txn_markers"]
