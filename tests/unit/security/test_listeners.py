@@ -174,3 +174,12 @@ def test_certs_command_writes_a_ca_and_certificates(tmp_path: Path, capsys: pyte
     assert names == {"ca.pem", "ca-key.pem", "broker.pem", "broker-key.pem", "app1.pem", "app1-key.pem",
                      "app2.pem", "app2-key.pem"}
     assert (tmp_path / "app1-key.pem").stat().st_mode & 0o077 == 0
+
+
+def test_serve_takes_listeners_as_flags() -> None:
+    from slipstream.cli import build_parser
+
+    args = build_parser(serve_only=True).parse_args(
+        ["serve", "--listeners", "PLAINTEXT://:9092,SASL_SSL://:9093", "--advertised-listeners", "SASL_SSL://kafka:9093"]
+    )
+    assert (args.listeners, args.advertised_listeners) == ("PLAINTEXT://:9092,SASL_SSL://:9093", "SASL_SSL://kafka:9093")
