@@ -66,9 +66,15 @@ class BrokerConfig:
     # Comma-separated server-side assignors members may ask for; the first is the default.
     group_consumer_assignors: str = "uniform,range"
     offsets_retention_minutes: int = 7 * 24 * 60
+    # Ours: rebalance-history events kept per group (group.history.max.events; coordinator/history.py).
+    group_history_max_events: int = 1_000
     offset_metadata_max_bytes: int = 4096
     # KIP-227 fetch sessions the broker keeps at once (0: every fetch is sessionless).
     max_incremental_fetch_session_cache_slots: int = 1000
+    # The HTTP admin listener (/metrics, /healthz, /readyz, /api): off unless a port is
+    # given (0 picks a free one); admin_host defaults to host.
+    admin_port: int | None = None
+    admin_host: str | None = None
     # Transactions (Kafka's names and defaults): the longest transaction.timeout.ms a
     # producer may ask for, how long an idle transactional id is remembered, and the
     # partitions of __transaction_state (created when the first transactional
@@ -76,10 +82,6 @@ class BrokerConfig:
     transaction_max_timeout_ms: int = 900_000
     transactional_id_expiration_ms: int = 604_800_000
     transaction_state_log_num_partitions: int = 50
-    # The HTTP admin listener (/metrics, /healthz, /readyz, /api): off unless a port is
-    # given (0 picks a free one); admin_host defaults to host.
-    admin_port: int | None = None
-    admin_host: str | None = None
     # Listeners (see listeners.py): empty means one PLAINTEXT listener on host:port.
     listeners: str = ""
     advertised_listeners: str = ""
@@ -109,6 +111,8 @@ class BrokerConfig:
             raise ValueError(f"admin port {self.admin_port} is out of range")
         if self.default_partitions < 1:
             raise ValueError("default partitions must be at least 1")
+        if self.group_history_max_events < 1:
+            raise ValueError("group.history.max.events must be >= 1")
         if self.transaction_state_log_num_partitions < 1:
             raise ValueError("transaction.state.log.num.partitions must be at least 1")
         if self.transaction_max_timeout_ms < 1 or self.transactional_id_expiration_ms < 1:

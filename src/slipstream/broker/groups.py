@@ -143,6 +143,7 @@ class GroupCoordinatorAdapter:
             consumer_group_max_size=c.group_consumer_max_size,
             consumer_group_heartbeat_budget_per_s=c.group_consumer_heartbeat_budget_per_sec,
             consumer_group_assignors=c.consumer_group_assignors(),
+            group_history_max_events=c.group_history_max_events,
         )
         self.timer = ManualTimer(clock=state.clock)
         self.coordinator = GroupCoordinator(
@@ -247,7 +248,8 @@ class GroupCoordinatorAdapter:
                                 if record.offset < offset or record.key is None:
                                     continue
                                 self.coordinator.replay(
-                                    record.key, record.value, now, producer_id, header.producer_epoch
+                                    record.key, record.value, now, producer_id, header.producer_epoch,
+                                    record_time_ms=record.timestamp,
                                 )
                                 replayed += 1
                             offset = header.next_offset
@@ -359,6 +361,15 @@ class GroupCoordinatorAdapter:
             await self.call(lambda now: self.coordinator.consumer_group_describe(ctx, request, now)),
         )
 
+    def history_for(self, group_id: str, since: int = 0) -> list[dict[str, Any]]:
+        """The group's rebalance history, oldest first, as JSON-able dicts numbered by ``seq``
+        (events after ``since`` only). Read without the lock: it only reads a finished list."""
+        return self.coordinator.history_of(group_id, since)
+
+    def history_last_seq(self) -> int:
+        """The number of the last event recorded for any group (a follower's high-water mark)."""
+        return self.coordinator.history.last_seq
+
     def note_coordinator_lookup(self, group_ids: list[str], connection: str) -> None:
         # Only a hint for groups in their initial delay: no record, response or timer change.
         self.coordinator.note_coordinator_lookup(group_ids, connection, self.state.clock())
@@ -380,6 +391,8 @@ class GroupCoordinatorAdapter:
         if result.response is not None and result.pending is None and not result.records and (
             not result.completions and result.after_append is None
         ):
+            if result.events:  # e.g. a commit of a stale generation, for the history
+                self.coordinator.history.record(result.events)
             return result.response  # answered without a write (e.g. a validation error)
         if not result.records or result.pending is None or result.response is not None:
             # A shape we do not batch: carried out the ordinary way.
@@ -531,6 +544,8 @@ class GroupCoordinatorAdapter:
             result = result.after_append(error, self.state.clock())
 
     def _deliver(self, result: CoordinatorResult) -> None:
+        if result.events:
+            self.coordinator.history.record(result.events)
         for completion in result.completions:
             fut = self._parked.pop(completion.pending, None)
             if fut is not None and not fut.done():
