@@ -15,6 +15,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..log.metadata import DirectoryMetadata, MetadataStore
 from .cleaner import LogCleaner
 from .config import BrokerConfig
 from .dispatch import Dispatcher
@@ -63,25 +64,36 @@ class Broker:
     async def start(self) -> Broker:
         config = self.config
         data_dir: Path | None = None
+        metadata: MetadataStore | None = None
         if config.storage == "disk":
             from ..log.store import DiskLogStore
 
             data_dir = Path(config.data_dir)
             data_dir.mkdir(parents=True, exist_ok=True)
             store: Any = DiskLogStore(data_dir / "logs")
+            metadata = DirectoryMetadata(data_dir)
+        elif config.storage == "postgres":
+            from ..log.postgres import PostgresLogStore
+
+            assert config.database_url is not None  # validate() checked
+            # Connecting and migrating block: do it off the loop.
+            store = await asyncio.get_running_loop().run_in_executor(
+                None, PostgresLogStore, config.database_url
+            )
+            metadata = store.metadata()
         else:
             from ..log.memory import MemoryLogStore
 
             store = MemoryLogStore()
-        topics = TopicManager(config, store, data_dir)
+        topics = TopicManager(config, store, metadata)
         topics.load()
-        group_configs = GroupConfigs(config, data_dir)
+        group_configs = GroupConfigs(config, metadata)
         group_configs.load()
         state = BrokerState(
             config=config,
             topics=topics,
-            cluster_id=load_cluster_id(data_dir),
-            producer_ids=ProducerIdAllocator(data_dir / "producer-ids" if data_dir else None),
+            cluster_id=load_cluster_id(metadata),
+            producer_ids=ProducerIdAllocator(metadata),
             group_configs=group_configs,
             fetch_sessions=FetchSessionCache(config.max_incremental_fetch_session_cache_slots),
         )
@@ -100,7 +112,7 @@ class Broker:
 
             self.admin = AdminListener(state, groups.coordinator, lambda: len(self._connections))
             await self.admin.start(config.admin_host or config.host, config.admin_port)
-        await self._open_listeners(state, dispatcher, data_dir)
+        await self._open_listeners(state, dispatcher, metadata)
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._retention_loop()))
         self.cleaner = LogCleaner(
@@ -110,20 +122,23 @@ class Broker:
             last_stable_offset=state.last_stable_offset,
         )
         self._tasks.append(loop.create_task(self.cleaner.run()))
-        if config.durability == "interval":
+        if config.durability == "interval" or config.storage == "postgres":
+            # postgres: acks=0/1 appends reach the database within flush_interval_ms.
             self._tasks.append(loop.create_task(self._flush_loop()))
         log.info(
             "slipstream broker listening on %s (storage=%s, data=%s)",
             ", ".join(f"{n}://{self.listener_addresses[n]}" for n in self.ports),
             config.storage,
-            data_dir,
+            data_dir if config.storage != "postgres" else _redacted(config.database_url or ""),
         )
         return self
 
-    async def _open_listeners(self, state: BrokerState, dispatcher: Dispatcher, data_dir: Path | None) -> None:
+    async def _open_listeners(
+        self, state: BrokerState, dispatcher: Dispatcher, metadata: MetadataStore | None
+    ) -> None:
         """Credentials, then one server per listener, each with its TLS context and sessions."""
         config = self.config
-        credentials = CredentialStore(data_dir)
+        credentials = CredentialStore(metadata)
         credentials.load()
         scram = [m for m in config.sasl_mechanisms() if m.startswith("SCRAM-")]
         if config.scram_bootstrap_users:
@@ -298,3 +313,12 @@ class Broker:
             await asyncio.sleep(self.config.flush_interval_ms / 1000)
             if self.state is not None:
                 await loop.run_in_executor(None, self.state.topics.flush_all)
+
+
+def _redacted(url: str) -> str:
+    """The database URL without its password, for logs."""
+    scheme, sep, rest = url.partition("://")
+    credentials, at, location = rest.rpartition("@")
+    if not at or ":" not in credentials:
+        return url
+    return f"{scheme}{sep}{credentials.split(':', 1)[0]}:***@{location}"

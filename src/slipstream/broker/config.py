@@ -19,6 +19,9 @@ log = logging.getLogger(__name__)
 DURABILITY_POLICIES = ("page-cache", "interval", "fsync")
 
 
+STORAGE_KINDS = ("disk", "memory", "postgres")
+
+
 @dataclass(frozen=True)
 class BrokerConfig:
     host: str = "127.0.0.1"
@@ -27,8 +30,10 @@ class BrokerConfig:
     advertised_host: str | None = None
     advertised_port: int | None = None
     data_dir: str = "./slipstream-data"
-    # "disk" or "memory" (nothing survives a restart).
+    # "disk", "memory" (nothing survives a restart) or "postgres" (logs and metadata in
+    # the database at database_url; the data directory is then unused).
     storage: str = "disk"
+    database_url: str | None = None
     node_id: int = 0
     auto_create_topics: bool = True
     default_partitions: int = 1
@@ -99,8 +104,10 @@ class BrokerConfig:
     extra: dict[str, str] = field(default_factory=dict)
 
     def validate(self) -> BrokerConfig:
-        if self.storage not in ("disk", "memory"):
-            raise ValueError(f"storage must be 'disk' or 'memory', not {self.storage!r}")
+        if self.storage not in STORAGE_KINDS:
+            raise ValueError(f"storage must be one of {', '.join(STORAGE_KINDS)}, not {self.storage!r}")
+        if self.storage == "postgres" and not self.database_url:
+            raise ValueError("storage 'postgres' needs a database URL (database_url, --database-url)")
         if self.durability not in DURABILITY_POLICIES:
             raise ValueError(
                 f"durability must be one of {', '.join(DURABILITY_POLICIES)}, not {self.durability!r}"
@@ -162,6 +169,13 @@ class BrokerConfig:
 
     def sasl_mechanisms(self) -> tuple[str, ...]:
         return tuple(m.strip().upper() for m in self.sasl_enabled_mechanisms.split(",") if m.strip())
+
+    @property
+    def syncs_before_ack(self) -> bool:
+        """Whether acks=all (and group/transaction writes) wait for the durability
+        barrier: with fsync, and always with postgres, where an unflushed append is
+        only in this process's memory."""
+        return self.durability == "fsync" or self.storage == "postgres"
 
     def consumer_group_assignors(self) -> tuple[str, ...]:
         return tuple(a.strip() for a in self.group_consumer_assignors.split(",") if a.strip())

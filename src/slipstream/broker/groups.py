@@ -309,7 +309,7 @@ class GroupCoordinatorAdapter:
                 return ErrorCode.KAFKA_STORAGE_ERROR
             self.coordinator.replay_end_transaction(producer_id, commit, now, producer_epoch)
             self.state.notifier.notify((OFFSETS_TOPIC, partition))
-            if self.state.config.durability == "fsync":
+            if self.state.config.syncs_before_ack:
                 try:
                     await self.state.committer.sync(plog)
                 except OSError as exc:
@@ -441,7 +441,7 @@ class GroupCoordinatorAdapter:
                     item.error = item.error or error
             elif plog is not None:
                 plogs.append((plog, items))
-        if self.state.config.durability == "fsync" and plogs:
+        if self.state.config.syncs_before_ack and plogs:
             task = asyncio.get_running_loop().create_task(self._sync_then_answer(queued, plogs, self._last_sync))
             self._last_sync = task
             self._syncing.add(task)
@@ -561,7 +561,7 @@ class GroupCoordinatorAdapter:
             error, plog = self._write(partition, group, now)
             if error:
                 return error
-            if plog is not None and self.state.config.durability == "fsync":
+            if plog is not None and self.state.config.syncs_before_ack:
                 try:
                     await self.state.committer.sync(plog)
                 except OSError as exc:

@@ -6,11 +6,11 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ..coordinator.result import RequestContext as CoordinatorContext
 from ..log.api import AppendInfo, PartitionLog
+from ..log.metadata import MetadataStore
 from ..protocol import compression
 from ..protocol.apis.api_versions import ApiVersionsResponseApiVersion
 from ..protocol.compression import CorruptCompressedData, UnsupportedCompression
@@ -155,6 +155,10 @@ class BrokerState:
         if len(batches) == 1:
             duplicate = producers.check(headers[0])
             if duplicate is not None:
+                if acks == -1 and self.config.syncs_before_ack:
+                    # The original may still be waiting for (or have failed) its barrier:
+                    # a retry is answered only once the batch is durable.
+                    await self._sync(plog)
                 return AppendInfo(duplicate.base_offset, duplicate.last_offset, -1, plog.log_start_offset)
         else:
             for header in headers:
@@ -171,11 +175,20 @@ class BrokerState:
         for header in headers:
             producers.record(header, offset)
             offset += header.last_offset_delta + 1
-        if acks == -1 and self.config.durability == "fsync":
-            await self.committer.sync(plog)
+        if acks == -1 and self.config.syncs_before_ack:
+            await self._sync(plog)
         self.notifier.notify((topic, partition))
         self.metrics.produced(topic, info.last_offset - info.base_offset + 1, sum(len(b) for b in batches))
         return info
+
+    async def _sync(self, plog: PartitionLog) -> None:
+        """The durability barrier; a failure is a retriable KAFKA_STORAGE_ERROR (the batch
+        stays in the log and the next barrier retries it, so an idempotent producer's
+        retry is answered once it is durable)."""
+        try:
+            await self.committer.sync(plog)
+        except Exception as exc:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"the write was not made durable: {exc}") from exc
 
     def topic_log_config(self, topic: str) -> Any:
         t = self.topics.topics[topic]
@@ -251,17 +264,16 @@ def _require_keys(batch: memoryview, topic: str) -> None:
         )
 
 
-def load_cluster_id(data_dir: Path | None) -> str:
+def load_cluster_id(metadata: MetadataStore | None) -> str:
     """Kafka cluster ids are 22-char url-safe base64 UUIDs; ours persists in meta.properties."""
     import base64
 
     fresh = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-    if data_dir is None:
+    if metadata is None:
         return fresh
-    meta = data_dir / "meta.properties"
-    if meta.exists():
-        for line in meta.read_text().splitlines():
-            if line.startswith("cluster.id="):
-                return line.split("=", 1)[1].strip()
-    meta.write_text(f"version=1\ncluster.id={fresh}\n")
+    saved = metadata.load("meta.properties")
+    for line in (saved or "").splitlines():
+        if line.startswith("cluster.id="):
+            return line.split("=", 1)[1].strip()
+    metadata.save("meta.properties", f"version=1\ncluster.id={fresh}\n")
     return fresh

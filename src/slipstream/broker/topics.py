@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ..coordinator.consumer.assignors.base import TopicMetadata
 from ..coordinator.topics_image import TopicsImage
 from ..log.api import LogStore, PartitionLog
+from ..log.metadata import MetadataStore
 from ..protocol.errors import ErrorCode, KafkaError
 from . import topic_config
 from .config import BrokerConfig
@@ -26,6 +25,7 @@ log = logging.getLogger(__name__)
 _LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_NAME_LENGTH = 249
 OFFSETS_TOPIC = "__consumer_offsets"
+_DOCUMENT = "topics.json"
 # Each partition is a directory and open files; a runaway count must not stall the broker.
 MAX_PARTITIONS_PER_TOPIC = 10_000
 
@@ -61,10 +61,10 @@ class Topic:
 
 
 class TopicManager:
-    def __init__(self, config: BrokerConfig, store: LogStore, metadata_dir: Path | None) -> None:
+    def __init__(self, config: BrokerConfig, store: LogStore, metadata: MetadataStore | None) -> None:
         self.config = config
         self.store = store
-        self._metadata_path = metadata_dir / "topics.json" if metadata_dir else None
+        self._metadata = metadata
         self.topics: dict[str, Topic] = {}
         self.by_id: dict[uuid.UUID, Topic] = {}
         # Bumped by every change the group coordinator must see (topics created or
@@ -75,9 +75,10 @@ class TopicManager:
     # ---------------------------------------------------------------- persistence
 
     def load(self) -> None:
-        if self._metadata_path is None or not self._metadata_path.exists():
+        text = self._metadata.load(_DOCUMENT) if self._metadata is not None else None
+        if text is None:
             return
-        saved = json.loads(self._metadata_path.read_text())
+        saved = json.loads(text)
         for name, entry in saved["topics"].items():
             topic = Topic(name, uuid.UUID(entry["id"]), dict(entry.get("configs", {})))
             self._register(topic)
@@ -85,7 +86,7 @@ class TopicManager:
         log.info("loaded %d topics", len(self.topics))
 
     def _save(self) -> None:
-        if self._metadata_path is None:
+        if self._metadata is None:
             return
         body = {
             "topics": {
@@ -93,12 +94,7 @@ class TopicManager:
                 for t in self.topics.values()
             }
         }
-        tmp = self._metadata_path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            json.dump(body, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self._metadata_path)
+        self._metadata.save(_DOCUMENT, json.dumps(body, indent=1, sort_keys=True))
 
     # ---------------------------------------------------------------- queries
 

@@ -193,7 +193,7 @@ class TransactionCoordinatorAdapter:
                 return ErrorCode.KAFKA_STORAGE_ERROR
             for record in group:
                 self.coordinator.apply(record, now)
-            if self.state.config.durability == "fsync":
+            if self.state.config.syncs_before_ack:
                 try:
                     await self.state.committer.sync(plog)
                 except OSError as exc:

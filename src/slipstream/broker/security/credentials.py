@@ -1,20 +1,22 @@
-"""SCRAM credentials per user and mechanism, kept in ``<data dir>/scram-credentials.json``.
+"""SCRAM credentials per user and mechanism, kept as the ``scram-credentials.json``
+document of the broker's metadata store (a file in the data dir, or a row of the
+postgres store).
 
 Only what RFC 5802 servers keep is stored: salt, iterations, StoredKey and ServerKey.
-Each change rewrites the file atomically (temporary file, fsync, rename, directory
-fsync), so a kill -9 leaves either the old or the new set. A memory-storage broker
-keeps them in memory only.
+Each change replaces the document atomically and durably (for files: temporary file,
+fsync, rename), so a kill -9 leaves either the old or the new set. A memory-storage
+broker keeps them in memory only.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...log.metadata import DirectoryMetadata, MetadataStore
 from ...protocol.scram import (
     DEFAULT_ITERATIONS,
     MAX_ITERATIONS,
@@ -67,14 +69,17 @@ def check_credential(user: str, mechanism: str, iterations: int) -> ScramMechani
 
 
 class CredentialStore:
-    def __init__(self, data_dir: Path | None) -> None:
-        self.path = data_dir / FILE_NAME if data_dir is not None else None
+    def __init__(self, where: MetadataStore | Path | None) -> None:
+        """``where``: the broker's metadata store, a data directory, or None (memory only)."""
+        self.metadata: MetadataStore | None = DirectoryMetadata(where) if isinstance(where, Path) else where
+        self.path = where / FILE_NAME if isinstance(where, Path) else None
         self._users: dict[str, dict[str, ScramCredential]] = {}
 
     def load(self) -> None:
-        if self.path is None or not self.path.exists():
+        text = self.metadata.load(FILE_NAME) if self.metadata is not None else None
+        if text is None:
             return
-        doc = json.loads(self.path.read_text())
+        doc = json.loads(text)
         for user, creds in doc.get("users", {}).items():
             for mechanism, c in creds.items():
                 self._users.setdefault(user, {})[mechanism] = ScramCredential(
@@ -103,7 +108,7 @@ class CredentialStore:
         return True
 
     def save(self) -> None:
-        if self.path is None:
+        if self.metadata is None:
             return
         doc = {
             "version": 1,
@@ -120,17 +125,7 @@ class CredentialStore:
                 for user, creds in sorted(self._users.items())
             },
         }
-        tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            json.dump(doc, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        self.metadata.save(FILE_NAME, json.dumps(doc, indent=1))
 
     def bootstrap(self, spec: str, mechanisms: list[str]) -> None:
         """Create users named in ``scram.bootstrap.users`` ("name:password,...") that have no
