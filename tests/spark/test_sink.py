@@ -114,3 +114,29 @@ def test_streaming_write_topic_to_topic(spark: Any, broker: Any, tmp_path: Path)
 
     assert content(got) == content(want)
     assert len(got) == 120
+
+
+def test_sink_and_source_over_sasl_ssl_with_spark_kafka_options(spark: Any, tmp_path: Path) -> None:
+    """Spark's Kafka security options (kafka.security.protocol, kafka.sasl.jaas.config,
+    kafka.ssl.truststore.location) reach the executors' clients."""
+    from slipstream.broker.broker import Broker
+    from slipstream.cli.certs import make_dev_certs
+
+    make_dev_certs(tmp_path)
+    with Broker(
+        storage="memory", port=0, listeners="SASL_SSL://127.0.0.1:0", ssl_certfile=str(tmp_path / "broker.pem"),
+        ssl_keyfile=str(tmp_path / "broker-key.pem"), scram_bootstrap_users="spark:spark-secret",
+    ) as broker:
+        options = {
+            "kafka.bootstrap.servers": broker.bootstrap_for("SASL_SSL"),
+            "kafka.security.protocol": "SASL_SSL",
+            "kafka.sasl.mechanism": "SCRAM-SHA-512",
+            "kafka.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                                      'username="spark" password="spark-secret";',
+            "kafka.ssl.truststore.location": str(tmp_path / "ca.pem"),
+        }
+        topic = unique("secure")
+        df = spark.createDataFrame([(f"k{i}", f"v{i}") for i in range(30)], "key string, value string")
+        df.write.format("slipstream").options(**options).option("topic", topic).mode("append").save()
+        got = spark.read.format("slipstream").options(**options).option("subscribe", topic).load().collect()
+        assert sorted(bytes(r.value).decode() for r in got) == sorted(f"v{i}" for i in range(30))

@@ -21,6 +21,13 @@ Option names follow Spark's Kafka source, so a job can move to
   ``includeHeaders`` (default false, as Spark's Kafka source)
 - ``group.id`` (or ``kafka.group.id``): the consumer group that progress is
   committed to after each completed micro-batch
+- security, as Spark passes them to Kafka: ``kafka.security.protocol``,
+  ``kafka.sasl.mechanism``, ``kafka.sasl.jaas.config`` (the username and password of
+  a PlainLoginModule/ScramLoginModule line) or ``kafka.sasl.username`` /
+  ``kafka.sasl.password``, ``kafka.ssl.truststore.location`` (PEM CA file; or
+  ``kafka.ssl.cafile``), ``kafka.ssl.keystore.location`` / ``kafka.ssl.certfile``,
+  ``kafka.ssl.keyfile``, ``kafka.ssl.key.password``,
+  ``kafka.ssl.endpoint.identification.algorithm`` (empty: no host name check)
 """
 
 from __future__ import annotations
@@ -30,6 +37,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from ..client.security import PLAINTEXT, ClientSecurity
 
 EARLIEST = -2
 LATEST = -1
@@ -93,6 +102,7 @@ class SourceOptions:
     client_id: str = "slipstream-spark"
     fetch_max_bytes: int = 8 * 1024 * 1024
     request_timeout_s: float = 30.0
+    security: ClientSecurity = PLAINTEXT
 
     def matches(self, topic: str) -> bool:
         if self.subscribe:
@@ -116,6 +126,27 @@ def bootstrap_of(options: Mapping[str, str]) -> str:
     if not bootstrap:
         raise OptionError("option kafka.bootstrap.servers (or bootstrap.servers) is required")
     return bootstrap
+
+
+_JAAS_VALUE = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+def security_of(options: Mapping[str, str]) -> ClientSecurity:
+    """TLS/SASL settings from ``kafka.``-prefixed options (Spark's Kafka source names)."""
+    opts = _lower(options)
+    settings: dict[str, str] = {}
+    for key, value in opts.items():
+        name = key[len("kafka."):] if key.startswith("kafka.") else key
+        if name.startswith(("security.", "sasl.", "ssl.")):
+            settings[name] = value
+    jaas = settings.pop("sasl.jaas.config", None)
+    if jaas:
+        for field_name, value in _JAAS_VALUE.findall(jaas):
+            settings.setdefault(f"sasl.{field_name}", value.replace('\\"', '"'))
+    try:
+        return ClientSecurity.from_config(settings)
+    except (TypeError, ValueError) as exc:
+        raise OptionError(f"security options: {exc}") from None
 
 
 def group_of(options: Mapping[str, str]) -> str | None:
@@ -202,6 +233,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         client_id=opts.get("kafka.client.id") or opts.get("client.id") or "slipstream-spark",
         fetch_max_bytes=_int(opts.get("fetch.max.bytes", str(8 * 1024 * 1024)), "fetch.max.bytes", 1024),
         request_timeout_s=_int(opts.get("kafka.request.timeout.ms", "30000"), "kafka.request.timeout.ms", 1) / 1000,
+        security=security_of(opts),
     )
 
 

@@ -20,6 +20,7 @@ refuses fails the task with the broker's error (code and message). Options:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -42,7 +43,8 @@ from pyspark.sql.types import (
 )
 
 from ..client.producer import AIOProducer
-from .options import OptionError, bootstrap_of
+from ..client.security import PLAINTEXT, ClientSecurity
+from .options import OptionError, bootstrap_of, security_of
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +66,7 @@ class SinkOptions:
     max_request_size: int = 4 * 1024 * 1024
     delivery_timeout_ms: float = 120_000.0
     client_id: str = "slipstream-spark-writer"
+    security: ClientSecurity = PLAINTEXT
 
 
 def _check_type(schema: StructType, name: str, allowed: tuple[type, ...], what: str) -> bool:
@@ -128,6 +131,7 @@ def parse_sink_options(options: Mapping[str, str], schema: StructType) -> SinkOp
         max_request_size=int(num("kafka.max.request.size", 4 * 1024 * 1024)),
         delivery_timeout_ms=num("kafka.delivery.timeout.ms", 120_000.0),
         client_id=opts.get("kafka.client.id", "slipstream-spark-writer"),
+        security=security_of(opts),
     )
 
 
@@ -170,6 +174,7 @@ async def _write(opts: SinkOptions, batches: Iterator[pa.RecordBatch]) -> Slipst
         batch_size=opts.batch_size,
         max_request_size=opts.max_request_size,
         delivery_timeout_ms=opts.delivery_timeout_ms,
+        **dataclasses.asdict(opts.security),
     )
     await producer.start()
     records = 0
