@@ -8,8 +8,8 @@
     python bench/simulate_groups.py --seed 7 --protocol consumer --plant early-handoff
     python bench/simulate_groups.py --seed 7 --protocol consumer --keep 0,3,9   # a shrunk history
 
-Each history drives the real GroupCoordinator and the real classic MemberCore (or a
-small KIP-848 member) under a simulated clock and network (see
+Each history drives the real GroupCoordinator and the client's real member core
+(the classic MemberCore or the KIP-848 ConsumerMemberCore) under a simulated clock and network (see
 ``slipstream/testing/sim``). Violations print their seed and the command that
 replays them. The Markdown report goes to stdout; progress to stderr.
 """

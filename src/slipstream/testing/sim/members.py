@@ -15,7 +15,7 @@ it resumes, which is how a frozen process catches up.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -286,7 +286,7 @@ class SimMember:
 
     # ------------------------------------------------------------ processing and commits
 
-    def _process(self, tps: set[TopicPartition] | list[TopicPartition]) -> None:
+    def _process(self, tps: Iterable[TopicPartition]) -> None:
         """Processing is implicit: when positions are read, each partition processed has
         moved on by a random amount (no event per poll keeps histories cheap)."""
         for tp in sorted(tps):

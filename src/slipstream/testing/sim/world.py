@@ -60,7 +60,6 @@ STORM_LIMIT = 20_000
 class Timing:
     session_ms: int = 10_000
     heartbeat_ms: int = 1_000
-    # >= the session timeout: see consumer_core.py on the member's lease.
     rebalance_ms: int = 20_000
     metadata_max_age_ms: int = 5_000
     consumer_session_ms: int = 10_000
@@ -272,7 +271,7 @@ class World(BrokerObserver):
                     self.note(f"   {m.label} holds []")
             self.members = active
         # Ownership can only break when what someone holds (or, classic, the generation
-        # it holds it in) changed; leases running out only ever remove holders.
+        # it holds it in) changed, or (consumer protocol) the coordinator's members did.
         changed = False
         for m in active:
             now_held = m.held()
@@ -292,19 +291,22 @@ class World(BrokerObserver):
                     self.note(f"   {m.label} is {st} as {core.member_id or '-'} in generation {core.generation_id}")
                     changed = True
             elif isinstance(m, ConsumerMember):
-                ident = (m.core.member_id, m.core.epoch)
+                ident = (m.member_id, m.epoch)
                 if self._last_identity.get(m.label) != ident:
                     self._last_identity[m.label] = ident
-                    self.note(f"   {m.label} at epoch {m.core.epoch}")
+                    self.note(f"   {m.label} at epoch {m.epoch}")
+        broker = self.broker
+        if self.protocol == "consumer" and broker.activity != self._seen_activity:
+            changed = True  # the coordinator may have fenced (or, replayed, restored) a holder
         if changed:
             if self.protocol == "classic":
                 problem, zombies = classic_ownership(active)
                 self.coverage.zombie_overlaps += zombies
             else:
-                problem = consumer_ownership(active, self.queue.now_ms)
+                problem, zombies = consumer_ownership(active, self.broker.coordinator, self.group_id)
+                self.coverage.zombie_overlaps += zombies
             if problem:
                 self.violate("ownership", problem)
-        broker = self.broker
         if broker.activity == self._seen_activity:
             return
         self._seen_activity = broker.activity
