@@ -138,6 +138,7 @@ class ConsumerMember(SimMember):
         )
 
     def _closed(self) -> None:
+        self.world.touch(self)
         self.gone = True
         self.locator.close()
 

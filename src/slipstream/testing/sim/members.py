@@ -122,6 +122,7 @@ class SimMember:
         self.positions: dict[TopicPartition, int] = {}
         self._fetch_tokens: dict[TopicPartition, int] = {}
         self._tokens = 0
+        self.touched = False  # ran since the world last looked at it (see World.touch)
 
     # ------------------------------------------------------------ scheduling
 
@@ -140,6 +141,7 @@ class SimMember:
             if self.paused_until is not None:
                 self._backlog.append(lambda: run(*args))
                 return
+            self.world.touch(self)
             fn(*args)
 
         return run

@@ -63,10 +63,12 @@ class Setup:
     static_slots: frozenset[int]
     assignors: tuple[str, ...]
     homogeneous: bool
-    # Consumer protocol only: how members write their heartbeats.
-    lean: bool = False
+    # Consumer protocol only: how members subscribe and which assignor they ask for.
     regex: bool = False
     server_assignor: str | None = None
+    # The coordinator's heartbeat interval while a consumer group changes (its setting
+    # consumer_group_reconciling_heartbeat_interval_ms; capped by the regular interval).
+    reconciling_interval_ms: int = 200
 
 
 _ASSIGNOR_CHOICES: tuple[tuple[str, ...], ...] = (
@@ -84,14 +86,15 @@ def draw_setup(seed: int) -> Setup:
     static = frozenset(s for s in range(MAX_MEMBERS) if rng.random() < 0.35)
     assignors = rng.choice(_ASSIGNOR_CHOICES)
     homogeneous = rng.random() < 0.6
+    rng.random()  # was: "lean" heartbeats; kept so older seeds keep their setups
     return Setup(
         topics,
         static,
         assignors,
         homogeneous,
-        lean=rng.random() < 0.5,
         regex=rng.random() < 0.3,
         server_assignor=rng.choice((None, None, "uniform", "range")),
+        reconciling_interval_ms=rng.choice((200, 500, 1_000)),
     )
 
 

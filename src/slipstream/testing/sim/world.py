@@ -99,11 +99,13 @@ class World(BrokerObserver):
         self.trace: deque[str] | list[str] = [] if trace_limit is None else deque(maxlen=trace_limit)
         self._digest = hashlib.blake2b(digest_size=8)
         self._member_ids = itertools.count(1)
+        self._touched: list[SimMember] = []
         t = self.timing
         self.config = CoordinatorConfig(
             offsets_topic_num_partitions=1,
             consumer_group_session_timeout_ms=t.consumer_session_ms,
             consumer_group_heartbeat_interval_ms=t.consumer_heartbeat_ms,
+            consumer_group_reconciling_heartbeat_interval_ms=min(setup.reconciling_interval_ms, t.consumer_heartbeat_ms),
         )
         self.slots: dict[int, SimMember | None] = {}
         self.incarnations: dict[int, int] = {}
@@ -119,6 +121,7 @@ class World(BrokerObserver):
         )
         self._last_group: tuple[object, ...] = ()
         self._seen_activity = -1
+        self._seen_log: tuple[int, int] = (-1, -1)
         self._last_held: dict[str, frozenset[tuple[str, int]]] = {}
         self._last_member_state: dict[str, str] = {}
         self._last_identity: dict[str, tuple[object, ...]] = {}
@@ -154,6 +157,7 @@ class World(BrokerObserver):
             member = ConsumerMember(self, slot, incarnation, list(topics), instance)
         self.slots[slot] = member
         self.members.append(member)
+        self.touch(member)
         member.start()
 
     def member_failed(self, member: SimMember, code: int, reason: str) -> None:
@@ -178,6 +182,8 @@ class World(BrokerObserver):
 
     def _do(self, action: Action) -> None:
         self.coverage.action(action.kind)
+        for m in self.members:
+            self.touch(m)
         kind, slot = action.kind, action.slot
         member = self.slots.get(slot) if slot >= 0 else None
         now = self.queue.now_ms
@@ -261,19 +267,33 @@ class World(BrokerObserver):
 
     # ------------------------------------------------------------ observing and checking
 
+    def touch(self, member: SimMember) -> None:
+        """``member`` runs code now: look at it after this step (nobody else changes it)."""
+        if not member.touched:
+            member.touched = True
+            self._touched.append(member)
+
     def _observe_and_check(self) -> None:
         """One pass after each step: trace notes and coverage for what changed, then the
-        safety invariants. Coordinator-side work is skipped when the coordinator did not run."""
-        active = [m for m in self.members if not m.gone]
-        if len(active) != len(self.members):
+        safety invariants. Only members that ran code in the step are looked at (a member's
+        state changes only in its own callbacks and in the world's actions, which touch it);
+        coordinator-side work is skipped when the coordinator did not run."""
+        touched = self._touched
+        if touched:
+            self._touched = []
+            for m in touched:
+                m.touched = False
+        if any(m.gone for m in touched):
             for m in self.members:
                 if m.gone and m.label in self._last_held and self._last_held.pop(m.label):
                     self.note(f"   {m.label} holds []")
-            self.members = active
+            self.members = [m for m in self.members if not m.gone]
         # Ownership can only break when what someone holds (or, classic, the generation
         # it holds it in) changed, or (consumer protocol) the coordinator's members did.
         changed = False
-        for m in active:
+        for m in touched:
+            if m.gone:
+                continue
             now_held = m.held()
             if self._last_held.get(m.label) != now_held:
                 self._last_held[m.label] = frozenset(now_held)
@@ -296,29 +316,35 @@ class World(BrokerObserver):
                     self._last_identity[m.label] = ident
                     self.note(f"   {m.label} at epoch {m.epoch}")
         broker = self.broker
-        if self.protocol == "consumer" and broker.activity != self._seen_activity:
-            changed = True  # the coordinator may have fenced (or, replayed, restored) a holder
-        if changed:
+        served = broker.activity != self._seen_activity
+        group_changed = False
+        if served:
+            self._seen_activity = broker.activity
+            group_changed = self._observe_group(broker.coordinator)
+        if changed or (group_changed and self.protocol == "consumer"):
+            # Consumer protocol: the coordinator may also have fenced (or, replayed,
+            # restored) a holder; every such change moves the group's epoch or size.
             if self.protocol == "classic":
-                problem, zombies = classic_ownership(active)
-                self.coverage.zombie_overlaps += zombies
+                problem, zombies = classic_ownership(self.members)
             else:
-                problem, zombies = consumer_ownership(active, self.broker.coordinator, self.group_id)
-                self.coverage.zombie_overlaps += zombies
+                problem, zombies = consumer_ownership(self.members, broker.coordinator, self.group_id)
+            self.coverage.zombie_overlaps += zombies
             if problem:
                 self.violate("ownership", problem)
-        if broker.activity == self._seen_activity:
+        if not served or not broker.up:
             return
-        self._seen_activity = broker.activity
         coordinator = broker.coordinator
-        self._observe_group(coordinator)
-        if broker.up:
+        log_mark = (broker.incarnation, len(broker.log))
+        if log_mark != self._seen_log:
+            # Committed offsets change only with a record written (or a replay).
+            self._seen_log = log_mark
             problem = self.offsets.check(coordinator)
             if problem:
                 self.violate("offsets", problem)
-            self.fencing.observe(coordinator)
+        self.fencing.observe(coordinator)
 
-    def _observe_group(self, coordinator: GroupCoordinator) -> None:
+    def _observe_group(self, coordinator: GroupCoordinator) -> bool:
+        """Note and cover the group's state; True when it (epoch, size, state) changed."""
         classic = coordinator.group(self.group_id)
         group = coordinator.consumer_group(self.group_id)
         key: tuple[object, ...]
@@ -338,6 +364,8 @@ class World(BrokerObserver):
                 self.coverage.group_state(str(key[0]), str(key[1]))
             self._last_group = key
             self.note(f"   group: {' '.join(map(str, key))}")
+            return True
+        return False
 
     def _quiet_problems(self) -> list[str]:
         if not self.broker.up or self.broker.coordinator.is_group_loading(self.group_id):
