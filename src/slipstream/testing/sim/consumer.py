@@ -239,7 +239,7 @@ class ConsumerMember(SimMember):
         if not core.reconcile_due or core.reconciling is not None:
             return
         if core.unresolved_topic_ids():
-            core.learn_topic_ids(self.world.topics.names_by_id)
+            core.learn_topic_ids(self.world.topics.current_names_by_id())
         step = core.start_reconciliation()
         if step is not None:
             self._apply(step)

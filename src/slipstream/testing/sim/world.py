@@ -43,6 +43,7 @@ from .invariants import (
 from .members import SimMember
 from .network import Network
 from .planted import PLANTS, Plant
+from .probes import REFUSAL, check_answer, group_has_members, send_probe
 from .topics import Topics
 from .workload import Action, Setup, draw_actions, draw_setup
 
@@ -51,6 +52,9 @@ PROTOCOLS = ("classic", "consumer")
 # changed in a generation that never completed, when the coordinator then fails over,
 # finds its instance id mapped to its previous id again (Kafka answers the same).
 EXPECTED_FATAL = frozenset({ErrorCode.FENCED_INSTANCE_ID})
+# ... and, once a member of the other protocol got into the (empty) group, the refusals
+# a member of this protocol then gets from the group of the other type.
+EXPECTED_FATAL_MIXED = frozenset({ErrorCode.INCONSISTENT_GROUP_PROTOCOL, ErrorCode.GROUP_ID_NOT_FOUND})
 DEFAULT_STEPS = 24
 # Too many events at one simulated millisecond: something spins without time passing.
 STORM_LIMIT = 20_000
@@ -126,6 +130,9 @@ class World(BrokerObserver):
         self._last_member_state: dict[str, str] = {}
         self._last_identity: dict[str, tuple[object, ...]] = {}
         self.acked_unwritten: list[str] = []
+        self.mixed = False  # a member of the other protocol got into the group once
+        # The API a member of the other protocol joins with (see probes.py).
+        self.foreign_api = "consumer_group_heartbeat" if protocol == "classic" else "join_group"
         # Full traces (replays) show every commit and its fate; batch runs skip the text.
         self.trace_commits = trace_limit is None
 
@@ -165,7 +172,7 @@ class World(BrokerObserver):
         self.note(f"   {member.label} failed: {reason}")
         if self.slots.get(member.slot) is member:
             self.slots[member.slot] = None  # the application died with it
-        if code not in EXPECTED_FATAL:
+        if code not in EXPECTED_FATAL and not (self.mixed and code in EXPECTED_FATAL_MIXED):
             # A well-behaved member of a single-protocol group never gets another fatal answer.
             self.violate("fatal-error", f"{member.label} failed: {reason}")
 
@@ -217,6 +224,16 @@ class World(BrokerObserver):
         elif kind == "coordinator_restart":
             self.broker.restart(action.duration_ms, action.extra)
             self.faults_until = max(self.faults_until, now + action.duration_ms + action.extra)
+        elif kind == "foreign_join":
+            send_probe(self, action.extra, action.topics)
+        elif kind == "create_topic":
+            self.topics.create(action.topics[0], action.extra)
+        elif kind == "delete_topic":
+            self.topics.delete(action.topics[0])
+        elif kind == "restart_after_append":
+            # The coordinator crashes right after its next append, before the answer leaves.
+            self.broker.restart_after_append = (action.duration_ms, action.extra)
+            self.faults_until = max(self.faults_until, now + 10_000 + action.duration_ms + action.extra)
         elif kind == "append_failures":
             code = ErrorCode.NOT_COORDINATOR if action.extra else ErrorCode.KAFKA_STORAGE_ERROR
             self.broker.fail_appends(action.duration_ms, code)
@@ -227,6 +244,10 @@ class World(BrokerObserver):
     # ------------------------------------------------------------ broker observer
 
     def request_started(self, api: str, request: Any) -> object:
+        if api == self.foreign_api:
+            if getattr(request, "member_epoch", 0) < 0:
+                return None  # a probe leaving
+            return ("probe", group_has_members(self.broker.coordinator, self.group_id, self.protocol))
         if api != "offset_commit":
             return None
         self.fencing.observe(self.broker.coordinator)
@@ -234,6 +255,15 @@ class World(BrokerObserver):
         return generation >= 0 and self.fencing.is_fenced(request.member_id, generation)
 
     def answered(self, origin: Origin, response: Any, append_error: int) -> None:
+        note = origin.note
+        if isinstance(note, tuple) and note[0] == "probe":
+            if response.error_code != REFUSAL[origin.api]:
+                self.mixed = True
+            self.note(f"   {origin.api} of {origin.conn.owner} (other protocol) answered {error_name(response.error_code)}")
+            problem = check_answer(origin.api, bool(note[1]), response)
+            if problem:
+                self.violate("mixed-group", problem)
+            return
         if append_error and not getattr(response, "error_code", 0):
             # Success answered for a change the log refused: remembered for the diagnosis.
             self.acked_unwritten.append(f"{origin.api} from {origin.conn.owner} at {self.queue.now_ms} ms")
