@@ -1,4 +1,20 @@
-"""Slipstream: a Kafka-compatible broker, client and Spark data source built around consumer groups."""
+"""Slipstream: a Kafka-compatible broker, client and Spark data source built around consumer groups.
+
+The public surface:
+
+- ``slipstream.Broker`` / ``slipstream.BrokerConfig``: run a broker in-process
+  (``async with Broker(storage="memory", port=0) as b``, or ``with Broker(...)``), or
+  ``slipstream serve`` from the command line (``--admin-port`` adds /metrics,
+  /healthz, /readyz and a JSON API over HTTP).
+- ``slipstream.client``: the client, for any Kafka-compatible broker:
+  ``Producer``, ``AIOProducer``, ``Consumer``, ``AIOConsumer``, ``ConsumerGroup``,
+  ``Admin``, serializers and consumer statistics.
+- ``slipstream.testing``: the pytest plugin (``slipstream_broker`` fixtures and
+  helpers; loaded automatically when Slipstream is installed).
+- ``slipstream.spark``: the PySpark data source (``spark.read.format("slipstream")``).
+
+Everything else is internal and may change. The package ships ``py.typed``.
+"""
 
 from __future__ import annotations
 

@@ -99,3 +99,34 @@ def test_readme_examples_run(bootstrap: str, tmp_path: Path) -> None:
 
     out = read_until(start(aio, bootstrap, tmp_path, "aio"), ["b'hello'", "b'world'"])
     assert "orders 0 b'hello'" in out and "orders 1 b'world'" in out, out
+
+
+def section_examples(title: str) -> list[str]:
+    text = README.read_text()
+    start = text.index(f"## {title}")
+    end = text.index("\n## ", start + 1)
+    return re.findall(r"```python\n(.*?)```", text[start:end], re.S)
+
+
+def test_readme_client_extras_example_runs(bootstrap: str, tmp_path: Path) -> None:
+    [example] = section_examples("More of the client")
+    out = run_to_end(start(example, bootstrap, tmp_path, "extras"))
+    assert "from 1500 ms: [(1, {'amount': 30})]" in out, out
+    assert "lag 0 rebalances 0" in out, out
+    assert "woken up" in out, out
+
+
+def test_readme_pytest_plugin_examples_run(tmp_path: Path) -> None:
+    """The plugin examples are a test module: pytest runs them (the plugin loads by its
+    entry point), in memory and with --slipstream-storage=disk."""
+    tests = [block for block in section_examples("Embedded use and the pytest fixture") if "def test_" in block]
+    assert len(tests) == 1
+    module = tmp_path / "test_plugin_examples.py"
+    module.write_text(tests[0])
+    for extra in ([], ["--slipstream-storage=disk"]):
+        result = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(module), *extra],
+            capture_output=True, text=True, timeout=DEADLINE_S * 2, cwd=tmp_path,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "3 passed" in result.stdout, result.stdout

@@ -12,10 +12,12 @@ import logging
 import threading
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..log.metadata import DirectoryMetadata, MetadataStore
 from .cleaner import LogCleaner
 from .config import BrokerConfig
+from .connection_limits import ConnectionLimits
 from .dispatch import Dispatcher
 from .fetch_sessions import FetchSessionCache
 from .gc_tuning import ServingGC
@@ -25,6 +27,10 @@ from .producer_state import ProducerIdAllocator
 from .server import KafkaConnection
 from .state import BrokerState, load_cluster_id
 from .topics import TopicManager
+from .transactions import TransactionCoordinatorAdapter
+
+if TYPE_CHECKING:
+    from .admin.listener import AdminListener
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +41,7 @@ class Broker:
         self.config = replace(base, **settings).validate() if settings else base.validate()
         self.state: BrokerState | None = None
         self.groups: GroupCoordinatorAdapter | None = None
+        self.transactions: TransactionCoordinatorAdapter | None = None
         self._server: asyncio.Server | None = None
         self._connections: set[KafkaConnection] = set()
         self._tasks: list[asyncio.Task[None]] = []
@@ -42,31 +49,43 @@ class Broker:
         self._thread_loop: asyncio.AbstractEventLoop | None = None
         self.cleaner: LogCleaner | None = None
         self.port = self.config.port
+        self.admin: AdminListener | None = None
 
     # ---------------------------------------------------------------- lifecycle
 
     async def start(self) -> Broker:
         config = self.config
         data_dir: Path | None = None
+        metadata: MetadataStore | None = None
         if config.storage == "disk":
             from ..log.store import DiskLogStore
 
             data_dir = Path(config.data_dir)
             data_dir.mkdir(parents=True, exist_ok=True)
             store: Any = DiskLogStore(data_dir / "logs")
+            metadata = DirectoryMetadata(data_dir)
+        elif config.storage == "postgres":
+            from ..log.postgres import PostgresLogStore
+
+            assert config.database_url is not None  # validate() checked
+            # Connecting and migrating block: do it off the loop.
+            store = await asyncio.get_running_loop().run_in_executor(
+                None, PostgresLogStore, config.database_url
+            )
+            metadata = store.metadata()
         else:
             from ..log.memory import MemoryLogStore
 
             store = MemoryLogStore()
-        topics = TopicManager(config, store, data_dir)
+        topics = TopicManager(config, store, metadata)
         topics.load()
-        group_configs = GroupConfigs(config, data_dir)
+        group_configs = GroupConfigs(config, metadata)
         group_configs.load()
         state = BrokerState(
             config=config,
             topics=topics,
-            cluster_id=load_cluster_id(data_dir),
-            producer_ids=ProducerIdAllocator(data_dir / "producer-ids" if data_dir else None),
+            cluster_id=load_cluster_id(metadata),
+            producer_ids=ProducerIdAllocator(metadata),
             group_configs=group_configs,
             fetch_sessions=FetchSessionCache(config.max_incremental_fetch_session_cache_slots),
         )
@@ -74,10 +93,23 @@ class Broker:
         groups = GroupCoordinatorAdapter(state)
         self.groups = groups
         await groups.start()
-        dispatcher = Dispatcher(state, groups)
+        transactions = TransactionCoordinatorAdapter(state, groups)
+        self.transactions = transactions
+        await transactions.start()
+        dispatcher = Dispatcher(state, groups, transactions)
+        # Up before the Kafka listener, so probes see the broker from its first moment.
+        if config.admin_port is not None:
+            # Imported only when switched on: a broker without it never loads prometheus_client.
+            from .admin.listener import AdminListener
+
+            self.admin = AdminListener(state, groups.coordinator, lambda: len(self._connections))
+            await self.admin.start(config.admin_host or config.host, config.admin_port)
         loop = asyncio.get_running_loop()
+        limits = ConnectionLimits(
+            config.max_connections, config.max_connections_per_ip, config.connections_max_idle_ms, lambda: state.clock()
+        )
         self._server = await loop.create_server(
-            lambda: KafkaConnection(dispatcher, config.socket_request_max_bytes, self._connections),
+            lambda: KafkaConnection(dispatcher, config.socket_request_max_bytes, self._connections, limits),
             host=config.host,
             port=config.port,
             reuse_address=True,
@@ -86,6 +118,7 @@ class Broker:
         state.advertised_host = config.advertised_host or config.host
         state.advertised_port = config.advertised_port or self.port
         self._tasks.append(loop.create_task(self._retention_loop()))
+        self._tasks.append(loop.create_task(limits.sweep_idle(self._connections)))
         self.cleaner = LogCleaner(
             topics,
             state.clock,
@@ -93,18 +126,22 @@ class Broker:
             last_stable_offset=state.last_stable_offset,
         )
         self._tasks.append(loop.create_task(self.cleaner.run()))
-        if config.durability == "interval":
+        if config.durability == "interval" or config.storage == "postgres":
+            # postgres: acks=0/1 appends reach the database within flush_interval_ms.
             self._tasks.append(loop.create_task(self._flush_loop()))
         log.info(
             "slipstream broker listening on %s:%d (storage=%s, data=%s)",
             config.host,
             self.port,
             config.storage,
-            data_dir,
+            data_dir if config.storage != "postgres" else _redacted(config.database_url or ""),
         )
         return self
 
     async def stop(self) -> None:
+        if self.admin is not None:
+            await self.admin.stop()
+            self.admin = None
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -125,6 +162,9 @@ class Broker:
             await self._server.wait_closed()
             self._server = None
         if self.state is not None:
+            if self.transactions is not None:
+                await self.transactions.stop()
+                self.transactions = None
             if self.groups is not None:
                 await self.groups.stop()
                 self.groups = None
@@ -144,6 +184,13 @@ class Broker:
         finally:
             tuning.restore()
             await self.stop()
+
+    @property
+    def admin_url(self) -> str | None:
+        """The admin listener's base URL, or None when it is off."""
+        if self.admin is None:
+            return None
+        return f"http://{self.config.admin_host or self.config.host}:{self.admin.port}"
 
     @property
     def bootstrap_servers(self) -> str:
@@ -206,3 +253,12 @@ class Broker:
             await asyncio.sleep(self.config.flush_interval_ms / 1000)
             if self.state is not None:
                 await loop.run_in_executor(None, self.state.topics.flush_all)
+
+
+def _redacted(url: str) -> str:
+    """The database URL without its password, for logs."""
+    scheme, sep, rest = url.partition("://")
+    credentials, at, location = rest.rpartition("@")
+    if not at or ":" not in credentials:
+        return url
+    return f"{scheme}{sep}{credentials.split(':', 1)[0]}:***@{location}"

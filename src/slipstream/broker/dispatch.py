@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from time import perf_counter
 
 from ..protocol import api, codec
 from ..protocol import primitives as p
@@ -16,6 +17,7 @@ from .groups import GroupCoordinatorAdapter
 from .handlers import HANDLERS, Handler
 from .request_context import RequestContext
 from .state import BrokerState
+from .transactions import TransactionCoordinatorAdapter
 
 log = logging.getLogger(__name__)
 
@@ -27,9 +29,12 @@ class CloseConnection(Exception):
 
 
 class Dispatcher:
-    def __init__(self, state: BrokerState, groups: GroupCoordinatorAdapter) -> None:
+    def __init__(
+        self, state: BrokerState, groups: GroupCoordinatorAdapter, transactions: TransactionCoordinatorAdapter
+    ) -> None:
         self.state = state
         self.groups = groups
+        self.transactions = transactions
         self.handlers: dict[int, Handler] = HANDLERS
         state.api_versions = self.supported_versions()
 
@@ -70,7 +75,8 @@ class Dispatcher:
             request = spec.decode_request(view, pos, api_version)
         except p.DecodeError as exc:
             raise CloseConnection(f"malformed {spec.name} v{api_version} request: {exc}") from None
-        ctx = RequestContext(self.state, self.groups, header, api_version, client_host)
+        ctx = RequestContext(self.state, self.groups, header, api_version, client_host, self.transactions)
+        started = perf_counter()
         try:
             response = await handler.handle(ctx, request)
         except CloseConnection:
@@ -78,6 +84,7 @@ class Dispatcher:
         except Exception as exc:
             log.exception("%s v%d handler failed", spec.name, api_version)
             raise CloseConnection(f"internal error handling {spec.name}: {exc}") from exc
+        self.state.metrics.observe_request(api_key, api_version, perf_counter() - started)
         if response is None:
             return None
         return _frame(spec, api_version, header.correlation_id, response)

@@ -62,10 +62,18 @@ from ..protocol.apis.offset_commit import OffsetCommitRequest, OffsetCommitRespo
 from ..protocol.apis.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
 from ..protocol.apis.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from ..protocol.apis.sync_group import SyncGroupRequest, SyncGroupResponse
+from ..protocol.apis.txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 from ..protocol.errors import ErrorCode
-from ..protocol.records import ProducerRecord, build_batch, iter_records
+from ..protocol.records import (
+    CONTROL_ABORT,
+    CONTROL_COMMIT,
+    ProducerRecord,
+    build_control_batch,
+)
 from ..protocol.schema import Struct
 from .group_configs import HEARTBEAT_INTERVAL
+from .offsets_batches import RecordTooLarge, encode_bounded
+from .offsets_replay import replayable_batches
 from .state import BrokerState
 
 log = logging.getLogger(__name__)
@@ -118,6 +126,8 @@ class _Queued:
 class GroupCoordinatorAdapter:
     def __init__(self, state: BrokerState) -> None:
         self.state = state
+        # The offsets topic's max.message.bytes (set at start): no write goes past it.
+        self._max_batch_bytes = state.config.message_max_bytes
         c = state.config
         self.config = CoordinatorConfig(
             group_min_session_timeout_ms=c.group_min_session_timeout_ms,
@@ -135,6 +145,7 @@ class GroupCoordinatorAdapter:
             consumer_group_max_size=c.group_consumer_max_size,
             consumer_group_heartbeat_budget_per_s=c.group_consumer_heartbeat_budget_per_sec,
             consumer_group_assignors=c.consumer_group_assignors(),
+            group_history_max_events=c.group_history_max_events,
         )
         self.timer = ManualTimer(clock=state.clock)
         self.coordinator = GroupCoordinator(
@@ -157,6 +168,7 @@ class GroupCoordinatorAdapter:
         self._last_sync: asyncio.Task[None] | None = None
         # Appends to __consumer_offsets so far (one per partition per write): tests and metrics.
         self.appends = 0
+        self._loaded = asyncio.Event()
 
     def _consumer_group_timeouts(self, group_id: str) -> ConsumerGroupTimeouts:
         configs = self.state.group_configs
@@ -179,6 +191,7 @@ class GroupCoordinatorAdapter:
                 self.config.offsets_topic_num_partitions,
                 {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)},
             )
+        self._max_batch_bytes = int(topics.effective_configs(topics.topics[OFFSETS_TOPIC])["max.message.bytes"])
         self.coordinator.begin_loading()
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._load()))
@@ -208,6 +221,7 @@ class GroupCoordinatorAdapter:
         topic = self.state.topics.get(OFFSETS_TOPIC)
         assert topic is not None
         replayed = 0
+        max_uncompressed = int(self.state.topics.effective_configs(topic)["max.message.bytes"])
         async with self._lock:
             now = self.state.clock()
             for plog in topic.partitions:
@@ -220,16 +234,46 @@ class GroupCoordinatorAdapter:
                     if not result.size:
                         break
                     for chunk in result.chunks:
-                        for record in iter_records(chunk):
-                            if record.offset < offset or record.key is None:
+                        for header, records in replayable_batches(chunk, max_uncompressed):
+                            if header.last_offset < offset:
                                 continue
-                            self.coordinator.replay(record.key, record.value, now)
-                            replayed += 1
-                            offset = record.offset + 1
+                            if header.is_control:
+                                # A transaction marker: the producer's pending offsets end.
+                                if records and records[0].control_type is not None:
+                                    commit = records[0].control_type == CONTROL_COMMIT
+                                    self._untrusted(
+                                        header.next_offset - 1,
+                                        self.coordinator.replay_end_transaction,
+                                        header.producer_id, commit, now, header.producer_epoch,
+                                    )
+                                replayed += 1
+                                offset = header.next_offset
+                                continue
+                            producer_id = header.producer_id if header.is_transactional else -1
+                            for record in records:
+                                if record.offset < offset or record.key is None:
+                                    continue
+                                replayed += self._untrusted(
+                                    record.offset,
+                                    self.coordinator.replay,
+                                    record.key, record.value, now, producer_id, header.producer_epoch,
+                                    record_time_ms=record.timestamp,
+                                )
+                            offset = header.next_offset
                     await asyncio.sleep(0)  # let other connections be served while we load
             self.coordinator.finish_loading(self.state.clock())
+        self._loaded.set()
         self._timer_changed.set()
         log.info("group coordinator loaded %d records from %s", replayed, OFFSETS_TOPIC)
+
+    def _untrusted(self, offset: int, replay: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
+        """Replay one record read back from the log; 1 if applied, 0 if it was skipped."""
+        try:
+            replay(*args, **kwargs)
+        except Exception as exc:  # the log may hold bytes no coordinator wrote
+            log.warning("skipping __consumer_offsets record at offset %d: %r", offset, exc)
+            return 0
+        return 1
 
     # ---------------------------------------------------------------- requests
 
@@ -241,6 +285,54 @@ class GroupCoordinatorAdapter:
         return cast(
             OffsetCommitResponse, await self.call(lambda now: self.coordinator.offset_commit(ctx, request, now))
         )
+
+    async def loaded(self) -> None:
+        """Until ``__consumer_offsets`` has been replayed."""
+        await self._loaded.wait()
+
+    async def txn_offset_commit(
+        self, ctx: CoordinatorContext, request: TxnOffsetCommitRequest
+    ) -> TxnOffsetCommitResponse:
+        return cast(
+            TxnOffsetCommitResponse, await self.call(lambda now: self.coordinator.txn_offset_commit(ctx, request, now))
+        )
+
+    async def complete_transaction(
+        self, partition: int, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int
+    ) -> int:
+        """Write a transaction marker into an offsets partition and replay it; an error code.
+
+        Called by the transaction coordinator for transactions that committed offsets
+        (AddOffsetsToTxn put the group's partition in them)."""
+        await self._loaded.wait()
+        async with self._lock:
+            self._flush()
+            plog = self.state.topics.partition(OFFSETS_TOPIC, partition)
+            if plog is None:
+                return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            now = self.state.clock()
+            batch = build_control_batch(
+                CONTROL_COMMIT if commit else CONTROL_ABORT,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                timestamp_ms=now,
+                coordinator_epoch=coordinator_epoch,
+            )
+            try:
+                plog.append([bytearray(batch)], now_ms=now, log_append_time=False)
+            except OSError as exc:
+                log.error("writing a transaction marker to %s failed: %s", OFFSETS_TOPIC, exc)
+                return ErrorCode.KAFKA_STORAGE_ERROR
+            self.coordinator.replay_end_transaction(producer_id, commit, now, producer_epoch)
+            self.state.notifier.notify((OFFSETS_TOPIC, partition))
+            if self.state.config.syncs_before_ack:
+                try:
+                    await self.state.committer.sync(plog)
+                except OSError as exc:
+                    log.error("syncing %s failed: %s", OFFSETS_TOPIC, exc)
+                    return ErrorCode.KAFKA_STORAGE_ERROR
+        self._poke_timer()
+        return ErrorCode.NONE
 
     async def join_group(self, ctx: CoordinatorContext, request: JoinGroupRequest) -> JoinGroupResponse:
         return cast(JoinGroupResponse, await self.call(lambda now: self.coordinator.join_group(ctx, request, now)))
@@ -285,6 +377,15 @@ class GroupCoordinatorAdapter:
             await self.call(lambda now: self.coordinator.consumer_group_describe(ctx, request, now)),
         )
 
+    def history_for(self, group_id: str, since: int = 0) -> list[dict[str, Any]]:
+        """The group's rebalance history, oldest first, as JSON-able dicts numbered by ``seq``
+        (events after ``since`` only). Read without the lock: it only reads a finished list."""
+        return self.coordinator.history_of(group_id, since)
+
+    def history_last_seq(self) -> int:
+        """The number of the last event recorded for any group (a follower's high-water mark)."""
+        return self.coordinator.history.last_seq
+
     def note_coordinator_lookup(self, group_ids: list[str], connection: str) -> None:
         # Only a hint for groups in their initial delay: no record, response or timer change.
         self.coordinator.note_coordinator_lookup(group_ids, connection, self.state.clock())
@@ -306,6 +407,8 @@ class GroupCoordinatorAdapter:
         if result.response is not None and result.pending is None and not result.records and (
             not result.completions and result.after_append is None
         ):
+            if result.events:  # e.g. a commit of a stale generation, for the history
+                self.coordinator.history.record(result.events)
             return result.response  # answered without a write (e.g. a validation error)
         if not result.records or result.pending is None or result.response is not None:
             # A shape we do not batch: carried out the ordinary way.
@@ -354,7 +457,7 @@ class GroupCoordinatorAdapter:
                     item.error = item.error or error
             elif plog is not None:
                 plogs.append((plog, items))
-        if self.state.config.durability == "fsync" and plogs:
+        if self.state.config.syncs_before_ack and plogs:
             task = asyncio.get_running_loop().create_task(self._sync_then_answer(queued, plogs, self._last_sync))
             self._last_sync = task
             self._syncing.add(task)
@@ -457,6 +560,8 @@ class GroupCoordinatorAdapter:
             result = result.after_append(error, self.state.clock())
 
     def _deliver(self, result: CoordinatorResult) -> None:
+        if result.events:
+            self.coordinator.history.record(result.events)
         for completion in result.completions:
             fut = self._parked.pop(completion.pending, None)
             if fut is not None and not fut.done():
@@ -472,7 +577,7 @@ class GroupCoordinatorAdapter:
             error, plog = self._write(partition, group, now)
             if error:
                 return error
-            if plog is not None and self.state.config.durability == "fsync":
+            if plog is not None and self.state.config.syncs_before_ack:
                 try:
                     await self.state.committer.sync(plog)
                 except OSError as exc:
@@ -489,8 +594,12 @@ class GroupCoordinatorAdapter:
         if plog is None:
             return ErrorCode.NOT_COORDINATOR, None
         try:
-            batch = build_batch([ProducerRecord(r.key, r.value, timestamp_ms=now) for r in records])
-            plog.append([bytearray(batch)], now_ms=now, log_append_time=False)
+            batches = _batches(records, now, self._max_batch_bytes)
+        except RecordTooLarge as exc:
+            log.warning("not writing to %s: %s", OFFSETS_TOPIC, exc)
+            return ErrorCode.MESSAGE_TOO_LARGE, None
+        try:
+            plog.append(batches, now_ms=now, log_append_time=False)
         except OSError as exc:
             log.error("writing %s failed: %s", OFFSETS_TOPIC, exc)
             return ErrorCode.KAFKA_STORAGE_ERROR, None
@@ -532,3 +641,27 @@ class GroupCoordinatorAdapter:
                         await self._carry_out(expired.callback(now))
                     except Exception:
                         log.exception("group coordinator timer %s failed", expired.key)
+
+
+def _batches(records: list[Record], now: int, max_batch_bytes: int) -> list[bytearray]:
+    """Batches per run of records of the same producer: the coordinator's own records in
+    plain batches, a TxnOffsetCommit's in its producer's transactional batches, each
+    within the offsets topic's max.message.bytes (RecordTooLarge if a record cannot fit)."""
+    out: list[bytearray] = []
+    start = 0
+    while start < len(records):
+        producer = records[start].producer
+        end = start + 1
+        while end < len(records) and records[end].producer == producer:
+            end += 1
+        run = [ProducerRecord(r.key, r.value, timestamp_ms=now) for r in records[start:end]]
+        if producer is None:
+            out.extend(encode_bounded(run, max_batch_bytes))
+        else:
+            out.extend(
+                encode_bounded(
+                    run, max_batch_bytes, producer_id=producer[0], producer_epoch=producer[1], is_transactional=True
+                )
+            )
+        start = end
+    return out

@@ -1,5 +1,5 @@
-"""What a handler is given for one request: the broker's state, the group coordinator
-adapter, the request header and version, and the peer's address."""
+"""What a handler is given for one request: the broker's state, the group and
+transaction coordinator adapters, the request header and version, and the peer's address."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from ..coordinator.result import RequestContext as CoordinatorContext
 from ..protocol.api import RequestHeader
 from .groups import GroupCoordinatorAdapter
 from .state import BrokerState
+from .transactions import TransactionCoordinatorAdapter
 
 _MAX_COORDINATOR_CONTEXTS = 4096
 
@@ -20,6 +21,7 @@ class RequestContext:
     header: RequestHeader
     api_version: int
     client_host: str
+    transactions: TransactionCoordinatorAdapter
 
     def coordinator_context(self) -> CoordinatorContext:
         """What the group coordinator sees of this request: version, client id, client host."""

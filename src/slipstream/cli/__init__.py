@@ -27,7 +27,13 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="port to listen on (default 9092; 0 picks a free one)")
     p.add_argument("--data-dir", help="where partition logs live (default ./slipstream-data)")
-    p.add_argument("--storage", choices=["disk", "memory"], help="disk (default) or memory")
+    p.add_argument(
+        "--storage", choices=["disk", "memory", "postgres"], help="disk (default), memory or postgres"
+    )
+    p.add_argument(
+        "--database-url",
+        help="PostgreSQL URL for --storage postgres (postgresql://user:password@host:port/db)",
+    )
     p.add_argument("--advertised-host", help="host clients are told to connect to")
     p.add_argument("--advertised-port", type=int, help="port clients are told to connect to")
     p.add_argument("--auto-create-topics", choices=["true", "false"], help="create topics on first metadata request")
@@ -37,6 +43,12 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         choices=["page-cache", "interval", "fsync"],
         help="page-cache (default: survives a process crash), interval fsync, or fsync before ack",
     )
+    p.add_argument(
+        "--admin-port",
+        type=int,
+        help="serve /metrics, /healthz, /readyz and the JSON API over HTTP on this port (default: off)",
+    )
+    p.add_argument("--admin-host", help="address of the admin listener (default: --host)")
     p.add_argument(
         "--set",
         action="append",
@@ -63,11 +75,14 @@ def _serve(args: argparse.Namespace) -> int:
         "port": args.port,
         "data_dir": args.data_dir,
         "storage": args.storage,
+        "database_url": args.database_url,
         "advertised_host": args.advertised_host,
         "advertised_port": args.advertised_port,
         "auto_create_topics": args.auto_create_topics,
         "default_partitions": args.default_partitions,
         "durability": args.durability,
+        "admin_port": args.admin_port,
+        "admin_host": args.admin_host,
     }
     for item in args.set:
         if "=" not in item:

@@ -15,6 +15,8 @@ from ..client.cluster import Cluster
 from ..client.producer import AIOProducer
 from ..protocol.compression import codec_by_name
 from ..protocol.errors import KafkaError
+from .record_format import OUTPUTS, format_record
+from .table import format_table
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 _BATCH_RECORDS = 1000
@@ -68,7 +70,12 @@ def add_commands(sub: Sub) -> None:
     p.add_argument("--group", "-g", help="consume as a member of this consumer group, committing what is printed")
     p.add_argument("--max-messages", type=int, help="exit after this many records")
     p.add_argument("--idle-timeout", type=float, help="exit after this many seconds without a record")
-    p.add_argument("--print-key", action="store_true", help="print key SEP value")
+    p.add_argument("--print-key", action="store_true", help="print key SEP value (--output value)")
+    p.add_argument(
+        "--output", "-o", choices=OUTPUTS, default="value",
+        help="value: the value only (default); text: partition, offset, key, value and headers on one "
+        "line; json: one JSON object per record (non-UTF-8 bytes as {\"base64\": ...})",
+    )
     p.add_argument("--key-separator", default="\t")
     p.add_argument(
         "--isolation-level",
@@ -131,14 +138,16 @@ async def _topics_describe(args: argparse.Namespace, cluster: Cluster) -> int:
     admin = Admin(cluster)
     info = await admin.describe_topic(args.name)
     print(f"topic {info.name}  id {info.topic_id}  partitions {info.partition_count}")
-    print("partition\tleader\tearliest\tlatest")
-    for p in await admin.partition_offsets(args.name):
-        print(f"{p.partition}\t{p.leader}\t{p.earliest}\t{p.latest}")
+    print()
+    offsets = await admin.partition_offsets(args.name)
+    rows = [[p.partition, p.leader, p.earliest, p.latest] for p in offsets]
+    for line in format_table(["PARTITION", "LEADER", "EARLIEST", "LATEST"], rows):
+        print(line)
     configs = await admin.topic_configs(args.name)
     if configs:
-        print("configs:")
-        for key, value in sorted(configs.items()):
-            print(f"  {key}={value}")
+        print()
+        for line in format_table(["CONFIG", "VALUE"], sorted(configs.items())):
+            print(line)
     return 0
 
 
@@ -208,12 +217,8 @@ async def _consume(args: argparse.Namespace, cluster: Cluster, out: TextIO | Non
             remaining = None if args.max_messages is None else args.max_messages - printed
             batch = await consumer.getmany(timeout_s=0.5, max_records=remaining)
             for msg in batch:
-                value = (msg.value or b"").decode(errors="replace")
-                if args.print_key:
-                    key = (msg.key or b"").decode(errors="replace")
-                    sink.write(f"{key}{args.key_separator}{value}\n")
-                else:
-                    sink.write(value + "\n")
+                line = format_record(msg, args.output, print_key=args.print_key, key_separator=args.key_separator)
+                sink.write(line + "\n")
             if batch:
                 printed += len(batch)
                 last_record = time.monotonic()

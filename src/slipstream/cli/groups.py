@@ -2,7 +2,8 @@
 
 list, describe (members, assignments, committed offsets and lag), reset-offsets
 (a dry run unless --execute; only while the group is inactive), delete and
-delete-offsets. Everything goes through :class:`slipstream.client.admin.Admin`,
+delete-offsets, and history (group_history.py: a Slipstream broker's rebalance
+history, from its admin listener). Everything else goes through :class:`slipstream.client.admin.Admin`,
 so the commands work against any Kafka-compatible cluster.
 """
 
@@ -28,7 +29,9 @@ from ..client.admin import (
 from ..client.cluster import Cluster
 from ..client.connection import UnsupportedApi
 from ..protocol.errors import KafkaError
+from . import group_history
 from .client_commands import _bootstrap_arg, _run
+from .table import format_table
 
 if TYPE_CHECKING:
     from .client_commands import Sub
@@ -101,18 +104,14 @@ def add_commands(sub: Sub) -> None:
     _bootstrap_arg(p)
     p.set_defaults(func=_run(_delete_offsets))
 
+    group_history.add_command(gsub)
+
 
 # ---------------------------------------------------------------------------- output helpers
 
 
-def _table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> list[str]:
-    cells = [list(headers)] + [[_NONE if v is None or v == "" else str(v) for v in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    return ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in cells]
-
-
 def _print_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
-    for line in _table(headers, rows):
+    for line in format_table(headers, rows):
         print(line)
 
 

@@ -48,6 +48,7 @@ from ..protocol.record_batch import compute_crc
 SEQ_MOD = 1 << 31
 HEADER_SIZE = 61
 _CRC_OFFSET = 17
+_TRANSACTIONAL_BIT = 0x10  # batch attributes: part of a transaction
 _PRODUCER_OFFSET = 43  # producer id (int64), epoch (int16), base sequence (int32)
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _PRODUCER = struct.Struct(">qhi")
@@ -139,8 +140,10 @@ def encode_batch(
     producer_id: int = -1,
     producer_epoch: int = -1,
     base_sequence: int = -1,
+    transactional: bool = False,
 ) -> bytearray:
-    """One magic-2 record batch (base offset 0, CreateTime) with a valid CRC32C."""
+    """One magic-2 record batch (base offset 0, CreateTime) with a valid CRC32C;
+    ``transactional`` sets the batch's transactional attribute bit."""
     if not records:
         raise ValueError("a record batch needs at least one record")
     base_ts = records[0][3]
@@ -157,7 +160,7 @@ def encode_batch(
         -1,  # partition leader epoch
         2,  # magic
         0,  # crc, patched below
-        compression,
+        compression | (_TRANSACTIONAL_BIT if transactional else 0),
         len(records) - 1,
         base_ts,
         max_ts,
@@ -254,7 +257,7 @@ class ProducerBatch:
     def last_sequence(self) -> int:
         return (self.base_sequence + len(self.records) - 1) % SEQ_MOD
 
-    def build(self, compression: int) -> bytearray:
+    def build(self, compression: int, transactional: bool = False) -> bytearray:
         if self.payload is None:
             self.payload = encode_batch(
                 self.records,
@@ -262,6 +265,7 @@ class ProducerBatch:
                 producer_id=self.producer_id,
                 producer_epoch=self.producer_epoch,
                 base_sequence=self.base_sequence,
+                transactional=transactional,
             )
         return self.payload
 
@@ -334,6 +338,10 @@ class RecordAccumulator:
         self.producer_epoch = -1
         self.bump_pending = False
         self._drain_start = 0
+        # Transactional producers: batches are built transactional, and a partition's
+        # batches wait until the partition is part of the transaction (None: no gate).
+        self.transactional = False
+        self.txn_partitions: set[tuple[str, int]] | None = None
 
     # ------------------------------------------------------------------ append
 
@@ -393,6 +401,9 @@ class RecordAccumulator:
 
     def _head_status(self, ps: PartitionState, now_ms: float) -> float:
         """0: sendable now; > 0: the time it becomes sendable; -1: blocked until an event."""
+        gate = self.txn_partitions
+        if gate is not None and (ps.topic, ps.partition) not in gate:
+            return -1
         head = ps.batches[0]
         if head.attempts:
             if ps.in_flight or (self.bump_pending and not head.fate_unknown):
@@ -470,7 +481,7 @@ class RecordAccumulator:
                 out.append(head)
         for batch in out:
             try:
-                batch.build(self.compression)
+                batch.build(self.compression, self.transactional)
             except Exception as exc:  # left without payload: the caller fails it
                 batch.last_error = exc
         return out
@@ -662,6 +673,14 @@ class RecordAccumulator:
     def pending_records(self) -> int:
         with self.lock:
             return sum(len(b.records) for b in self.incomplete)
+
+    def unregistered_partitions(self) -> list[tuple[str, int]]:
+        """Partitions with queued batches that are not yet part of the transaction."""
+        gate = self.txn_partitions
+        if gate is None:
+            return []
+        with self.lock:
+            return [key for key, ps in self.partitions.items() if ps.batches and key not in gate]
 
     def has_queued(self) -> bool:
         return any(ps.batches for ps in self.partitions.values())

@@ -266,7 +266,16 @@ def _decode_subscription(data: bytes) -> list[str] | None:
 
 
 class Admin:
-    """Admin operations against a :class:`Cluster`.
+    """Admin operations: ``Admin("host:9092")`` (or a list of servers), like every client.
+
+    ::
+
+        async with Admin("localhost:9092", client_id="ops") as admin:
+            await admin.create_topic("orders", 3)
+
+    Passing a :class:`Cluster` you made (the older form) still works; the admin then
+    leaves closing it to you. Built from a bootstrap string, it owns its connections and
+    ``close()`` (or leaving the ``async with``) closes them.
 
     Group calls retry coordinator errors with exponential backoff from
     ``retry_backoff_s`` up to ``retry_backoff_max_s``, for at most
@@ -276,14 +285,22 @@ class Admin:
 
     def __init__(
         self,
-        cluster: Cluster,
+        bootstrap_servers: Cluster | str | list[str],
         *,
+        client_id: str = "slipstream-admin",
+        request_timeout_ms: float = 30_000,
         retry_backoff_s: float = 0.05,
         retry_backoff_max_s: float = 1.0,
         retry_timeout_s: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
+        if isinstance(bootstrap_servers, Cluster):
+            cluster = bootstrap_servers
+            self._owns_cluster = False
+        else:
+            cluster = Cluster(bootstrap_servers, client_id=client_id, request_timeout_s=request_timeout_ms / 1000)
+            self._owns_cluster = True
         self.cluster = cluster
         self.retry_backoff_s = retry_backoff_s
         self.retry_backoff_max_s = retry_backoff_max_s
@@ -291,6 +308,17 @@ class Admin:
         self.clock = clock
         self.sleep = sleep
         self._coordinators: dict[str, BrokerNode] = {}
+
+    async def __aenter__(self) -> Admin:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the connections, if this admin made them (not a Cluster passed in)."""
+        if self._owns_cluster:
+            await self.cluster.close()
 
     async def create_topic(
         self, name: str, partitions: int = -1, replication_factor: int = -1,

@@ -30,9 +30,12 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from . import logs
 from .assignors import TopicPartition
 from .consumer import ConsumerCore, Message, config_from
+from .statistics import ConsumerStatistics
 from .subscription import TopicPattern
+from .transactions import ConsumerGroupMetadata
 
 __all__ = ["AIOConsumer"]
 
@@ -49,6 +52,7 @@ class AIOConsumer:
         self._closed = False
 
     async def start(self) -> AIOConsumer:
+        logs.bind(self.config.client_id)  # tasks made from here on log under this client's id
         if self._core is None:
             core = ConsumerCore(self.config, self._invoke)
             core.consumed_positions = self._consumed
@@ -110,6 +114,27 @@ class AIOConsumer:
         self._drop_batch([tp])
         self.core.fetcher.seek(tp, offset)
 
+    def seek_to_beginning(self, partitions: Iterable[TopicPartition]) -> None:
+        parts = list(partitions)
+        self._drop_batch(parts)
+        self.core.fetcher.seek_to_beginning(parts)
+
+    def seek_to_end(self, partitions: Iterable[TopicPartition]) -> None:
+        parts = list(partitions)
+        self._drop_batch(parts)
+        self.core.fetcher.seek_to_end(parts)
+
+    async def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int], timeout_s: float = 30.0
+    ) -> dict[TopicPartition, int | None]:
+        """Per partition, the first offset with a record timestamp at or after the time
+        given (ms), or None when no record is that recent (see Consumer.offsets_for_times)."""
+        return await self.core.offsets_for_times(dict(timestamps), timeout_s)
+
+    def statistics(self) -> ConsumerStatistics:
+        """Per-partition position, high watermark and lag; fetch rate; rebalance count."""
+        return self.core.statistics()
+
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
         self.core.fetcher.pause(list(partitions))
 
@@ -124,6 +149,10 @@ class AIOConsumer:
         if first is not None:
             return first
         return await self.core.position(tp, timeout_s)
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The group, member id and generation, for ``AIOProducer.send_offsets_to_transaction``."""
+        return self.core.group_metadata()
 
     async def committed(
         self, partitions: Iterable[TopicPartition], timeout_s: float = 30.0
@@ -157,13 +186,18 @@ class AIOConsumer:
         if self._batch:
             out = [self._batch.popleft() for _ in range(min(limit, len(self._batch)))]
             return out
+        logs.bind(self.config.client_id)  # joining starts tasks from this call
         core.last_poll = time.monotonic()
         core.in_poll = True
         try:
-            return await core.poll(timeout_s, limit)
+            msgs = core.hand_out(await core.poll(timeout_s, limit))
         finally:
             core.last_poll = time.monotonic()
             core.in_poll = False
+        callback = self.config.statistics_callback
+        if callback is not None and core.stats.report_due(time.monotonic()):
+            callback(core.statistics())
+        return msgs
 
     async def getone(self, timeout_s: float | None = None) -> Message:
         """The next message (waits; TimeoutError after ``timeout_s`` if given)."""
@@ -200,5 +234,6 @@ class AIOConsumer:
             self._closed = True
             return
         self._closed = True
+        logs.bind(self.config.client_id)  # the LeaveGroup and final commit log as this client
         await self._core.close(timeout_s)  # commits self._consumed() with auto-commit
         self._batch.clear()

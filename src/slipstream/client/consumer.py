@@ -74,6 +74,7 @@ from typing import Any, TypeVar, cast
 
 from ..protocol.errors import KafkaError
 from ..protocol.records import MessageFields
+from . import logs
 from .assignors import TopicPartition
 from .cluster import Cluster
 from .connection import ConnectionClosed
@@ -92,8 +93,11 @@ from .membership import (
 )
 from .offsets import GroupOffsets, OffsetAndMetadata
 from .retry import backoff_s
+from .serde import RecordDeserializers
+from .statistics import ConsumerStatistics, StatisticsTracker
 from .subscription import TopicPattern
 from .tasks import deadline
+from .transactions import ConsumerGroupMetadata
 
 log = logging.getLogger(__name__)
 
@@ -105,11 +109,21 @@ __all__ = [
     "ConsumerCore",
     "ConsumerRebalanceListener",
     "Message",
+    "WakeupError",
 ]
 
 
 class ConcurrentModificationError(RuntimeError):
     """The consumer was used from two threads at once (it is not thread-safe)."""
+
+
+class WakeupError(Exception):
+    """``poll`` was interrupted by ``wakeup()`` (Java's WakeupException).
+
+    Raised in the polling thread, by the poll that was blocked when ``wakeup()`` was
+    called, or by the next poll if none was. Nothing is lost: records are counted as
+    consumed only when a poll returns them.
+    """
 
 
 class Message(MessageFields):
@@ -240,6 +254,7 @@ class _Hooks(RebalanceListener):
             core.fetcher.add({tp: (om.offset if om else None) for tp, om in committed.items()})
         await core.user_hook("on_partitions_assigned", assigned)
         core.rebalancing = False
+        core.stats.rebalanced()
 
 
 class ConsumerCore:
@@ -289,6 +304,46 @@ class ConsumerCore:
         """Between ``on_join_prepare`` (or a revocation) and the end of ``on_partitions_assigned``."""
         self.watchdog = asyncio.get_running_loop().create_task(self._poll_watchdog())
         self.closed = False
+        self.deserializers = RecordDeserializers(config.key_deserializer, config.value_deserializer)
+        self.stats = StatisticsTracker(
+            config.client_id, config.group_id, time.monotonic(), config.statistics_interval_ms / 1000.0
+        )
+
+    # ------------------------------------------------------------ what the application gets
+
+    def hand_out(self, msgs: list[Message]) -> list[Message]:
+        """Count (statistics) and deserialize what a poll returns; runs on the caller's side."""
+        if msgs:
+            self.stats.consumed(len(msgs))
+            if self.deserializers.active:
+                return self.deserializers.apply_all(msgs)
+        return msgs
+
+    def statistics(self) -> ConsumerStatistics:
+        fetcher = self.fetcher
+        return self.stats.snapshot(time.monotonic(), fetcher.assigned(), fetcher.position, fetcher.highwater)
+
+    async def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int], timeout_s: float
+    ) -> dict[TopicPartition, int | None]:
+        """For each partition the first offset whose record timestamp is at or after the
+        given time (ms), or None when no record is that recent."""
+        from .admin import Admin  # the admin client's ListOffsets routing, on our cluster
+
+        admin = Admin(self.cluster, retry_timeout_s=timeout_s)
+        out: dict[TopicPartition, int | None] = {}
+        by_time: dict[int, list[TopicPartition]] = {}
+        for tp, when in timestamps.items():
+            if when < 0:
+                raise ValueError(f"offsets_for_times needs times >= 0, got {when} for {tp}")
+            by_time.setdefault(when, []).append(tp)
+        async with asyncio.timeout(timeout_s):
+            for when, tps in by_time.items():
+                for tp, found in (await admin.log_offsets(tps, when)).items():
+                    if isinstance(found, KafkaError):
+                        raise found
+                    out[tp] = None if found < 0 else found
+        return out
 
     # ------------------------------------------------------------ helpers
 
@@ -305,6 +360,18 @@ class ConsumerCore:
     def generation(self) -> Generation | None:
         m = self.membership
         return m.generation if (m is not None and self.in_group) else None
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """What a transactional producer's ``send_offsets_to_transaction`` needs: the group,
+        and this member's id and generation (-1/"" outside a generation)."""
+        if self.config.group_id is None:
+            raise RuntimeError("group_metadata() needs a group_id")
+        generation = self.generation()
+        if generation is None:
+            return ConsumerGroupMetadata(self.config.group_id, group_instance_id=self.config.group_instance_id)
+        return ConsumerGroupMetadata(
+            self.config.group_id, generation.generation_id, generation.member_id, self.config.group_instance_id
+        )
 
     def remove(self, partitions: list[TopicPartition]) -> None:
         self.fetcher.remove(partitions)
@@ -576,6 +643,10 @@ class _Wake:
     pass
 
 
+class _WakeupCall:
+    """Queued by ``Consumer.wakeup()`` to interrupt a blocked poll."""
+
+
 # How long poll waits for a read-ahead in progress before asking the network loop.
 _READ_AHEAD_WAIT_S = 0.05
 # Polls' worth of records the network thread reads ahead (see the module docstring).
@@ -583,6 +654,7 @@ _READ_AHEAD_POLLS = 4
 
 
 _WAKE = _Wake()
+_WAKEUP = _WakeupCall()
 
 
 def _finish(done: asyncio.Future[None]) -> None:
@@ -605,7 +677,7 @@ class Consumer:
         self._depth = 0
         self._guard = threading.Lock()
         self._closed = False
-        self._events: queue.SimpleQueue[Callable[[], Any] | _Wake] = queue.SimpleQueue()
+        self._events: queue.SimpleQueue[Callable[[], Any] | _Wake | _WakeupCall] = queue.SimpleQueue()
         self._commit_callbacks: collections.deque[Callable[[], None]] = collections.deque()
         self._listener_error: BaseException | None = None
         # Read-ahead: the next polls' records (in drain order), drained on the network
@@ -616,9 +688,12 @@ class Consumer:
         self._refilled = threading.Event()
         """Set when no read-ahead is being made (the last refill finished)."""
         self._refilled.set()
+        self._wakeup = threading.Event()
+        """Set by wakeup(): the blocked (or next) poll raises WakeupError."""
+        self._poll_task: asyncio.Task[list[Message]] | None = None
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
-            target=self._loop.run_forever,
+            target=logs.run_as(self.config.client_id, self._loop.run_forever),
             name=f"slipstream-consumer-{self.config.client_id}",
             daemon=True,
         )
@@ -740,7 +815,21 @@ class Consumer:
         return await coro
 
     async def _poll_on_loop(self, core: ConsumerCore, timeout_s: float) -> list[Message]:
-        msgs = await core.poll(timeout_s, self.config.max_poll_records)
+        if self._wakeup.is_set():
+            raise WakeupError("poll was woken up by wakeup()")
+        # A task of its own, so wakeup() can cancel the wait (and only the wait: records
+        # leave the fetcher in the step that returns them, with no await after it).
+        task = asyncio.get_running_loop().create_task(core.poll(timeout_s, self.config.max_poll_records))
+        self._poll_task = task
+        try:
+            msgs = await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if task.cancelled() and self._wakeup.is_set() and not (current and current.cancelling()):
+                raise WakeupError("poll was woken up by wakeup()") from None
+            raise
+        finally:
+            self._poll_task = None
         if msgs and not self._refill_pending:
             # After the result is handed over: read the next poll's records ahead.
             self._refill_pending = True
@@ -824,8 +913,8 @@ class Consumer:
 
         return self._call(go())
 
-    def _run_event(self, item: Callable[[], Any] | _Wake) -> None:
-        if isinstance(item, _Wake):
+    def _run_event(self, item: Callable[[], Any] | _Wake | _WakeupCall) -> None:
+        if isinstance(item, (_Wake, _WakeupCall)):
             return
         try:
             item()
@@ -917,6 +1006,11 @@ class Consumer:
         with self._use() as core:
             return self._call(core.position(tp, timeout_s), timeout_s)
 
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The group, member id and generation, for ``Producer.send_offsets_to_transaction``."""
+        with self._use() as core:
+            return core.group_metadata()
+
     def committed(
         self, partitions: Iterable[TopicPartition], timeout_s: float = 30.0
     ) -> dict[TopicPartition, int | None]:
@@ -942,11 +1036,16 @@ class Consumer:
     # ------------------------------------------------------------ poll and commits
 
     def poll(self, timeout_s: float = 1.0) -> list[Message]:
-        """At most ``max_poll_records`` messages; [] if none arrived within ``timeout_s``."""
+        """At most ``max_poll_records`` messages; [] if none arrived within ``timeout_s``.
+
+        Raises WakeupError if ``wakeup()`` was called while it waited (or before it).
+        Messages come deserialized when key/value deserializers are configured.
+        """
         with self._use() as core:
             core.last_poll = time.monotonic()
             core.in_poll = True
             try:
+                self._check_wakeup()
                 self._run_pending(commit_callbacks=True)
                 msgs = self._take_ready(core)
                 if msgs is None and self._refill_pending and timeout_s > 0:
@@ -955,12 +1054,57 @@ class Consumer:
                     self._refilled.wait(min(timeout_s, _READ_AHEAD_WAIT_S))
                     msgs = self._take_ready(core)
                 if msgs is None:
-                    msgs = self._call(self._poll_on_loop(core, timeout_s), timeout_s)
+                    try:
+                        msgs = self._call(self._poll_on_loop(core, timeout_s), timeout_s)
+                    except WakeupError:
+                        self._wakeup.clear()
+                        raise
                 self._run_pending(commit_callbacks=True)
+                msgs = core.hand_out(msgs)
+                self._report_statistics(core)
                 return msgs
             finally:
                 core.last_poll = time.monotonic()
                 core.in_poll = False
+
+    def wakeup(self) -> None:
+        """Interrupt a blocked ``poll`` from any thread: it raises WakeupError in the
+        polling thread. With no poll blocked, the next poll raises it at once."""
+        self._wakeup.set()
+        self._events.put(_WAKEUP)  # ends a wait for a read-ahead or a listener callback
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nothing to interrupt
+            self._loop.call_soon_threadsafe(self._interrupt_poll)
+
+    def _interrupt_poll(self) -> None:
+        """On the network loop: cancel the poll's wait, if it is still waiting."""
+        task = self._poll_task
+        if task is not None and not task.done():
+            task.cancel()
+
+    def _check_wakeup(self) -> None:
+        if self._wakeup.is_set():
+            self._wakeup.clear()
+            raise WakeupError("poll was woken up by wakeup()")
+
+    def statistics(self) -> ConsumerStatistics:
+        """Per-partition position, high watermark and lag; fetch rate; rebalance count."""
+        with self._use() as core:
+            return self._do(core.statistics)
+
+    def _report_statistics(self, core: ConsumerCore) -> None:
+        callback = self.config.statistics_callback
+        if callback is not None and core.stats.report_due(time.monotonic()):
+            callback(self._do(core.statistics))
+
+    def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int], timeout_s: float = 30.0
+    ) -> dict[TopicPartition, int | None]:
+        """Per partition, the first offset with a record timestamp at or after the time
+        given (ms since the epoch), or None when no record is that recent. Feed the
+        result to ``seek`` to start reading at a point in time."""
+        wanted = dict(timestamps)
+        with self._use() as core:
+            return self._call(core.offsets_for_times(wanted, timeout_s), timeout_s)
 
     def commit_sync(
         self, offsets: Mapping[TopicPartition, int] | None = None, timeout_s: float = 30.0

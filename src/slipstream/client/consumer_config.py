@@ -34,9 +34,9 @@ overhead (about 150 bytes each) beyond their wire size.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from .assignors import DEFAULT_ASSIGNORS, Assignor, get_assignor
 
@@ -102,6 +102,14 @@ class ConsumerConfig:
     isolation_level: IsolationLevel = "read_uncommitted"
     check_crcs: bool = True
     max_poll_records: int = 500
+
+    # ---- what the application sees
+    key_deserializer: Callable[[bytes | None], Any] | None = None
+    value_deserializer: Callable[[bytes | None], Any] | None = None
+    """Applied to each message handed out (see ``slipstream.client.serde``)."""
+    statistics_callback: Callable[[Any], None] | None = None
+    """Called with a ConsumerStatistics every ``statistics_interval_ms``, from poll."""
+    statistics_interval_ms: int = 5000
 
     def validate(self) -> ConsumerConfig:
         """Check the settings; raises ValueError naming the first bad one. Returns self."""

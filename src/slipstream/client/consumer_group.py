@@ -86,6 +86,7 @@ from typing import Any, cast
 
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.records import MessageFields, Record
+from . import logs
 from .assignors import COOPERATIVE, TopicPartition
 from .cluster import Cluster
 from .connection import ConnectionClosed
@@ -100,7 +101,9 @@ from .membership import (
     RebalanceListener,
 )
 from .offsets import CommitFailedError, OffsetAndMetadata, reset_offsets
+from .serde import RecordDeserializers
 from .tasks import deadline
+from .transactions import ConsumerGroupMetadata
 
 log = logging.getLogger(__name__)
 
@@ -269,6 +272,7 @@ class ConsumerGroupClaim:
         ended = session._ended
         fetcher = session._fetcher
         limit = session._config.max_poll_records
+        deserializers = RecordDeserializers(session._config.key_deserializer, session._config.value_deserializer)
         tp = self.tp
         try:
             # The claim's own flag, not session.ended: that one answers per claim only
@@ -283,6 +287,8 @@ class ConsumerGroupClaim:
                 records = await fetcher.fetch_partition(
                     tp, limit, 0.5, message_type=ConsumerMessage, one_batch=True
                 )
+                if records and deserializers.active:
+                    records = deserializers.apply_all(records)
                 for msg in cast(list[ConsumerMessage], records):
                     if self._over:  # set with session end too (ConsumerGroupSession._end)
                         return
@@ -616,6 +622,17 @@ class ConsumerGroup:
     def member_id(self) -> str:
         return self._membership.member_id
 
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The group, member id and generation, for ``AIOProducer.send_offsets_to_transaction``
+        (the running session's generation; -1 before the first one)."""
+        generation = self._membership.generation
+        group_id = self.config.group_id or ""
+        if generation is None:
+            return ConsumerGroupMetadata(group_id, group_instance_id=self.config.group_instance_id)
+        return ConsumerGroupMetadata(
+            group_id, generation.generation_id, generation.member_id, self.config.group_instance_id
+        )
+
     @property
     def session(self) -> ConsumerGroupSession | None:
         """The running session, if any."""
@@ -650,6 +667,7 @@ class ConsumerGroup:
         if not topic_list:
             raise ValueError("consume needs at least one topic")
         self._consuming = True
+        logs.bind(self.config.client_id)  # the session's tasks log under this client's id
         try:
             self._membership.subscribe(topic_list)
             if join_timeout_s is None:

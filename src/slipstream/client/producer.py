@@ -33,11 +33,21 @@ Pipeline (modelled on the Java client's RecordAccumulator + Sender, written anew
 
 With acks=0 nothing is acknowledged: futures resolve with offset -1 once the
 request is written.
+
+Transactions (``transactional_id``): ``init_transactions()`` once (it fences older
+producers with the same id and aborts their unfinished transaction), then
+``begin_transaction()``, sends, optionally ``send_offsets_to_transaction(offsets,
+consumer.group_metadata())``, and ``commit_transaction()`` or ``abort_transaction()``.
+A partition's first batch in a transaction waits until AddPartitionsToTxn made it part
+of the transaction; batches are sent with the transactional bit and the id. Errors
+follow the Java client's rules (see transactions.py): abortable ones need
+``abort_transaction()``, fatal ones (a newer producer fenced this one) end the producer.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import random
@@ -47,6 +57,12 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from ..protocol.apis.add_offsets_to_txn import SPEC as ADD_OFFSETS_TO_TXN
+from ..protocol.apis.add_offsets_to_txn import AddOffsetsToTxnRequest
+from ..protocol.apis.add_partitions_to_txn import SPEC as ADD_PARTITIONS_TO_TXN
+from ..protocol.apis.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
+from ..protocol.apis.end_txn import SPEC as END_TXN
+from ..protocol.apis.end_txn import EndTxnRequest
 from ..protocol.apis.init_producer_id import SPEC as INIT_PRODUCER_ID
 from ..protocol.apis.init_producer_id import InitProducerIdRequest
 from ..protocol.apis.produce import SPEC as PRODUCE
@@ -56,9 +72,16 @@ from ..protocol.apis.produce import (
     ProduceRequestTopicData,
     ProduceResponse,
 )
+from ..protocol.apis.txn_offset_commit import SPEC as TXN_OFFSET_COMMIT
+from ..protocol.apis.txn_offset_commit import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitRequestPartition,
+    TxnOffsetCommitRequestTopic,
+)
 from ..protocol.compression import codec_by_name
 from ..protocol.errors import ErrorCode, KafkaError, is_retriable
 from ..protocol.errors import name as error_name
+from . import logs
 from .accumulator import (
     BATCH_FULL,
     HEADER_SIZE,
@@ -72,9 +95,22 @@ from .cluster import Cluster
 from .connection import BrokerConnection, UnsupportedApi
 from .partitioner import murmur2
 from .retry import Backoff, retry_async
+from .serde import RecordSerializers, Serializer
+from .transactions import (
+    KEY_TYPE_GROUP,
+    ConsumerGroupMetadata,
+    TransactionAbortedError,
+    TransactionCoordinatorClient,
+    TransactionError,
+    TransactionState,
+    TxnState,
+    classify,
+)
 
 # Produce v13 names topics by id; this producer names them.
 NAMED_TOPICS_PRODUCE_MAX_VERSION = 12
+# AddPartitionsToTxn v4+ is the brokers' batched form; producers send v3 at most.
+CLIENT_ADD_PARTITIONS_MAX_VERSION = 3
 
 log = logging.getLogger(__name__)
 
@@ -193,6 +229,11 @@ class AIOProducer:
     - ``metadata_max_age_ms`` (300000): metadata is refreshed at least this often.
     - ``topic_metadata_propagation_max_ms`` (5000): how long a topic the broker calls
       unknown may take to appear before ``send`` fails with UNKNOWN_TOPIC_OR_PARTITION.
+    - ``transactional_id`` (None): makes the producer transactional (idempotent, acks=-1);
+      ``transaction_timeout_ms`` (60000): how long the coordinator lets a transaction run
+      before aborting it. See the module docstring.
+    - ``key_serializer``, ``value_serializer``: callables turning what ``send`` is given
+      into bytes (see ``slipstream.client.serde``: JSON and string helpers).
     """
 
     def __init__(
@@ -217,9 +258,20 @@ class AIOProducer:
         max_request_size: int = 1024 * 1024,
         metadata_max_age_ms: float = 300_000,
         topic_metadata_propagation_max_ms: float = 5_000,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = 60_000,
+        key_serializer: Serializer | None = None,
+        value_serializer: Serializer | None = None,
     ) -> None:
+        self.serializers = RecordSerializers(key_serializer, value_serializer)
         if acks in ("all", "-1"):
             acks = -1
+        if transactional_id is not None:
+            if not transactional_id:
+                raise ValueError("transactional_id must not be empty")
+            if enable_idempotence is False:
+                raise ValueError("a transactional producer is idempotent: enable_idempotence cannot be False")
+            enable_idempotence = True
         if acks not in (-1, 0, 1, "0", "1"):
             raise ValueError(f"acks must be -1 ('all'), 0 or 1, not {acks!r}")
         self.acks = int(acks)
@@ -306,6 +358,17 @@ class AIOProducer:
         self._callback_sink: Callable[
             [list[tuple[Any, BaseException | None, RecordMetadata]]], None
         ] = _run_callbacks
+        # transactions
+        self.transactional_id = transactional_id
+        self.transaction_timeout_ms = int(transaction_timeout_ms)
+        self._txn: TransactionState | None = None
+        self._txn_client: TransactionCoordinatorClient | None = None
+        self._txn_adding: asyncio.Task[None] | None = None
+        if transactional_id is not None:
+            self._txn = TransactionState(transactional_id)
+            self._txn_client = TransactionCoordinatorClient(self._cluster, transactional_id, self._backoff)
+            self._acc.transactional = True
+            self._acc.txn_partitions = set()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -322,6 +385,7 @@ class AIOProducer:
         return self._cluster
 
     async def start(self) -> AIOProducer:
+        logs.bind(self.client_id)  # the tasks started here log under this client's id
         if self._started:
             return self
         if self._closed:
@@ -329,7 +393,7 @@ class AIOProducer:
         self._loop = asyncio.get_running_loop()
         await self._cluster.refresh_metadata([])
         self._metadata_at = self._now_ms()
-        if self.idempotent:
+        if self.idempotent and self._txn is None:  # transactional: init_transactions() does it
             try:
                 pid, epoch = await self._init_producer_id()
             except UnsupportedApi:
@@ -445,6 +509,8 @@ class AIOProducer:
         loop = self._loop
         if loop is None:
             raise ProducerError("the producer is not started: call `await producer.start()`")
+        if self.serializers.active:
+            key, value = self.serializers.apply(key, value)
         fut: asyncio.Future[RecordMetadata] = loop.create_future()
         status = self._try_append(
             topic, value, key, headers, partition, timestamp_ms, fut, False, True
@@ -488,6 +554,8 @@ class AIOProducer:
         """
         if self._closed:
             raise ProducerClosedError("the producer is closed")
+        if self._txn is not None and self._txn.state is not TxnState.IN_TRANSACTION:
+            self._txn.require(TxnState.IN_TRANSACTION, what="send")
         if value is not None and type(value) is not bytes:
             value = _as_bytes(value, "value")
         if key is not None and type(key) is not bytes:
@@ -806,6 +874,229 @@ class AIOProducer:
             self._bump_task = None
             self._wake()
 
+    # ------------------------------------------------------------------ transactions
+
+    def _transactional(self, what: str) -> tuple[TransactionState, TransactionCoordinatorClient]:
+        if self._txn is None or self._txn_client is None:
+            raise ProducerError(f"{what} needs a transactional producer (set transactional_id)")
+        if not self._started:
+            raise ProducerError("the producer is not started: call `await producer.start()`")
+        return self._txn, self._txn_client
+
+    def _txn_timeout_s(self, timeout: float | None) -> float:
+        return self.max_block_ms / 1000 if timeout is None else timeout
+
+    async def init_transactions(self, timeout: float | None = None) -> None:
+        """Register the transactional id: a new producer id/epoch, fencing any older producer
+        with the same id (its unfinished transaction is aborted first)."""
+        txn, client = self._transactional("init_transactions")
+        txn.transition(TxnState.INITIALIZING)
+        tid, timeout_ms = self.transactional_id, self.transaction_timeout_ms
+
+        def build(version: int) -> InitProducerIdRequest:
+            return InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=timeout_ms)
+
+        response = await client.call(
+            INIT_PRODUCER_ID, build, lambda r: r.error_code, what="InitProducerId",
+            timeout_s=self._txn_timeout_s(timeout),
+        )
+        if response.error_code:
+            raise txn.fail(classify(response.error_code, f"init_transactions for {tid!r}"))
+        self._acc.reset_producer(int(response.producer_id), int(response.producer_epoch))
+        txn.transition(TxnState.READY)
+        log.info("transactional id %s: producer id %s epoch %s", tid, response.producer_id, response.producer_epoch)
+
+    def begin_transaction(self) -> None:
+        txn, _client = self._transactional("begin_transaction")
+        txn.require(TxnState.READY, what="begin_transaction")
+        txn.transition(TxnState.IN_TRANSACTION)
+        self._acc.txn_partitions = set()
+
+    async def _add_partitions(self, partitions: list[tuple[str, int]]) -> None:
+        """AddPartitionsToTxn for partitions with queued batches; they may be sent after it."""
+        txn, client = self._transactional("send")
+        pid, epoch = self._acc.producer_id, self._acc.producer_epoch
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in partitions:
+            by_topic.setdefault(topic, []).append(partition)
+
+        def build(version: int) -> AddPartitionsToTxnRequest:
+            return AddPartitionsToTxnRequest(
+                v3_and_below_transactional_id=self.transactional_id,
+                v3_and_below_producer_id=pid,
+                v3_and_below_producer_epoch=epoch,
+                v3_and_below_topics=[AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
+            )
+
+        def first_error(response: Any) -> int:
+            for topic in response.results_by_topic_v3_and_below:
+                for p in topic.results_by_partition:
+                    if p.partition_error_code and p.partition_error_code != ErrorCode.OPERATION_NOT_ATTEMPTED:
+                        return int(p.partition_error_code)
+            return ErrorCode.NONE
+
+        try:
+            response = await client.call(
+                ADD_PARTITIONS_TO_TXN, build, first_error, what="AddPartitionsToTxn",
+                timeout_s=self.delivery_timeout_ms / 1000,
+                max_version=CLIENT_ADD_PARTITIONS_MAX_VERSION,
+            )
+            error = first_error(response)
+            if error:
+                raise classify(error, f"adding {sorted(partitions)} to the transaction")
+            gate = self._acc.txn_partitions
+            if gate is not None:
+                gate.update(partitions)
+            txn.partitions.update(partitions)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            failure = txn.fail(exc if isinstance(exc, KafkaError) else KafkaError(ErrorCode.REQUEST_TIMED_OUT, str(exc)))
+            log.warning("transactional id %s: %s", self.transactional_id, failure)
+            # Every queued batch fails with it: the transaction can only be aborted now
+            # (the Java client fails them the same way).
+            for batch in self._acc.abort_all():
+                self._finish(batch, failure)
+        finally:
+            self._txn_adding = None
+            self._wake()
+
+    async def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[tuple[str, int], int],
+        group_metadata: ConsumerGroupMetadata,
+        timeout: float | None = None,
+    ) -> None:
+        """Commit a consumer group's offsets ({(topic, partition): next offset to read})
+        as part of the transaction: visible to the group only if the transaction commits."""
+        txn, client = self._transactional("send_offsets_to_transaction")
+        txn.require(TxnState.IN_TRANSACTION, what="send_offsets_to_transaction")
+        pid, epoch = self._acc.producer_id, self._acc.producer_epoch
+        group = group_metadata.group_id
+        timeout_s = self._txn_timeout_s(timeout)
+        try:
+            response = await client.call(
+                ADD_OFFSETS_TO_TXN,
+                lambda v: AddOffsetsToTxnRequest(
+                    transactional_id=self.transactional_id, producer_id=pid, producer_epoch=epoch, group_id=group
+                ),
+                lambda r: r.error_code,
+                what="AddOffsetsToTxn",
+                timeout_s=timeout_s,
+            )
+            if response.error_code:
+                raise classify(response.error_code, f"adding group {group!r}'s offsets to the transaction")
+            txn.offsets_added = True
+            by_topic: dict[str, list[TxnOffsetCommitRequestPartition]] = {}
+            for (topic, partition), offset in sorted(offsets.items()):
+                by_topic.setdefault(topic, []).append(
+                    TxnOffsetCommitRequestPartition(
+                        partition_index=partition, committed_offset=int(offset), committed_metadata=""
+                    )
+                )
+
+            def build(version: int) -> TxnOffsetCommitRequest:
+                return TxnOffsetCommitRequest(
+                    transactional_id=self.transactional_id,
+                    group_id=group,
+                    producer_id=pid,
+                    producer_epoch=epoch,
+                    generation_id=group_metadata.generation_id,
+                    member_id=group_metadata.member_id,
+                    group_instance_id=group_metadata.group_instance_id,
+                    topics=[TxnOffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
+                )
+
+            def first_error(response: Any) -> int:
+                for topic in response.topics:
+                    for p in topic.partitions:
+                        if p.error_code:
+                            return int(p.error_code)
+                return ErrorCode.NONE
+
+            committed = await client.call(
+                TXN_OFFSET_COMMIT, build, first_error, what="TxnOffsetCommit", timeout_s=timeout_s,
+                key_type=KEY_TYPE_GROUP, key=group,
+            )
+            error = first_error(committed)
+            if error:
+                # A zombie member or a stale generation: abortable (Java's CommitFailedException).
+                raise classify(error, f"committing group {group!r}'s offsets in the transaction", fenced_is_fatal=False)
+        except TransactionError as exc:
+            raise txn.fail(exc) from None
+        except TimeoutError:
+            raise
+        except KafkaError as exc:
+            raise txn.fail(exc) from None
+
+    async def commit_transaction(self, timeout: float | None = None) -> None:
+        """Deliver every record of the transaction, then commit it (EndTxn). Raises the
+        transaction's error if a record or the commit failed."""
+        txn, _client = self._transactional("commit_transaction")
+        txn.require(TxnState.IN_TRANSACTION, TxnState.COMMITTING, what="commit_transaction")
+        txn.transition(TxnState.COMMITTING)
+        await self.flush(self._txn_timeout_s(timeout))
+        while self._txn_adding is not None:
+            await asyncio.sleep(0.005)
+        if txn.state is TxnState.ABORTABLE_ERROR or txn.state is TxnState.FATAL_ERROR:
+            assert txn.error is not None
+            raise txn.error
+        await self._end_transaction(commit=True, timeout=timeout)
+
+    async def abort_transaction(self, timeout: float | None = None) -> None:
+        """Abort the transaction: records not sent yet fail, what was written is aborted."""
+        txn, _client = self._transactional("abort_transaction")
+        txn.require(TxnState.IN_TRANSACTION, TxnState.ABORTABLE_ERROR, TxnState.ABORTING, what="abort_transaction")
+        txn.transition(TxnState.ABORTING)
+        aborted = TransactionAbortedError()
+        for batch in self._acc.abort_all():
+            if batch.base_sequence >= 0:
+                self._acc.request_bump()
+            self._finish(batch, aborted)
+        while self._txn_adding is not None:
+            await asyncio.sleep(0.005)
+        await self.flush(self._txn_timeout_s(timeout))  # what is in flight lands (and is aborted)
+        await self._end_transaction(commit=False, timeout=timeout)
+        if self._acc.bump_pending and txn.state is TxnState.READY:
+            await self._bump_transactional_epoch(timeout)
+
+    async def _end_transaction(self, *, commit: bool, timeout: float | None) -> None:
+        txn, client = self._transactional("end_transaction")
+        what = "commit_transaction" if commit else "abort_transaction"
+        if txn.has_work:
+            pid, epoch = self._acc.producer_id, self._acc.producer_epoch
+            response = await client.call(
+                END_TXN,
+                lambda v: EndTxnRequest(
+                    transactional_id=self.transactional_id, producer_id=pid, producer_epoch=epoch, committed=commit
+                ),
+                lambda r: r.error_code,
+                what="EndTxn",
+                timeout_s=self._txn_timeout_s(timeout),
+            )
+            if response.error_code:
+                raise txn.fail(classify(response.error_code, what))
+        txn.transition(TxnState.READY)
+        self._acc.txn_partitions = set()
+
+    async def _bump_transactional_epoch(self, timeout: float | None) -> None:
+        """After aborting past a sequence gap: a new epoch (KIP-360) so sequences restart."""
+        txn, client = self._transactional("abort_transaction")
+        pid, epoch = self._acc.producer_id, self._acc.producer_epoch
+        tid, timeout_ms = self.transactional_id, self.transaction_timeout_ms
+        response = await client.call(
+            INIT_PRODUCER_ID,
+            lambda v: InitProducerIdRequest(
+                transactional_id=tid, transaction_timeout_ms=timeout_ms, producer_id=pid, producer_epoch=epoch
+            ),
+            lambda r: r.error_code,
+            what="InitProducerId",
+            timeout_s=self._txn_timeout_s(timeout),
+        )
+        if response.error_code:
+            raise txn.fail(classify(response.error_code, "bumping the epoch after an abort"))
+        self._acc.reset_producer(int(response.producer_id), int(response.producer_epoch))
+
     # ------------------------------------------------------------------ sender
 
     def _wake(self) -> None:
@@ -847,8 +1138,13 @@ class AIOProducer:
         # An exhausted buffer: send everything now (the Java client does too).
         acc.exhausted = bool(self._memory_waiters)
         nodes, ready_at, unknown = acc.ready(now, self._leader_of)
-        if acc.bump_pending and self._bump_task is None and acc.bump_ready():
+        if acc.bump_pending and self._bump_task is None and acc.bump_ready() and self._txn is None:
+            # (A transactional producer bumps its epoch when it aborts, through its coordinator.)
             self._bump_task = self._get_loop().create_task(self._bump_epoch())
+        if self._txn is not None and self._txn_adding is None and acc.txn_partitions is not None:
+            unregistered = acc.unregistered_partitions()
+            if unregistered:
+                self._txn_adding = self._spawn(self._add_partitions(unregistered))
         wake_at = ready_at
         if (
             unknown
@@ -925,7 +1221,7 @@ class AIOProducer:
                 )
             )
         request = ProduceRequest(
-            transactional_id=None,
+            transactional_id=self.transactional_id,
             acks=self.acks,
             timeout_ms=int(self.request_timeout_ms),
             topic_data=[
@@ -1154,6 +1450,8 @@ class AIOProducer:
 
     def _finish(self, batch: ProducerBatch, error: BaseException) -> None:
         """Fail every record of a batch already released from the accumulator."""
+        if self._txn is not None and not isinstance(error, ProducerClosedError):
+            self._txn.fail(error)  # the transaction can only be aborted now
         log.warning(
             "delivery of %d record(s) to %s-%d failed: %s",
             len(batch.records),
@@ -1231,7 +1529,9 @@ class Producer:
         self._loop = asyncio.new_event_loop()
         ready = threading.Event()
         self._thread = threading.Thread(
-            target=self._run_loop, args=(ready,), name="slipstream-producer", daemon=True
+            target=logs.run_as(str(config.get("client_id", "slipstream-producer")), lambda: self._run_loop(ready)),
+            name="slipstream-producer",
+            daemon=True,
         )
         self._thread.start()
         ready.wait()
@@ -1293,6 +1593,8 @@ class Producer:
         if on_delivery is not None and not callable(on_delivery):
             raise TypeError("on_delivery must be callable")
         aio = self._aio
+        if aio.serializers.active:
+            key, value = aio.serializers.apply(key, value)
         status = aio._try_append(
             topic, value, key, headers, partition, timestamp_ms, on_delivery, True, True
         )
@@ -1354,6 +1656,37 @@ class Producer:
         self.poll(0)
         return len(self)
 
+    # ---- transactions (see AIOProducer): blocking, delivery callbacks run meanwhile
+
+    def _run_txn(self, what: str, coro: Any) -> None:
+        self._not_on_producer_thread(what)
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        while True:
+            try:
+                future.result(0.05)
+                break
+            except concurrent.futures.TimeoutError:
+                self.poll(0)
+        self.poll(0)
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        self._run_txn("init_transactions", self._aio.init_transactions(timeout))
+
+    def begin_transaction(self) -> None:
+        self._aio.begin_transaction()
+
+    def send_offsets_to_transaction(
+        self, offsets: Mapping[tuple[str, int], int], group_metadata: ConsumerGroupMetadata,
+        timeout: float | None = None,
+    ) -> None:
+        self._run_txn("send_offsets_to_transaction", self._aio.send_offsets_to_transaction(offsets, group_metadata, timeout))
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        self._run_txn("commit_transaction", self._aio.commit_transaction(timeout))
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        self._run_txn("abort_transaction", self._aio.abort_transaction(timeout))
+
     def close(self, timeout: float | None = None) -> None:
         """Flush (at most ``timeout`` s), run the remaining callbacks, stop the thread."""
         self._not_on_producer_thread("close")
@@ -1381,9 +1714,11 @@ class Producer:
 __all__ = [
     "AIOProducer",
     "BufferFullError",
+    "ConsumerGroupMetadata",
     "DeliveryTimeoutError",
     "Producer",
     "ProducerClosedError",
     "ProducerError",
     "RecordMetadata",
+    "TransactionError",
 ]

@@ -58,6 +58,7 @@ from ..protocol.apis.offset_fetch import (
     OffsetFetchResponseTopic,
 )
 from ..protocol.apis.sync_group import SyncGroupRequest, SyncGroupResponse
+from ..protocol.apis.txn_offset_commit import TxnOffsetCommitRequest
 from ..protocol.errors import ErrorCode
 from ..protocol.schema import Struct
 from . import consumer_records as crec
@@ -74,9 +75,16 @@ from .consumer_group_manager import (
 )
 from .group import ClassicGroup
 from .group_manager import GroupManager
+from .history import GroupHistory
+from .history_replay import ReplayNarrator
 from .member import Member
 from .offset_and_metadata import OffsetAndMetadata
-from .offset_manager import OffsetManager, PartitionExists, commit_error_response
+from .offset_manager import (
+    OffsetManager,
+    PartitionExists,
+    commit_error_response,
+    txn_commit_error_response,
+)
 from .result import Completion, CoordinatorResult, Pending, Record, RequestContext
 from .state import GroupState
 from .timer import GuardedTimer, Timer
@@ -135,6 +143,10 @@ class GroupCoordinator:
         )
         self._loading: set[int] = set()
         self._now_ms = 0
+        # Rebalance history: filled by whoever carries results out (their ``events``), and
+        # at load from the records (``replay``). Pure data, read by the broker's admin side.
+        self.history = GroupHistory(self.config.group_history_max_events)
+        self._narrator = ReplayNarrator(self.history)
 
     def _new_pending(self, api_key: int, api_version: int) -> Pending:
         return Pending(next(self._pending_ids), api_key, api_version)
@@ -163,6 +175,8 @@ class GroupCoordinator:
         self._now_ms = max(self._now_ms, now_ms)
         done = set(self._loading if partitions is None else partitions)
         self._loading -= done
+        if not self._loading:
+            self._narrator.clear()
         for group in self.group_manager.groups.values():
             if self.partition_for(group.group_id) in done:
                 self.group_manager.on_loaded(group)
@@ -181,20 +195,42 @@ class GroupCoordinator:
 
     # ================================================================ replay
 
-    def replay(self, key: bytes | memoryview, value: bytes | memoryview | None, now_ms: int | None = None) -> None:
+    def replay(
+        self,
+        key: bytes | memoryview,
+        value: bytes | memoryview | None,
+        now_ms: int | None = None,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        *,
+        record_time_ms: int | None = None,
+    ) -> None:
         """Apply one ``__consumer_offsets`` record: the only way durable state changes.
 
-        Malformed records and record types we do not use are logged and skipped.
+        ``producer_id`` / ``producer_epoch``: the producer of the transactional batch
+        holding the record (-1 for the coordinator's own batches): its offset commits
+        stay pending until ``replay_end_transaction``. Malformed records and record types we do not use
+        are logged and skipped. ``record_time_ms``: the record's timestamp, for the history
+        rebuilt while loading.
         """
         now = self._now_ms if now_ms is None else now_ms
+        record_ms = now if record_time_ms is None else record_time_ms
         try:
             k = gr.decode_key(key)
             if isinstance(k, gr.OffsetCommitKey):
                 om = None if value is None else OffsetAndMetadata.from_value(gr.decode_offset_commit_value(value))
-                self.offset_manager.replay_commit(k.group, k.topic, k.partition, om, now)
+                if producer_id >= 0 and om is not None:
+                    self.offset_manager.replay_txn_commit(producer_id, k.group, k.topic, k.partition, om, now)
+                    self.offset_manager.replay_producer_epoch(producer_id, producer_epoch)
+                else:
+                    self.offset_manager.replay_commit(k.group, k.topic, k.partition, om, now)
             elif isinstance(k, gr.GroupMetadataKey):
                 gv = None if value is None else gr.decode_group_metadata_value(value)
+                if self.is_group_loading(k.group):
+                    self._narrator.group_metadata(k.group, gv, record_ms)
                 self._replay_group(k.group, gv, now)
+                if gv is None and self.group_manager.get(k.group) is None:
+                    self.history.forget(k.group)  # the group is gone: so is its history
             elif isinstance(k, gr.UnknownKey):
                 log.debug("skipping __consumer_offsets record with key version %s", k.version)
             else:
@@ -206,7 +242,10 @@ class GroupCoordinator:
                     self.group_manager.remove_group(k.group, now)
                 if isinstance(k, gr.ConsumerGroupMetadataKey) and value is None:
                     self.consumer_groups.forget(k.group)
+                    self.history.forget(k.group)
                 crec.replay_consumer_record(self.consumer_groups.groups, k, cv, now)
+                if self.is_group_loading(k.group):
+                    self._narrator.consumer_record(k, cv, record_ms)
         except gr.RecordFormatError as exc:
             log.warning("skipping malformed __consumer_offsets record: %s", exc)
         except PartitionOwnershipError as exc:
@@ -220,11 +259,30 @@ class GroupCoordinator:
         Same effect; an offset commit it built skips decoding its own bytes.
         """
         commit = record.commit
+        if record.producer is not None:
+            self.replay(record.key, record.value, now_ms, *record.producer)
+            return
         if commit is None:
             self.replay(record.key, record.value, now_ms)
             return
         group_id, topic, partition, om = commit
         self.offset_manager.replay_commit(group_id, topic, partition, om, self._now_ms if now_ms is None else now_ms)
+
+    def replay_end_transaction(
+        self, producer_id: int, commit: bool, now_ms: int | None = None, producer_epoch: int = -1
+    ) -> None:
+        """A transaction marker (control batch) in ``__consumer_offsets``: the producer's
+        pending offsets become committed (COMMIT) or are dropped (ABORT)."""
+        self.offset_manager.replay_end_transaction(producer_id, commit, self._now_ms if now_ms is None else now_ms)
+        self.offset_manager.replay_producer_epoch(producer_id, producer_epoch)
+
+    def txn_offset_commit(self, ctx: RequestContext, req: TxnOffsetCommitRequest, now_ms: int) -> CoordinatorResult:
+        self._now_ms = now_ms
+        if not req.group_id:
+            return _answer(txn_commit_error_response(req, ErrorCode.INVALID_GROUP_ID))
+        if self.is_group_loading(req.group_id):
+            return _answer(txn_commit_error_response(req, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
+        return self.offset_manager.txn_commit(ctx, req, now_ms)
 
     def _replay_group(self, group_id: str, value: gr.GroupMetadataValue | None, now_ms: int) -> None:
         groups = self.group_manager
@@ -655,6 +713,10 @@ class GroupCoordinator:
 
     def group_ids(self) -> list[str]:
         return list(self.group_manager.groups) + list(self.consumer_groups.groups)
+
+    def history_of(self, group_id: str, since: int = 0) -> list[dict[str, object]]:
+        """The group's rebalance history as JSON-able dicts (each with its ``seq``), oldest first."""
+        return self.history.as_json(group_id, since)
 
     def consumer_group(self, group_id: str) -> ConsumerGroup | None:
         return self.consumer_groups.get(group_id)

@@ -6,6 +6,13 @@ answered once they are durable. Commits handed to the log but not yet
 replayed are *pending*: OffsetFetch with require_stable answers
 UNSTABLE_OFFSET_COMMIT for them (as Kafka's old coordinator did), and
 retention never expires them.
+
+TxnOffsetCommit writes the same records in a transactional batch of the
+producer; replaying them keeps the offsets aside, per producer id, until the
+transaction's marker (a control batch in the same ``__consumer_offsets``
+partition) is replayed: COMMIT makes them the group's committed offsets, ABORT
+drops them (Kafka's ``pendingTransactionalOffsets``). Until then require_stable
+fetches answer UNSTABLE_OFFSET_COMMIT and retention leaves the partition alone.
 """
 
 from __future__ import annotations
@@ -32,6 +39,12 @@ from ..protocol.apis.offset_fetch import (
     OffsetFetchResponsePartitions,
     OffsetFetchResponseTopics,
 )
+from ..protocol.apis.txn_offset_commit import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+    TxnOffsetCommitResponsePartition,
+    TxnOffsetCommitResponseTopic,
+)
 from ..protocol.errors import ErrorCode
 from ..protocol.primitives import ZERO_UUID
 from ..protocol.schema import Struct
@@ -49,6 +62,7 @@ from .state import GroupState
 log = logging.getLogger("slipstream.coordinator")
 
 OFFSET_COMMIT_KEY = 8
+TXN_OFFSET_COMMIT_KEY = 28
 INVALID_OFFSET = -1
 
 TopicPartition = tuple[str, int]
@@ -97,11 +111,22 @@ class OffsetManager:
         # group -> (topic, partition) -> how many commits of it are emitted but not yet
         # replayed or failed (plain dicts: this runs on every commit).
         self.pending: dict[str, dict[TopicPartition, int]] = {}
+        # Offsets committed inside transactions, not yet ended: producer id -> group ->
+        # (topic, partition) -> offset; and group -> the producer ids holding some.
+        self.pending_txn: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
+        self.open_txns_by_group: dict[str, set[int]] = {}
+        # producer id -> the newest epoch seen in its transactional batches and markers
+        # here: a TxnOffsetCommit of an older epoch comes from a fenced producer (Kafka's
+        # partition producer state refuses its append the same way).
+        self.producer_epochs: dict[int, int] = {}
 
     # ================================================================ replay
 
     def replay_commit(self, group_id: str, topic: str, partition: int, om: OffsetAndMetadata | None, now_ms: int) -> None:
         if om is None:
+            # A tombstone also drops what open transactions hold for the partition.
+            for producer_id in self.open_txns_by_group.get(group_id, ()):
+                self.pending_txn.get(producer_id, {}).get(group_id, {}).pop((topic, partition), None)
             by_topic = self.offsets.get(group_id)
             if by_topic is None:
                 return
@@ -119,6 +144,40 @@ class OffsetManager:
             self.groups.get_or_create(group_id, now_ms)
         self.offsets.setdefault(group_id, {}).setdefault(topic, {})[partition] = om
 
+    def replay_txn_commit(
+        self, producer_id: int, group_id: str, topic: str, partition: int, om: OffsetAndMetadata, now_ms: int
+    ) -> None:
+        """An offset committed inside ``producer_id``'s transaction: pending until its marker."""
+        if self.consumer_groups is None or self.consumer_groups.get(group_id) is None:
+            self.groups.get_or_create(group_id, now_ms)
+        self.pending_txn.setdefault(producer_id, {}).setdefault(group_id, {})[(topic, partition)] = om
+        self.open_txns_by_group.setdefault(group_id, set()).add(producer_id)
+
+    def replay_end_transaction(self, producer_id: int, commit: bool, now_ms: int) -> None:
+        """The transaction's marker: its offsets become committed (COMMIT) or vanish (ABORT)."""
+        by_group = self.pending_txn.pop(producer_id, None)
+        if by_group is None:
+            return
+        for group_id, offsets in by_group.items():
+            holders = self.open_txns_by_group.get(group_id)
+            if holders is not None:
+                holders.discard(producer_id)
+                if not holders:
+                    del self.open_txns_by_group[group_id]
+            if commit:
+                for (topic, partition), om in offsets.items():
+                    self.replay_commit(group_id, topic, partition, om, now_ms)
+
+    def replay_producer_epoch(self, producer_id: int, producer_epoch: int) -> None:
+        if producer_epoch > self.producer_epochs.get(producer_id, -1):
+            self.producer_epochs[producer_id] = producer_epoch
+
+    def has_pending_txn_offset(self, group_id: str, topic: str, partition: int) -> bool:
+        for producer_id in self.open_txns_by_group.get(group_id, ()):
+            if (topic, partition) in self.pending_txn.get(producer_id, {}).get(group_id, {}):
+                return True
+        return False
+
     def drop_group(self, group_id: str) -> None:
         self.offsets.pop(group_id, None)
 
@@ -130,7 +189,9 @@ class OffsetManager:
 
     def _is_pending(self, group_id: str, topic: str, partition: int) -> bool:
         pending = self.pending.get(group_id)
-        return pending is not None and pending.get((topic, partition), 0) > 0
+        if pending is not None and pending.get((topic, partition), 0) > 0:
+            return True
+        return group_id in self.open_txns_by_group and self.has_pending_txn_offset(group_id, topic, partition)
 
     def _release_pending(self, group_id: str, tps: list[TopicPartition]) -> None:
         pending = self.pending.get(group_id)
@@ -163,7 +224,10 @@ class OffsetManager:
                 group_id, member_id, req.group_instance_id, generation, version, now_ms
             )
             if error:
-                return CoordinatorResult(response=commit_error_response(req, error))
+                fenced = self.groups.fenced_events(
+                    group_id, member_id, req.group_instance_id, "OffsetCommit", error, generation, now_ms
+                )
+                return CoordinatorResult(response=commit_error_response(req, error), events=fenced)
             assert group is not None
             if group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE) and member_id in group.members:
                 # A classic member's commit keeps its session alive.
@@ -223,6 +287,82 @@ class OffsetManager:
             return CoordinatorResult(completions=[Completion(own, response)])
 
         return CoordinatorResult(pending=own, records=records, after_append=after_append)
+
+    # ================================================================ TxnOffsetCommit
+
+    def txn_commit(self, ctx: RequestContext, req: TxnOffsetCommitRequest, now_ms: int) -> CoordinatorResult:
+        """Offsets committed inside a transaction: written now, visible at its COMMIT marker."""
+        version = ctx.api_version
+        group_id = req.group_id
+        generation = req.generation_id if version >= 3 else -1
+        member_id = req.member_id if version >= 3 else ""
+        instance_id = req.group_instance_id if version >= 3 else None
+        if req.producer_epoch < self.producer_epochs.get(req.producer_id, -1):
+            return CoordinatorResult(response=txn_commit_error_response(req, ErrorCode.INVALID_PRODUCER_EPOCH))
+        error = self._validate_txn_commit(group_id, member_id, instance_id, generation, now_ms)
+        if error:
+            return CoordinatorResult(response=txn_commit_error_response(req, error))
+        partition = self.groups.partition_for(group_id)
+        max_metadata = self.config.offset_metadata_max_bytes
+        producer = (req.producer_id, req.producer_epoch)
+        response = TxnOffsetCommitResponse()
+        records = []
+        for topic in req.topics:
+            answers = []
+            for p in topic.partitions:
+                code = ErrorCode.NONE
+                metadata = p.committed_metadata or ""
+                if metadata and _java_length(metadata) > max_metadata:
+                    code = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                else:
+                    om = OffsetAndMetadata(
+                        p.committed_offset, p.committed_leader_epoch if version >= 2 else -1, metadata, now_ms
+                    )
+                    records.append(rec.txn_offset_commit_record(partition, group_id, topic.name, p.partition_index, om, producer))
+                answers.append(TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code))
+            response.topics.append(TxnOffsetCommitResponseTopic(name=topic.name, partitions=answers))
+        if not records:
+            return CoordinatorResult(response=response)
+        own = self._new_pending(TXN_OFFSET_COMMIT_KEY, version)
+
+        def after_append(error: int, now: int) -> CoordinatorResult:
+            if error:
+                mapped = append_error_for_commit(error)
+                for t in response.topics:
+                    for rp in t.partitions:
+                        if not rp.error_code:
+                            rp.error_code = mapped
+            return CoordinatorResult(completions=[Completion(own, response)])
+
+        return CoordinatorResult(pending=own, records=records, after_append=after_append)
+
+    def _validate_txn_commit(
+        self, group_id: str, member_id: str, instance_id: str | None, generation: int, now_ms: int
+    ) -> int:
+        """Kafka's ``validateTransactionalOffsetCommit``: as an OffsetCommit's checks, except
+        that a transactional commit without member fields is accepted in any group state
+        and the group's rebalance state is not enforced."""
+        consumer_group = None if self.consumer_groups is None else self.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            error = validate_member_commit(consumer_group, member_id, generation, 9)
+            return ErrorCode.ILLEGAL_GENERATION if error == ErrorCode.STALE_MEMBER_EPOCH else error
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation < 0:
+                self.groups.get_or_create(group_id, now_ms)
+                return ErrorCode.NONE
+            return ErrorCode.ILLEGAL_GENERATION
+        if group.state is GroupState.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation < 0 and group.state is GroupState.EMPTY:
+            return ErrorCode.NONE
+        if generation >= 0 or member_id or instance_id is not None:
+            error = self.groups.validate_member(group, member_id, instance_id, "txn-offset-commit")
+            if error:
+                return error
+            if generation != group.generation_id:
+                return ErrorCode.ILLEGAL_GENERATION
+        return ErrorCode.NONE
 
     def _validate_commit(
         self, group_id: str, member_id: str, instance_id: str | None, generation: int, version: int, now_ms: int
@@ -429,6 +569,22 @@ def _new(cls: type[_S], **values: Any) -> _S:
     obj = cls.__new__(cls)
     obj.__dict__.update(values)
     return obj
+
+
+def txn_commit_error_response(req: TxnOffsetCommitRequest, error: int) -> TxnOffsetCommitResponse:
+    """Every partition of the request answered with ``error``."""
+    return TxnOffsetCommitResponse(
+        topics=[
+            TxnOffsetCommitResponseTopic(
+                name=t.name,
+                partitions=[
+                    TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=error)
+                    for p in t.partitions
+                ],
+            )
+            for t in req.topics
+        ]
+    )
 
 
 def commit_error_response(req: OffsetCommitRequest, error: int) -> OffsetCommitResponse:

@@ -45,6 +45,15 @@ def offset_commit_record(partition: int, group_id: str, topic: str, index: int, 
     return Record(partition, gr.offset_commit_key(group_id, topic, index), value, (group_id, topic, index, replayed))
 
 
+def txn_offset_commit_record(
+    partition: int, group_id: str, topic: str, index: int, om: OffsetAndMetadata, producer: tuple[int, int]
+) -> Record:
+    """An offset committed inside ``producer``'s (id, epoch) transaction: written in its
+    transactional batch, pending until the transaction's marker."""
+    record = offset_commit_record(partition, group_id, topic, index, om)
+    return replace(record, producer=producer)
+
+
 def offset_tombstone(partition: int, group_id: str, topic: str, index: int) -> Record:
     return Record(partition, gr.offset_commit_key(group_id, topic, index), None)
 

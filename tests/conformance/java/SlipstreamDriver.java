@@ -19,6 +19,13 @@
 //   consume TOPIC COUNT [--from-beginning | --timestamp MS | --latest] [--timeout-ms N] [--isolation read_committed|read_uncommitted]
 //                                         assign all partitions; one "record" line each;
 //                                         prints "ready" once positions are fixed
+//   txn-copy IN OUT GROUP TRANSACTIONAL_ID COUNT [--abort-first]
+//                                         consume-transform-produce: a read_committed group
+//                                         member copies IN to OUT ("copy-" + value), one
+//                                         transaction per poll with sendOffsetsToTransaction;
+//                                         --abort-first aborts the first transaction and seeks
+//                                         back to the committed offsets. "committed"/"aborted"
+//                                         lines per transaction; stops after COUNT copies
 //   group-consume TOPIC GROUP [--assignor range|roundrobin|sticky|cooperative-sticky]
 //                 [--client-id ID] [--instance-id ID] [--session-timeout-ms N]
 //                 [--heartbeat-ms N] [--max-poll-interval-ms N] [--max-poll-records N]
@@ -132,6 +139,9 @@ public final class SlipstreamDriver {
                     break;
                 case "group-consume":
                     groupConsume(bootstrap, rest);
+                    break;
+                case "txn-copy":
+                    txnCopy(bootstrap, rest);
                     break;
                 default:
                     throw new IllegalArgumentException("unknown command " + command);
@@ -373,6 +383,79 @@ public final class SlipstreamDriver {
             throw new IllegalStateException(failed.get() + " of " + count + " records failed");
         }
         emit("{\"event\":\"done\",\"acked\":" + acked.get() + "}");
+    }
+
+    // ---- txn-copy -------------------------------------------------------------------------
+
+    private static void txnCopy(String bootstrap, String[] a) throws Exception {
+        String in = a[0];
+        String out = a[1];
+        String group = a[2];
+        String txnId = a[3];
+        int count = Integer.parseInt(a[4]);
+        boolean abortFirst = a.length > 5 && a[5].equals("--abort-first");
+        Properties cp = new Properties();
+        cp.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        cp.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        cp.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        cp.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        cp.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+        cp.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, "7");
+        cp.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        cp.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        Properties pp = new Properties();
+        pp.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        pp.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, txnId);
+        pp.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, "20000");
+        pp.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        pp.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        int copied = 0;
+        boolean aborted = !abortFirst;
+        long deadline = System.currentTimeMillis() + 60_000;
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(cp);
+             KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(pp)) {
+            producer.initTransactions();
+            consumer.subscribe(Collections.singletonList(in));
+            while (copied < count && System.currentTimeMillis() < deadline) {
+                ConsumerRecords<byte[], byte[]> records = consumer.poll(Duration.ofMillis(200));
+                if (records.isEmpty()) {
+                    continue;
+                }
+                producer.beginTransaction();
+                Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+                int n = 0;
+                for (ConsumerRecord<byte[], byte[]> r : records) {
+                    byte[] value = ("copy-" + new String(r.value(), StandardCharsets.UTF_8)).getBytes(StandardCharsets.UTF_8);
+                    producer.send(new ProducerRecord<>(out, r.key(), value));
+                    offsets.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
+                    n++;
+                }
+                producer.sendOffsetsToTransaction(offsets, consumer.groupMetadata());
+                if (!aborted) {
+                    producer.abortTransaction();
+                    aborted = true;
+                    // Rewind to what the group has committed: the aborted copies are redone.
+                    Map<TopicPartition, OffsetAndMetadata> committed = consumer.committed(consumer.assignment());
+                    for (TopicPartition tp : consumer.assignment()) {
+                        OffsetAndMetadata om = committed.get(tp);
+                        if (om == null) {
+                            consumer.seekToBeginning(Collections.singletonList(tp));
+                        } else {
+                            consumer.seek(tp, om.offset());
+                        }
+                    }
+                    emit("{\"event\":\"aborted\",\"records\":" + n + "}");
+                    continue;
+                }
+                producer.commitTransaction();
+                copied += n;
+                emit("{\"event\":\"committed\",\"records\":" + n + "}");
+            }
+        }
+        if (copied < count) {
+            throw new IllegalStateException("copied " + copied + " of " + count);
+        }
+        emit("{\"event\":\"done\",\"copied\":" + copied + "}");
     }
 
     // ---- consume --------------------------------------------------------------------------

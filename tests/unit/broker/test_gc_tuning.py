@@ -13,9 +13,11 @@ from slipstream.broker.gc_tuning import YOUNG_THRESHOLD, ServingGC
 @pytest.fixture
 def gc_state() -> Iterator[None]:
     before = gc.get_threshold()
+    callbacks = list(gc.callbacks)
     yield
     gc.set_threshold(*before)
     gc.unfreeze()
+    gc.callbacks[:] = callbacks  # a test that never restores must not leave its hook behind
 
 
 def test_apply_freezes_the_heap_and_raises_the_young_threshold(gc_state: None) -> None:
@@ -67,6 +69,7 @@ def test_a_slow_full_pass_is_logged_and_the_hook_goes_with_restore(
     now = [10.0]
     tuning = ServingGC(clock=lambda: now[0])
     tuning.apply()
+    gc.disable()  # a real pass in the middle would call the hook too
     try:
         hook = gc.callbacks[-1]
         hook("start", {"generation": 2, "collected": 0, "uncollectable": 0})
@@ -83,5 +86,6 @@ def test_a_slow_full_pass_is_logged_and_the_hook_goes_with_restore(
             "a full garbage-collector pass stalled the broker for 250 ms (7 objects collected)"
         ]
     finally:
+        gc.enable()
         tuning.restore()
     assert hook not in gc.callbacks

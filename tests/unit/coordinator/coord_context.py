@@ -170,6 +170,8 @@ class GroupContext:
         return waited
 
     def process(self, result: CoordinatorResult) -> Struct | None:
+        if result.events:
+            self.coordinator.history.record(result.events)
         if result.pending is not None:
             assert result.pending not in self.parked, "pending handle reused"
             self.parked.add(result.pending)
@@ -181,7 +183,7 @@ class GroupContext:
             else:
                 for r in result.records:
                     self.log.append(r)
-                    self.coordinator.replay(r.key, r.value, self.now)
+                    self.coordinator.replay(r.key, r.value, self.now, *(r.producer or (-1, -1)))
         for c in result.completions:
             assert c.pending not in self.answers, f"{c.pending} answered twice"
             self.answers[c.pending] = c.response

@@ -12,6 +12,8 @@ from typing import Any, Protocol
 from ...protocol.api import ApiSpec
 from ..request_context import RequestContext
 from . import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_configs,
     api_versions,
     consumer_group_describe,
@@ -27,6 +29,8 @@ from . import (
     describe_log_dirs,
     describe_producers,
     describe_topic_partitions,
+    describe_transactions,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -36,6 +40,7 @@ from . import (
     leave_group,
     list_groups,
     list_offsets,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -43,6 +48,7 @@ from . import (
     produce,
     sasl_handshake,
     sync_group,
+    txn_offset_commit,
     write_txn_markers,
 )
 
@@ -90,6 +96,12 @@ _MODULES: tuple[Handler, ...] = (
     describe_log_dirs,
     describe_producers,
     write_txn_markers,
+    add_partitions_to_txn,
+    add_offsets_to_txn,
+    end_txn,
+    txn_offset_commit,
+    describe_transactions,
+    list_transactions,
 )
 
 

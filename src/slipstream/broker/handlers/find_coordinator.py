@@ -1,8 +1,8 @@
 """FindCoordinator (key 10). Served v0-6.
 
-This node coordinates every group. v4+ batches keys (coordinator_keys).
-Transaction coordinators (key_type 1) are refused: transactions are not
-supported, and a clear error beats a client retrying forever.
+This node coordinates every group (key_type 0) and every transactional id
+(key_type 1; asking creates ``__transaction_state``, as in Kafka). Other key
+types (2, share groups) answer INVALID_REQUEST. v4+ batches keys (coordinator_keys).
 """
 
 from __future__ import annotations
@@ -20,14 +20,17 @@ MIN_VERSION = 0
 MAX_VERSION = 6
 
 KEY_TYPE_GROUP = 0
-_TXN_REFUSAL = "transactions are not supported by this broker"
+KEY_TYPE_TRANSACTION = 1
+_REFUSAL = "this broker coordinates consumer groups (key type 0) and transactions (key type 1) only"
 
 
 async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
     state = ctx.state
     node, host, port = state.config.node_id, state.advertised_host, state.advertised_port
-    is_group = request.key_type == KEY_TYPE_GROUP
-    if is_group:
+    served = request.key_type in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION)
+    if request.key_type == KEY_TYPE_TRANSACTION:
+        ctx.transactions.ensure_topic()
+    elif served:
         # Lookups hint that members are on their way (group.initial.rebalance.delay.ms).
         ctx.groups.note_coordinator_lookup(
             request.coordinator_keys if ctx.api_version >= 4 else [request.key], ctx.client_host
@@ -36,17 +39,17 @@ async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCo
         return FindCoordinatorResponse(
             coordinators=[
                 FindCoordinatorResponseCoordinator(
-                    key=key, node_id=node if is_group else -1, host=host if is_group else "",
-                    port=port if is_group else -1,
-                    error_code=0 if is_group else ErrorCode.INVALID_REQUEST,
-                    error_message=None if is_group else _TXN_REFUSAL,
+                    key=key, node_id=node if served else -1, host=host if served else "",
+                    port=port if served else -1,
+                    error_code=0 if served else ErrorCode.INVALID_REQUEST,
+                    error_message=None if served else _REFUSAL,
                 )
                 for key in request.coordinator_keys
             ]
         )
-    if not is_group:
+    if not served:
         return FindCoordinatorResponse(
-            error_code=ErrorCode.INVALID_REQUEST, error_message=_TXN_REFUSAL, node_id=-1, host="", port=-1
+            error_code=ErrorCode.INVALID_REQUEST, error_message=_REFUSAL, node_id=-1, host="", port=-1
         )
     return FindCoordinatorResponse(error_code=0, error_message=None, node_id=node, host=host, port=port)
 

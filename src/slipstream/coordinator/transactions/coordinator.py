@@ -1,0 +1,652 @@
+"""The transaction coordinator as a pure state machine, fed (request, now).
+
+Kafka's ``TransactionCoordinator`` + ``TransactionStateManager``: one
+``TransactionMetadata`` per transactional id, changed only by replaying
+``__transaction_state`` records (``replay``/``apply``). A handler checks the
+request against the current metadata, computes the target (``TxnTransit``),
+and returns it as a record; the answer comes from ``after_append`` once the
+record is durable. EndTxn answers once PrepareCommit/PrepareAbort is durable and
+hands the caller a ``MarkerJob``; when the markers are written the coordinator
+writes CompleteCommit/CompleteAbort.
+
+Timers (keyed, injected): ``txn-timeout:<id>`` aborts a transaction still
+Ongoing ``transaction.timeout.ms`` after it started (fencing its producer with an
+epoch bump, as Kafka's abortTimedOutTransactions does); ``txn-expire:<id>``
+writes a tombstone for an id idle in Empty/CompleteCommit/CompleteAbort for
+``transactional.id.expiration.ms``.
+
+At start the caller calls ``begin_loading()``, replays the whole log, then
+``finish_loading(now)``: transactions found in PrepareCommit/PrepareAbort get
+their markers written again (the result it returns); meanwhile requests answer
+COORDINATOR_LOAD_IN_PROGRESS.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from ...protocol import txn_records as tr
+from ...protocol.apis.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
+from ...protocol.apis.add_partitions_to_txn import (
+    AddPartitionsToTxnPartitionResult,
+    AddPartitionsToTxnResult,
+    AddPartitionsToTxnTopicResult,
+)
+from ...protocol.apis.describe_transactions import (
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+    DescribeTransactionsTopicData,
+    DescribeTransactionsTransactionState,
+)
+from ...protocol.apis.end_txn import EndTxnRequest, EndTxnResponse
+from ...protocol.apis.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+from ...protocol.apis.list_transactions import (
+    ListTransactionsRequest,
+    ListTransactionsResponse,
+    ListTransactionsTransactionState,
+)
+from ...protocol.errors import ErrorCode
+from ...protocol.schema import Struct
+from .. import records as group_records
+from ..append_errors import append_error_for_group
+from ..result import CoordinatorResult, Record, RequestContext
+from ..timer import GuardedTimer, Timer
+from .metadata import (
+    MAX_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    TopicPartition,
+    TransactionMetadata,
+    TxnTransit,
+    is_epoch_exhausted,
+)
+from .result import MarkerJob, TxnResult
+from .state import TxnState, check_transition
+
+log = logging.getLogger("slipstream.coordinator.transactions")
+
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+# One broker coordinates every transaction: its epoch never changes.
+COORDINATOR_EPOCH = 0
+TIMEOUT_KEY = "txn-timeout:"
+EXPIRE_KEY = "txn-expire:"
+COMPLETE_RETRY_KEY = "txn-complete:"
+COMPLETE_RETRY_MS = 500
+
+
+@dataclass(frozen=True, slots=True)
+class TxnConfig:
+    # transaction.max.timeout.ms: a client's transaction.timeout.ms above it answers
+    # INVALID_TRANSACTION_TIMEOUT.
+    transaction_max_timeout_ms: int = 900_000
+    # transactional.id.expiration.ms: an idle id is forgotten after this long.
+    transactional_id_expiration_ms: int = 604_800_000
+    # transaction.state.log.num.partitions
+    transaction_state_num_partitions: int = 50
+    # offsets.topic.num.partitions: where AddOffsetsToTxn finds a group's partition.
+    offsets_topic_num_partitions: int = 50
+
+
+ProducerIdAllocator = Callable[[], int]
+
+
+class TransactionCoordinator:
+    def __init__(self, config: TxnConfig, *, timer: Timer, allocate_producer_id: ProducerIdAllocator) -> None:
+        """``allocate_producer_id()``: a producer id never handed out before (the broker's
+        allocator, shared with idempotent producers)."""
+        self.config = config
+        self.timer = GuardedTimer(timer)
+        self._allocate = allocate_producer_id
+        self.transactions: dict[str, TransactionMetadata] = {}
+        # Ids with a record written but not yet acknowledged: requests for them wait.
+        self._in_flight: set[str] = set()
+        # Transits emitted and not yet replayed, by id: replay takes their in-memory
+        # fields (last producer id/epoch) that the record has no room for.
+        self._emitted: dict[str, tuple[bytes, TxnTransit]] = {}
+        self._loading = False
+        self._now_ms = 0
+
+    # ================================================================ partitions and loading
+
+    def partition_for(self, transactional_id: str) -> int:
+        return group_records.partition_for(transactional_id, self.config.transaction_state_num_partitions)
+
+    @property
+    def is_loading(self) -> bool:
+        return self._loading
+
+    def begin_loading(self) -> None:
+        self._loading = True
+
+    def finish_loading(self, now_ms: int) -> TxnResult:
+        """Serve: arm every id's timer and write again the markers of prepared transactions."""
+        self._loading = False
+        self._now_ms = max(self._now_ms, now_ms)
+        out = TxnResult()
+        for txn in self.transactions.values():
+            self._arm(txn, now_ms)
+            if txn.state.is_prepared:
+                log.info("transaction %s was %s at start: writing its markers", txn.transactional_id, txn.state)
+                out.markers.append(self._marker_job(txn))
+        return out
+
+    # ================================================================ replay
+
+    def replay(self, key: bytes | memoryview, value: bytes | memoryview | None, now_ms: int | None = None) -> None:
+        """Apply one ``__transaction_state`` record: the only way durable state changes."""
+        now = self._now_ms if now_ms is None else now_ms
+        try:
+            k = tr.decode_key(key)
+            if isinstance(k, tr.UnknownTxnKey):
+                log.debug("skipping __transaction_state record with key version %s", k.version)
+                return
+            tid = k.transactional_id
+            if value is None:
+                self._emitted.pop(tid, None)
+                self.transactions.pop(tid, None)
+                self.timer.cancel(TIMEOUT_KEY + tid)
+                self.timer.cancel(EXPIRE_KEY + tid)
+                return
+            transit = TxnTransit.from_value(tr.decode_value(value))
+        except (tr.TxnRecordFormatError, ValueError) as exc:
+            log.warning("skipping malformed __transaction_state record: %s", exc)
+            return
+        emitted = self._emitted.pop(tid, None)
+        if emitted is not None and emitted[0] == bytes(value):
+            transit = emitted[1]
+        self._apply_transit(tid, transit, now)
+
+    def apply(self, record: Record, now_ms: int | None = None) -> None:
+        self.replay(record.key, record.value, now_ms)
+
+    def _apply_transit(self, tid: str, transit: TxnTransit, now_ms: int) -> None:
+        txn = self.transactions.get(tid)
+        if txn is None:
+            txn = self.transactions[tid] = TransactionMetadata(
+                tid, transit.producer_id, transit.producer_epoch, transit.timeout_ms, transit.state
+            )
+        elif not self._loading:
+            # A record this coordinator wrote: the table is checked (a log being loaded
+            # may start anywhere after compaction, so loading takes what it finds).
+            check_transition(tid, txn.state, transit.state)
+        txn.apply(transit)
+        if not self._loading:
+            self._arm(txn, now_ms)
+
+    def _arm(self, txn: TransactionMetadata, now_ms: int) -> None:
+        tid = txn.transactional_id
+        if txn.state is TxnState.ONGOING:
+            self.timer.cancel(EXPIRE_KEY + tid)
+            deadline = txn.start_ms + txn.timeout_ms
+            start, epoch = txn.start_ms, txn.producer_epoch
+            self.timer.schedule(
+                TIMEOUT_KEY + tid, deadline - now_ms, lambda now: self._abort_timed_out(tid, start, epoch, now)
+            )
+        elif txn.state.expiration_allowed:
+            self.timer.cancel(TIMEOUT_KEY + tid)
+            deadline = txn.last_update_ms + self.config.transactional_id_expiration_ms
+            updated = txn.last_update_ms
+            self.timer.schedule(EXPIRE_KEY + tid, deadline - now_ms, lambda now: self._expire(tid, updated, now))
+        else:
+            self.timer.cancel(TIMEOUT_KEY + tid)
+            self.timer.cancel(EXPIRE_KEY + tid)
+
+    # ================================================================ writing
+
+    def _write(
+        self,
+        tid: str,
+        current: TxnState,
+        transit: TxnTransit,
+        on_done: Callable[[int, int], CoordinatorResult],
+    ) -> TxnResult:
+        """The record of ``transit``; ``on_done(error, now)`` once it is durable (or failed)."""
+        check_transition(tid, current, transit.state)
+        value = tr.encode_value(transit.to_value())
+        self._in_flight.add(tid)
+        self._emitted[tid] = (value, transit)
+
+        def after_append(error: int, now: int) -> CoordinatorResult:
+            self._in_flight.discard(tid)
+            self._emitted.pop(tid, None)
+            return on_done(error, now)
+
+        record = Record(self.partition_for(tid), tr.encode_key(tid), value)
+        return TxnResult(records=[record], after_append=after_append)
+
+    # ================================================================ InitProducerId
+
+    def init_producer_id(self, ctx: RequestContext, req: InitProducerIdRequest, now_ms: int) -> TxnResult:
+        """InitProducerId with a transactional id (idempotent producers never get here)."""
+        self._now_ms = now_ms
+        version = ctx.api_version
+
+        def fail(error: int) -> TxnResult:
+            return TxnResult(response=_init_error(error, version))
+
+        tid = req.transactional_id
+        if not tid:
+            return fail(ErrorCode.INVALID_REQUEST)
+        timeout = req.transaction_timeout_ms
+        if not 0 < timeout <= self.config.transaction_max_timeout_ms:
+            return fail(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
+        if self._loading:
+            return fail(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        pid, epoch = (req.producer_id, req.producer_epoch) if version >= 3 else (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+        if (pid == NO_PRODUCER_ID) != (epoch == NO_PRODUCER_EPOCH):
+            return fail(ErrorCode.INVALID_REQUEST)
+        expected = None if pid == NO_PRODUCER_ID else (pid, epoch)
+        if tid in self._in_flight:
+            return fail(ErrorCode.CONCURRENT_TRANSACTIONS)
+
+        txn = self.transactions.get(tid)
+        if txn is None:
+            # A new id: the metadata exists once its first record is replayed.
+            txn = TransactionMetadata(tid, self._allocate(), NO_PRODUCER_EPOCH, timeout, TxnState.EMPTY)
+            txn.last_update_ms = now_ms
+
+        if expected is not None and not (
+            txn.producer_epoch == NO_PRODUCER_EPOCH
+            or expected[0] == txn.producer_id
+            or (expected[0] == txn.last_producer_id and is_epoch_exhausted(expected[1]))
+        ):
+            return fail(ErrorCode.PRODUCER_FENCED)
+
+        state = txn.state
+        if state.is_prepared:
+            return fail(ErrorCode.CONCURRENT_TRANSACTIONS)
+        if state is TxnState.ONGOING:
+            return self._fence_and_abort(txn, now_ms, lambda error: _init_error(error or ErrorCode.CONCURRENT_TRANSACTIONS, version))
+        if state not in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+            raise RuntimeError(f"transactional id {tid!r} found in state {state}, which is never stored")
+
+        if is_epoch_exhausted(txn.producer_epoch) and (expected is None or expected[1] == txn.producer_epoch):
+            transit = txn.transit(
+                producer_id=self._allocate(),
+                producer_epoch=0,
+                last_producer_id=txn.producer_id,
+                last_producer_epoch=txn.producer_epoch if expected is not None else NO_PRODUCER_EPOCH,
+                timeout_ms=timeout,
+                state=TxnState.EMPTY,
+                partitions=frozenset(),
+                start_ms=-1,
+                last_update_ms=now_ms,
+            )
+        else:
+            bumped = txn.producer_epoch + 1
+            if expected is None:
+                new_epoch, last_epoch = bumped, NO_PRODUCER_EPOCH
+            elif txn.producer_epoch == NO_PRODUCER_EPOCH or expected[1] == txn.producer_epoch:
+                new_epoch, last_epoch = bumped, txn.producer_epoch
+            elif expected[1] == txn.last_producer_epoch:
+                # A retry of a bump whose answer the producer never got: the same epoch again.
+                new_epoch, last_epoch = txn.producer_epoch, txn.last_producer_epoch
+            else:
+                return fail(ErrorCode.PRODUCER_FENCED)
+            transit = txn.transit(
+                producer_epoch=new_epoch,
+                last_producer_epoch=last_epoch,
+                timeout_ms=timeout,
+                state=TxnState.EMPTY,
+                partitions=frozenset(),
+                start_ms=-1,
+                last_update_ms=now_ms,
+            )
+
+        def done(error: int, now: int) -> CoordinatorResult:
+            if error:
+                return TxnResult(response=_init_error(append_error_for_txn(error), version))
+            log.info("transactional id %s: producer id %s epoch %s", tid, transit.producer_id, transit.producer_epoch)
+            return TxnResult(
+                response=InitProducerIdResponse(
+                    error_code=ErrorCode.NONE, producer_id=transit.producer_id, producer_epoch=transit.producer_epoch
+                )
+            )
+
+        return self._write(tid, state, transit, done)
+
+    def _fence_and_abort(
+        self, txn: TransactionMetadata, now_ms: int, answer: Callable[[int], Struct] | None
+    ) -> TxnResult:
+        """Bump the epoch of an Ongoing transaction's producer and abort it (PrepareEpochFence).
+
+        ``answer(error)`` shapes the response once PrepareAbort is durable (or failed).
+        """
+        tid = txn.transactional_id
+        check_transition(tid, txn.state, TxnState.PREPARE_EPOCH_FENCE)
+        epoch = txn.producer_epoch if txn.producer_epoch >= MAX_EPOCH else txn.producer_epoch + 1
+        transit = txn.transit(
+            producer_epoch=epoch,
+            last_producer_epoch=NO_PRODUCER_EPOCH,
+            state=TxnState.PREPARE_ABORT,
+            last_update_ms=now_ms,
+        )
+        check_transition(tid, TxnState.PREPARE_EPOCH_FENCE, TxnState.PREPARE_ABORT)
+        log.info("transactional id %s: fencing epoch %s and aborting its transaction", tid, txn.producer_epoch)
+
+        def done(error: int, now: int) -> CoordinatorResult:
+            out = TxnResult(response=answer(append_error_for_txn(error) if error else ErrorCode.NONE) if answer else None)
+            if not error:
+                current = self.transactions.get(tid)
+                if current is not None:
+                    out.markers.append(self._marker_job(current))
+            return out
+
+        return self._write(tid, TxnState.ONGOING, transit, done)
+
+    # ================================================================ AddPartitionsToTxn / AddOffsetsToTxn
+
+    def add_partitions(
+        self, tid: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition], now_ms: int
+    ) -> TxnResult:
+        """Add partitions to the transaction; the answer is an ``AddPartitionsToTxnResult``."""
+        wanted = frozenset(partitions)
+
+        def answer(error: int) -> Struct:
+            return partition_results(tid, {tp: error for tp in wanted})
+
+        return self._add(tid, producer_id, producer_epoch, wanted, now_ms, answer)
+
+    def add_offsets(self, ctx: RequestContext, req: AddOffsetsToTxnRequest, now_ms: int) -> TxnResult:
+        """The group's ``__consumer_offsets`` partition joins the transaction."""
+        version = ctx.api_version
+        partition = group_records.partition_for(req.group_id, self.config.offsets_topic_num_partitions)
+        wanted = frozenset({(group_records.OFFSETS_TOPIC, partition)})
+
+        def answer(error: int) -> Struct:
+            return AddOffsetsToTxnResponse(error_code=_fenced_for_version(error, version, 2))
+
+        return self._add(req.transactional_id, req.producer_id, req.producer_epoch, wanted, now_ms, answer)
+
+    def _add(
+        self,
+        tid: str,
+        producer_id: int,
+        producer_epoch: int,
+        wanted: frozenset[TopicPartition],
+        now_ms: int,
+        answer: Callable[[int], Struct],
+    ) -> TxnResult:
+        self._now_ms = now_ms
+        error, txn = self._check_producer(tid, producer_id, producer_epoch)
+        if error:
+            return TxnResult(response=answer(error))
+        assert txn is not None
+        state = txn.state
+        if state.is_prepared:
+            return TxnResult(response=answer(ErrorCode.CONCURRENT_TRANSACTIONS))
+        if state is TxnState.ONGOING and wanted <= txn.partitions:
+            return TxnResult(response=answer(ErrorCode.NONE))
+        starting = state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+        transit = txn.transit(
+            state=TxnState.ONGOING,
+            partitions=frozenset(txn.partitions) | wanted,
+            start_ms=now_ms if starting else txn.start_ms,
+            last_update_ms=now_ms,
+        )
+
+        def done(error: int, now: int) -> CoordinatorResult:
+            return TxnResult(response=answer(append_error_for_txn(error) if error else ErrorCode.NONE))
+
+        return self._write(tid, state, transit, done)
+
+    def verify_partitions(
+        self, tid: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition]
+    ) -> AddPartitionsToTxnResult:
+        """AddPartitionsToTxn v4+ with verify_only: are these partitions in the transaction?"""
+        wanted = list(partitions)
+        if not tid:
+            return partition_results(tid, {tp: ErrorCode.INVALID_REQUEST for tp in wanted})
+        error, txn = self._check_producer(tid, producer_id, producer_epoch, check_in_flight=False)
+        if not error and txn is not None and txn.state.is_prepared:
+            error = ErrorCode.CONCURRENT_TRANSACTIONS
+        if error or txn is None:
+            return partition_results(tid, {tp: error for tp in wanted})
+        return partition_results(
+            tid, {tp: ErrorCode.NONE if tp in txn.partitions else ErrorCode.TRANSACTION_ABORTABLE for tp in wanted}
+        )
+
+    def _check_producer(
+        self, tid: str, producer_id: int, producer_epoch: int, *, check_in_flight: bool = True
+    ) -> tuple[int, TransactionMetadata | None]:
+        if not tid:
+            return ErrorCode.INVALID_REQUEST, None
+        if self._loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, None
+        txn = self.transactions.get(tid)
+        if txn is None or txn.producer_id != producer_id:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING, None
+        if txn.producer_epoch != producer_epoch:
+            return ErrorCode.PRODUCER_FENCED, None
+        if check_in_flight and tid in self._in_flight:
+            return ErrorCode.CONCURRENT_TRANSACTIONS, None
+        return ErrorCode.NONE, txn
+
+    # ================================================================ EndTxn
+
+    def end_txn(self, ctx: RequestContext, req: EndTxnRequest, now_ms: int) -> TxnResult:
+        self._now_ms = now_ms
+        version = ctx.api_version
+
+        def answer(error: int) -> TxnResult:
+            return TxnResult(response=EndTxnResponse(error_code=_fenced_for_version(error, version, 2)))
+
+        tid = req.transactional_id
+        error, txn = self._check_producer(tid, req.producer_id, req.producer_epoch)
+        if error:
+            return answer(error)
+        assert txn is not None
+        commit = req.committed
+        state = txn.state
+        if state is TxnState.ONGOING:
+            target = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+            transit = txn.transit(state=target, last_update_ms=now_ms)
+
+            def done(error: int, now: int) -> CoordinatorResult:
+                if error:
+                    return answer(append_error_for_txn(error))
+                out = answer(ErrorCode.NONE)
+                current = self.transactions.get(tid)
+                if current is not None:
+                    out.markers.append(self._marker_job(current))
+                return out
+
+            return self._write(tid, state, transit, done)
+        if state is TxnState.COMPLETE_COMMIT:
+            return answer(ErrorCode.NONE if commit else ErrorCode.INVALID_TXN_STATE)
+        if state is TxnState.COMPLETE_ABORT:
+            return answer(ErrorCode.INVALID_TXN_STATE if commit else ErrorCode.NONE)
+        if state is TxnState.PREPARE_COMMIT:
+            return answer(ErrorCode.CONCURRENT_TRANSACTIONS if commit else ErrorCode.INVALID_TXN_STATE)
+        if state is TxnState.PREPARE_ABORT:
+            return answer(ErrorCode.INVALID_TXN_STATE if commit else ErrorCode.CONCURRENT_TRANSACTIONS)
+        return answer(ErrorCode.INVALID_TXN_STATE)  # Empty: nothing to end
+
+    # ================================================================ markers and completion
+
+    def _marker_job(self, txn: TransactionMetadata) -> MarkerJob:
+        tid = txn.transactional_id
+        commit = txn.state is TxnState.PREPARE_COMMIT
+        pid, epoch = txn.producer_id, txn.producer_epoch
+        return MarkerJob(
+            transactional_id=tid,
+            producer_id=pid,
+            producer_epoch=epoch,
+            commit=commit,
+            coordinator_epoch=COORDINATOR_EPOCH,
+            partitions=frozenset(txn.partitions),
+            on_written=lambda now: self.complete(tid, pid, epoch, commit, now),
+        )
+
+    def complete(self, tid: str, producer_id: int, producer_epoch: int, commit: bool, now_ms: int) -> TxnResult:
+        """Every marker is written: CompleteCommit / CompleteAbort (retried until durable)."""
+        self._now_ms = now_ms
+        txn = self.transactions.get(tid)
+        prepared = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        if (
+            txn is None
+            or txn.state is not prepared
+            or txn.producer_id != producer_id
+            or txn.producer_epoch != producer_epoch
+        ):
+            return TxnResult()  # completed already (a retry, or loading found it done)
+        if tid in self._in_flight:
+            self._retry_complete(tid, producer_id, producer_epoch, commit)
+            return TxnResult()
+        transit = txn.transit(
+            state=TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT,
+            partitions=frozenset(),
+            last_update_ms=now_ms,
+        )
+
+        def done(error: int, now: int) -> CoordinatorResult:
+            if error:
+                log.warning("transactional id %s: writing its completion failed (error %s), retrying", tid, error)
+                self._retry_complete(tid, producer_id, producer_epoch, commit)
+            return TxnResult()
+
+        return self._write(tid, prepared, transit, done)
+
+    def _retry_complete(self, tid: str, producer_id: int, producer_epoch: int, commit: bool) -> None:
+        self.timer.schedule(
+            COMPLETE_RETRY_KEY + tid,
+            COMPLETE_RETRY_MS,
+            lambda now: self.complete(tid, producer_id, producer_epoch, commit, now),
+        )
+
+    # ================================================================ timers
+
+    def _abort_timed_out(self, tid: str, start_ms: int, epoch: int, now_ms: int) -> CoordinatorResult:
+        self._now_ms = now_ms
+        txn = self.transactions.get(tid)
+        if (
+            txn is None
+            or txn.state is not TxnState.ONGOING
+            or txn.start_ms != start_ms
+            or txn.producer_epoch != epoch
+        ):
+            return TxnResult()
+        if tid in self._in_flight:
+            # Something is being written for it: look again shortly.
+            self.timer.schedule(TIMEOUT_KEY + tid, COMPLETE_RETRY_MS, lambda now: self._abort_timed_out(tid, start_ms, epoch, now))
+            return TxnResult()
+        log.info("transactional id %s: transaction timed out after %s ms, aborting", tid, txn.timeout_ms)
+        return self._fence_and_abort(txn, now_ms, None)
+
+    def _expire(self, tid: str, last_update_ms: int, now_ms: int) -> CoordinatorResult:
+        self._now_ms = now_ms
+        txn = self.transactions.get(tid)
+        if txn is None or not txn.state.expiration_allowed or txn.last_update_ms != last_update_ms:
+            return TxnResult()
+        if tid in self._in_flight:
+            return TxnResult()
+        check_transition(tid, txn.state, TxnState.DEAD)
+        log.info("transactional id %s expired after %s ms idle", tid, self.config.transactional_id_expiration_ms)
+        self._in_flight.add(tid)
+
+        def after_append(error: int, now: int) -> CoordinatorResult:
+            self._in_flight.discard(tid)
+            current = self.transactions.get(tid)
+            if error and current is not None:
+                self._arm(current, now)  # try again later
+            return TxnResult()
+
+        record = Record(self.partition_for(tid), tr.encode_key(tid), None)
+        return TxnResult(records=[record], after_append=after_append)
+
+    # ================================================================ DescribeTransactions / ListTransactions
+
+    def describe_transactions(self, req: DescribeTransactionsRequest) -> DescribeTransactionsResponse:
+        out = DescribeTransactionsResponse()
+        for tid in req.transactional_ids:
+            state = DescribeTransactionsTransactionState(transactional_id=tid)
+            txn = self.transactions.get(tid)
+            if self._loading:
+                state.error_code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+            elif not tid:
+                state.error_code = ErrorCode.INVALID_REQUEST
+            elif txn is None or txn.state is TxnState.DEAD:
+                state.error_code = ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+            else:
+                by_topic: dict[str, list[int]] = {}
+                for topic, index in sorted(txn.partitions):
+                    by_topic.setdefault(topic, []).append(index)
+                state.transaction_state = txn.state.display_name
+                state.transaction_timeout_ms = txn.timeout_ms
+                state.transaction_start_time_ms = txn.start_ms
+                state.producer_id = txn.producer_id
+                state.producer_epoch = txn.producer_epoch
+                state.topics = [DescribeTransactionsTopicData(topic=t, partitions=ps) for t, ps in by_topic.items()]
+            out.transaction_states.append(state)
+        return out
+
+    def list_transactions(self, ctx: RequestContext, req: ListTransactionsRequest, now_ms: int) -> ListTransactionsResponse:
+        if self._loading:
+            return ListTransactionsResponse(error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        out = ListTransactionsResponse()
+        states: set[TxnState] = set()
+        for name in req.state_filters:
+            state = TxnState.from_name(name)
+            if state is None:
+                out.unknown_state_filters.append(name)
+            else:
+                states.add(state)
+        producer_ids = set(req.producer_id_filters)
+        min_duration = req.duration_filter if ctx.api_version >= 1 else -1
+        for tid, txn in sorted(self.transactions.items()):
+            if txn.state is TxnState.DEAD:
+                continue
+            if req.state_filters and txn.state not in states:
+                continue
+            if producer_ids and txn.producer_id not in producer_ids:
+                continue
+            # Kafka's test, kept as is: an id without a transaction (start -1) always passes.
+            if min_duration >= 0 and now_ms - txn.start_ms <= min_duration:
+                continue
+            out.transaction_states.append(
+                ListTransactionsTransactionState(
+                    transactional_id=tid, producer_id=txn.producer_id, transaction_state=txn.state.display_name
+                )
+            )
+        return out
+
+    # ================================================================ inspection
+
+    def transaction(self, tid: str) -> TransactionMetadata | None:
+        return self.transactions.get(tid)
+
+
+def append_error_for_txn(error: int) -> int:
+    """Kafka's mapping of a failed ``__transaction_state`` append to the client's error."""
+    mapped = append_error_for_group(error)
+    if mapped in (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR):
+        return mapped
+    return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def _fenced_for_version(error: int, version: int, first_fenced_version: int) -> int:
+    """PRODUCER_FENCED is known to clients from ``first_fenced_version``; older ones get
+    INVALID_PRODUCER_EPOCH (Kafka does the same down-conversion)."""
+    if error == ErrorCode.PRODUCER_FENCED and version < first_fenced_version:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return error
+
+
+def _init_error(error: int, version: int) -> InitProducerIdResponse:
+    return InitProducerIdResponse(
+        error_code=_fenced_for_version(error, version, 4), producer_id=NO_PRODUCER_ID, producer_epoch=NO_PRODUCER_EPOCH
+    )
+
+
+def partition_results(tid: str, errors: dict[TopicPartition, int]) -> AddPartitionsToTxnResult:
+    by_topic: dict[str, list[AddPartitionsToTxnPartitionResult]] = {}
+    for (topic, index), error in errors.items():
+        by_topic.setdefault(topic, []).append(
+            AddPartitionsToTxnPartitionResult(partition_index=index, partition_error_code=error)
+        )
+    return AddPartitionsToTxnResult(
+        transactional_id=tid,
+        topic_results=[AddPartitionsToTxnTopicResult(name=t, results_by_partition=ps) for t, ps in by_topic.items()],
+    )
