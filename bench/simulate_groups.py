@@ -8,8 +8,8 @@
     python bench/simulate_groups.py --seed 7 --protocol consumer --plant early-handoff
     python bench/simulate_groups.py --seed 7 --protocol consumer --keep 0,3,9   # a shrunk history
 
-Each history drives the real GroupCoordinator and the real classic MemberCore (or a
-small KIP-848 member) under a simulated clock and network (see
+Each history drives the real GroupCoordinator and the client's real member core
+(the classic MemberCore or the KIP-848 ConsumerMemberCore) under a simulated clock and network (see
 ``slipstream/testing/sim``). Violations print their seed and the command that
 replays them. The Markdown report goes to stdout; progress to stderr.
 """
@@ -22,39 +22,12 @@ import sys
 import time
 from dataclasses import dataclass
 
-from slipstream.testing.sim import DEFAULT_STEPS, PLANTS, PROTOCOLS, History, shrink, simulate
-from slipstream.testing.sim.coverage import Coverage
+from slipstream.testing.sim import DEFAULT_STEPS, PLANTS, PROTOCOLS, shrink, simulate
+from slipstream.testing.sim.batch import BatchResult, default_jobs, run_histories
 from slipstream.testing.sim.workload import PROFILES
 
 # Histories a planted bug may take to be found (the test asserts the same budgets).
 PLANT_BUDGET = 60
-
-
-@dataclass
-class RunResult:
-    protocol: str
-    histories: int
-    seconds: float
-    events: int
-    failures: list[History]
-    coverage: Coverage
-
-
-def run_many(
-    protocol: str, start: int, count: int, steps: int, plant: str | None = None, profile: str = "default"
-) -> RunResult:
-    coverage = Coverage()
-    failures: list[History] = []
-    events = 0
-    began = time.perf_counter()
-    for seed in range(start, start + count):
-        history = simulate(seed, protocol, steps, plant=plant, profile=profile)
-        events += history.events
-        coverage.merge(history.coverage)
-        if not history.ok:
-            failures.append(history)
-            print(f"  {history.summary()}", file=sys.stderr)
-    return RunResult(protocol, count, time.perf_counter() - began, events, failures, coverage)
 
 
 @dataclass
@@ -119,6 +92,7 @@ def main() -> int:
     parser.add_argument("--trace-lines", type=int, default=0, help="with --seed: last N trace lines only")
     parser.add_argument("--quick", action="store_true", help="smoke size: 20 histories per protocol")
     parser.add_argument("--profile", choices=sorted(PROFILES), default="default", help="workload mix of actions")
+    parser.add_argument("--jobs", type=int, default=default_jobs(), help="worker processes (default: up to 2)")
     args = parser.parse_args()
     # The coordinator logs planted inconsistencies loudly; the report says what matters.
     logging.getLogger("slipstream").setLevel(logging.CRITICAL)
@@ -134,17 +108,21 @@ def main() -> int:
     protocols = PROTOCOLS if args.protocol == "both" else (args.protocol,)
     print("## Deterministic group simulation\n")
     print(f"Seeds {args.start}..{args.start + count - 1}, {args.steps} workload actions per history, "
-          f"profile {args.profile}.\n")
+          f"profile {args.profile}, {args.jobs} worker process(es).\n")
     print("| protocol | histories | histories/s | events/s | violations | failing seeds |")
     print("|---|---:|---:|---:|---:|---|")
-    results = []
+    results: list[BatchResult] = []
     for protocol in protocols:
-        print(f"running {count} {protocol} histories...", file=sys.stderr)
-        r = run_many(protocol, args.start, count, args.steps, profile=args.profile)
+        print(f"running {count} {protocol} histories in {args.jobs} process(es)...", file=sys.stderr)
+        r = run_histories(
+            protocol, range(args.start, args.start + count), steps=args.steps, profile=args.profile, jobs=args.jobs
+        )
+        for h in r.failures:
+            print(f"  {h.summary()}", file=sys.stderr)
         results.append(r)
         seeds = ", ".join(str(h.seed) for h in r.failures[:10]) or "-"
         print(
-            f"| {protocol} | {r.histories} | {r.histories / r.seconds:.1f} | {r.events / r.seconds:,.0f} "
+            f"| {protocol} | {r.histories} | {r.histories_per_s:.1f} | {r.events / r.seconds:,.0f} "
             f"| {len(r.failures)} | {seeds} |"
         )
     for r in results:

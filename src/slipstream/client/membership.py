@@ -336,6 +336,9 @@ class MemberCore:
         # Partition counts the leader assigned with (topic -> count; 0 = topic missing).
         self.assigned_partition_counts: dict[str, int] = {}
         self.group_topics: tuple[str, ...] = ()
+        # The leader's metadata watch: when it next re-reads the group's partition counts.
+        self.metadata_max_age_s = config.metadata_max_age_ms / 1000.0
+        self.next_metadata_check: float | None = None
 
         # heartbeats
         self.last_heartbeat_send: float | None = None
@@ -601,6 +604,29 @@ class MemberCore:
                 }
         return assignment
 
+    def leader_topics(self) -> list[str]:
+        """Topics whose partition counts the leader needs after its JoinGroup (none for a follower)."""
+        if not self.is_leader:
+            return []
+        return sorted({t for s in self.member_subscriptions().values() for t in s.topics})
+
+    def leader_assignment(
+        self, partitions_per_topic: Mapping[str, int]
+    ) -> dict[str, list[TopicPartition]] | None:
+        """What the SyncGroup carries: the leader's assignment, or None (a follower; or a static
+        leader back in a Stable group, JoinGroup v9 ``skip_assignment``, which only takes the
+        current counts as the baseline of its metadata watch, as the Java client does)."""
+        if not self.is_leader:
+            return None
+        subscriptions = self.member_subscriptions()
+        if not self.skip_assignment:
+            return self.assign(partitions_per_topic, subscriptions)
+        self.group_topics = tuple(sorted({t for s in subscriptions.values() for t in s.topics}))
+        self.assigned_partition_counts = {
+            t: int(partitions_per_topic.get(t, 0)) for t in self.group_topics
+        }
+        return None
+
     # ------------------------------------------------------------ SyncGroup
 
     def sync_request(
@@ -706,6 +732,8 @@ class MemberCore:
         rejoin = self.protocol == COOPERATIVE and bool(revoked)
         if rejoin:
             self.request_rejoin(f"revoked {len(revoked)} partition(s): second cooperative round")
+        self.next_metadata_check = None  # a new assignment: the watch starts over
+        self.needs_join_prepare = True  # the next rebalance tells the application first
         if now is not None:
             self.last_heartbeat_send = now
             self.last_heartbeat_receive = now
@@ -807,7 +835,55 @@ class MemberCore:
                 reset_member_id=code == ErrorCode.UNKNOWN_MEMBER_ID,
             )
 
+    # ------------------------------------------------------------ the leader's metadata watch
+
+    def time_to_metadata_check(self, now: float) -> float | None:
+        """Seconds until the leader re-reads the partition counts (armed on first ask); None
+        when there is nothing to watch (a follower, or a rejoin is already due)."""
+        if not self.is_leader or self.rejoin_needed:
+            return None
+        if self.next_metadata_check is None:
+            self.next_metadata_check = now + self.metadata_max_age_s
+        return max(0.0, self.next_metadata_check - now)
+
+    def metadata_check_due(self, now: float) -> bool:
+        """True (once) when the leader should re-read the group's partition counts now."""
+        due = self.next_metadata_check
+        if not self.is_leader or self.rejoin_needed or due is None or now < due:
+            return False
+        self.next_metadata_check = None
+        return bool(self.group_topics)
+
+    def on_metadata(self, partitions_per_topic: Mapping[str, int]) -> list[str]:
+        """The counts the leader read: a change (or a topic appearing) rejoins, which rebalances."""
+        changed = self.metadata_changed(partitions_per_topic)
+        if changed:
+            self.request_rejoin(f"partition count of {changed} changed")
+        return changed
+
+    # ------------------------------------------------------------ failures
+
+    def join_failed(self, reason: str) -> None:
+        """JoinGroup/SyncGroup got no answer (connection lost, timeout): join again later."""
+        self.state = MemberState.UNJOINED
+        self.request_rejoin(reason)
+
+    def fail(self) -> tuple[TopicPartition, ...]:
+        """A fatal error: out of the group for good; returns the partitions now lost."""
+        owned = tuple(sorted(self.owned))
+        self.owned.clear()
+        self.state = MemberState.UNJOINED
+        return owned
+
     # ------------------------------------------------------------ leaving
+
+    @property
+    def sends_leave_group(self) -> bool:
+        """Dynamic members that have an id send LeaveGroup; static ones keep their place (KIP-345)."""
+        return self.group_instance_id is None and bool(self.member_id)
+
+    def left(self) -> None:
+        self.state = MemberState.UNJOINED
 
     def leave_request(self, reason: str) -> LeaveGroupRequest:
         return LeaveGroupRequest(
@@ -1046,7 +1122,6 @@ class GroupMembership:
         self._stable = asyncio.Event()
         self._closed = False
         self._attempt = 0
-        self._next_metadata_check: float | None = None
 
     # ------------------------------------------------------------ public API
 
@@ -1195,7 +1270,7 @@ class GroupMembership:
         result = self.core.prepare_leave()
         await self._notify(result)
         core = self.core
-        if core.group_instance_id is None and core.member_id and self.locator.known:
+        if core.sends_leave_group and self.locator.known:
             try:
                 conn = await self.locator.connection()
                 response = await conn.request(
@@ -1211,7 +1286,7 @@ class GroupMembership:
                     log.info("group %s: member %s left (%s)", self.group_id, core.member_id, reason)
             except (ConnectionClosed, OSError, KafkaError) as exc:
                 log.info("group %s: LeaveGroup failed: %s", self.group_id, exc)
-        core.state = MemberState.UNJOINED
+        core.left()
 
     async def _call(self, hook: str, *args: object) -> None:
         try:
@@ -1231,11 +1306,9 @@ class GroupMembership:
     async def _fail(self, exc: FatalGroupError) -> None:
         log.error("group %s: %s", self.group_id, exc)
         self.error = exc
-        owned = sorted(self.core.owned)
-        self.core.owned.clear()
-        self.core.state = MemberState.UNJOINED
+        owned = self.core.fail()
         if owned:
-            await self._call("on_partitions_lost", owned)
+            await self._call("on_partitions_lost", list(owned))
         self._stable.set()  # wake ensure_active, which raises
         self._hb_wakeup.set()
 
@@ -1252,15 +1325,14 @@ class GroupMembership:
                             await self._backoff(str(retry))
                     except (ConnectionClosed, OSError) as exc:
                         self.locator.mark_unknown(str(exc))
-                        self.core.state = MemberState.UNJOINED
+                        self.core.join_failed(f"connection to the coordinator failed: {exc}")
                         await self._backoff(f"connection to the coordinator failed: {exc}")
                     except FatalGroupError:
                         raise
                     except KafkaError as exc:
                         if exc.code == ErrorCode.REQUEST_TIMED_OUT or exc.retriable:
                             self.locator.mark_unknown(str(exc))
-                            self.core.state = MemberState.UNJOINED
-                            self.core.request_rejoin(str(exc))
+                            self.core.join_failed(str(exc))
                             await self._backoff(str(exc))
                         else:
                             raise FatalGroupError(exc.code, str(exc)) from exc
@@ -1280,41 +1352,25 @@ class GroupMembership:
 
     async def _idle(self) -> None:
         """Stable: wait for a rejoin request, checking metadata when leading."""
-        timeout: float | None = None
-        if self.core.is_leader:
-            now = self.clock()
-            if self._next_metadata_check is None:
-                self._next_metadata_check = now + self.config.metadata_max_age_ms / 1000.0
-            timeout = max(0.0, self._next_metadata_check - now)
+        timeout = self.core.time_to_metadata_check(self.clock())
         self._wakeup.clear()
         if self.core.rejoin_needed:
             return
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout):
                 await self._wakeup.wait()
-        due = self._next_metadata_check
-        if (
-            self.core.is_leader
-            and not self.core.rejoin_needed
-            and due is not None
-            and self.clock() >= due
-        ):
-            self._next_metadata_check = None
+        if self.core.metadata_check_due(self.clock()):
             await self._check_metadata()
 
     async def _check_metadata(self) -> None:
-        topics = list(self.core.group_topics)
-        if not topics:
-            return
         try:
-            infos = await self.cluster.refresh_metadata(topics)
+            infos = await self.cluster.refresh_metadata(list(self.core.group_topics))
         except (ConnectionClosed, OSError, KafkaError) as exc:
             log.debug("group %s: metadata refresh failed: %s", self.group_id, exc)
             return
-        counts = {t: i.partition_count for t, i in infos.items() if i.error_code == 0}
-        changed = self.core.metadata_changed(counts)
-        if changed:
-            self.request_rejoin(f"partition count of {changed} changed")
+        if self.core.on_metadata({t: i.partition_count for t, i in infos.items() if i.error_code == 0}):
+            self._stable.clear()
+            self._wakeup.set()
 
     async def _join_once(self) -> None:
         core = self.core
@@ -1335,18 +1391,7 @@ class GroupMembership:
         outcome = core.on_join_response(response, sent_member, self.clock())
         self._hb_wakeup.set()
         self._check(outcome)
-        assignment: dict[str, list[TopicPartition]] | None = None
-        if core.is_leader and not core.skip_assignment:
-            assignment = await self._lead()
-        elif core.is_leader:
-            # A static leader that rejoined a stable group (JoinGroup v9): keep the metadata watch.
-            subs = core.member_subscriptions()
-            core.group_topics = tuple(sorted({t for s in subs.values() for t in s.topics}))
-            infos = await self.cluster.refresh_metadata(list(core.group_topics))
-            core.assigned_partition_counts = {
-                t: (infos[t].partition_count if t in infos and infos[t].error_code == 0 else 0)
-                for t in core.group_topics
-            }
+        assignment = await self._lead() if core.is_leader else None
         sent = core.generation_key
         response = await conn.request(
             SYNC_GROUP, core.sync_request(assignment), timeout_s=join_timeout
@@ -1356,7 +1401,6 @@ class GroupMembership:
         assert assigned is not None
         change = core.complete_assignment(assigned, self.clock())
         self.rebalances += 1
-        self._next_metadata_check = None
         self._hb_wakeup.set()
         gen = core.generation
         log.info(
@@ -1372,7 +1416,6 @@ class GroupMembership:
         if change.revoked:
             await self._call("on_partitions_revoked", list(change.revoked))
         await self._call("on_partitions_assigned", list(change.added))
-        core.needs_join_prepare = True
         if gen is not None and not core.rejoin_needed:
             self._stable.set()
 
@@ -1393,13 +1436,15 @@ class GroupMembership:
             raise _Retry(outcome.reason, backoff=True)
         raise _Retry(outcome.reason, backoff=action is Action.BACKOFF)
 
-    async def _lead(self) -> dict[str, list[TopicPartition]]:
+    async def _lead(self) -> dict[str, list[TopicPartition]] | None:
+        """The leader reads the partition counts; the core assigns (or, skipping, keeps a baseline)."""
         core = self.core
-        subs = core.member_subscriptions()
-        topics = sorted({t for s in subs.values() for t in s.topics})
+        topics = core.leader_topics()
         infos = await self.cluster.refresh_metadata(topics) if topics else {}
         counts = {t: i.partition_count for t, i in infos.items() if i.error_code == 0}
-        assignment = core.assign(counts, subs)
+        assignment = core.leader_assignment(counts)
+        if assignment is None:
+            return None
         log.info(
             "group %s: leader assigned %d partition(s) of %s to %d member(s) with %s",
             self.group_id,

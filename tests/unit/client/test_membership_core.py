@@ -312,3 +312,86 @@ def test_a_subscription_change_during_the_join_rejoins_after_the_assignment() ->
         SyncGroupResponse(error_code=0, assignment=assignment_bytes(("t", 0), ("u", 0))), c.generation_key
     )
     assert out.ok and not c.rejoin_needed
+
+
+# ---------------------------------------------------------------- decisions the adapters share
+# (GroupMembership and the simulator's classic member call these; nothing is decided twice)
+
+
+def _members(*ids: str, topics: tuple[str, ...] = ("t",)) -> list[JoinGroupResponseMember]:
+    sub = encode_subscription(ConsumerProtocolSubscription(topics=list(topics), generation_id=-1), 3)
+    return [JoinGroupResponseMember(member_id=m, metadata=sub) for m in ids]
+
+
+def test_leader_assignment_assigns_for_a_leader_and_nothing_for_a_follower() -> None:
+    follower = core()
+    join_ok(follower, member="m2", leader="m1")
+    assert follower.leader_topics() == []
+    assert follower.leader_assignment({"t": 4}) is None
+
+    leader = core()
+    join_ok(leader, members=_members("m1", "m2", topics=("t", "u")))
+    assert leader.leader_topics() == ["t", "u"]
+    assignment = leader.leader_assignment({"t": 2, "u": 2})
+    assert assignment == {"m1": [("t", 0), ("u", 0)], "m2": [("t", 1), ("u", 1)]}
+    assert leader.assigned_partition_counts == {"t": 2, "u": 2}
+
+
+def test_a_static_leader_skipping_the_assignment_keeps_the_counts_as_its_watch_baseline() -> None:
+    c = core(instance="host-1")
+    c.join_request()
+    out = c.on_join_response(JoinGroupResponse(
+        error_code=0, generation_id=3, protocol_type="consumer", protocol_name="range",
+        leader="m1", member_id="m1", members=_members("m1", "m2"), skip_assignment=True,
+    ))
+    assert out.ok and c.is_leader and c.skip_assignment
+    assert c.leader_assignment({"t": 3}) is None
+    assert c.group_topics == ("t",)
+    assert c.assigned_partition_counts == {"t": 3}
+
+
+def test_the_leaders_metadata_watch_is_armed_checked_once_and_rejoins_on_a_change() -> None:
+    c = core()
+    join_ok(c, members=_members("m1"))
+    c.leader_assignment({"t": 2})
+    out, assigned = c.on_sync_response(
+        SyncGroupResponse(error_code=0, assignment=assignment_bytes(("t", 0), ("t", 1))), c.generation_key
+    )
+    assert out.ok and assigned is not None
+    c.complete_assignment(assigned, 0.0)
+    assert c.needs_join_prepare
+    max_age = c.metadata_max_age_s
+    assert c.time_to_metadata_check(10.0) == max_age  # armed on first ask
+    assert c.time_to_metadata_check(11.0) == max_age - 1.0
+    assert not c.metadata_check_due(11.0)
+    assert c.metadata_check_due(10.0 + max_age)
+    assert not c.metadata_check_due(10.0 + max_age)  # once
+    assert c.on_metadata({"t": 2}) == [] and not c.rejoin_needed
+    assert c.on_metadata({"t": 3}) == ["t"] and c.rejoin_needed
+    assert c.time_to_metadata_check(20.0) is None  # a rejoin is due: nothing to watch
+    follower = core()
+    stable(follower, ("t", 0))
+    assert follower.time_to_metadata_check(0.0) is None
+
+
+def test_a_failed_join_and_a_fatal_error_leave_the_member_unjoined() -> None:
+    c = core()
+    c.join_request()
+    assert c.state is MemberState.PREPARING_REBALANCE
+    c.join_failed("connection lost")
+    assert c.state is MemberState.UNJOINED and c.rejoin_needed
+    stable(c, ("t", 0), ("t", 1))
+    assert c.fail() == (("t", 0), ("t", 1))
+    assert c.owned == set() and c.state is MemberState.UNJOINED
+
+
+def test_only_dynamic_members_with_an_id_send_leave_group() -> None:
+    assert not core().sends_leave_group  # no member id yet
+    dynamic = core()
+    stable(dynamic, ("t", 0))
+    assert dynamic.sends_leave_group
+    static = core(instance="host-1")
+    stable(static, ("t", 0))
+    assert not static.sends_leave_group
+    static.left()
+    assert static.state is MemberState.UNJOINED

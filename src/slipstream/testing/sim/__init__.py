@@ -1,8 +1,7 @@
 """A deterministic simulator of consumer groups (FoundationDB / TigerBeetle VOPR style).
 
-It drives the real ``GroupCoordinator`` and the real classic ``MemberCore`` (plus a
-small KIP-848 member standing in for the client's coming ``ConsumerMemberCore``)
-under a simulated clock and network, checks invariants after every step, shrinks
+It drives the real ``GroupCoordinator`` and the client's real member cores (the
+classic ``MemberCore`` and the KIP-848 ``ConsumerMemberCore``) under a simulated clock and network, checks invariants after every step, shrinks
 failing histories and replays any of them from its seed.
 
 Modules, one job each:
@@ -11,7 +10,7 @@ Modules, one job each:
 - ``network``: per-connection FIFO links with random delays, drops, timeouts;
 - ``broker``: the coordinator, an in-memory ``__consumer_offsets`` log, a ManualTimer,
   results carried out as ``coordinator/result.py`` prescribes, restarts, failing appends;
-- ``members`` / ``classic`` / ``consumer`` / ``consumer_core``: members (connect,
+- ``members`` / ``classic`` / ``consumer``: members (connect,
   fetch offsets, process, commit) and their group protocol drivers;
 - ``topics``: the cluster's topics and the image the coordinator sees;
 - ``workload``: the seed's setup and list of actions (joins, leaves, crashes, pauses,

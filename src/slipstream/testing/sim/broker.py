@@ -14,6 +14,7 @@ little later, answering COORDINATOR_LOAD_IN_PROGRESS meanwhile).
 
 from __future__ import annotations
 
+import functools
 import random
 from collections import deque
 from collections.abc import Callable
@@ -83,6 +84,8 @@ class SimBroker:
         self.restarts = 0
         # Bumped whenever the coordinator ran something: observers skip work otherwise.
         self.activity = 0
+        # (downtime, load) of a crash due right after the next append, if any.
+        self.restart_after_append: tuple[int, int] | None = None
         # Until then every append fails with ``append_error`` (see ``fail_appends``).
         self.appends_fail_until = -1
         self.append_error: int = ErrorCode.KAFKA_STORAGE_ERROR
@@ -150,6 +153,11 @@ class SimBroker:
                     for record in result.records:
                         self.log.append((record.key, record.value))
                         self.coordinator.apply(record, now)
+                    if self.restart_after_append is not None:
+                        # Crash before the answer leaves (answers take >= 1 ms on the wire).
+                        crash = functools.partial(self.restart, *self.restart_after_append)
+                        self.restart_after_append = None
+                        self.queue.after(0, "coordinator crashes after an append", crash)
             if result.response is not None and waiting is not None:
                 self._answer(waiting, result.response, error)
                 waiting = None

@@ -14,7 +14,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from ...client.consumer_config import ConsumerConfig
-from ...client.membership import Action, MemberCore, MemberState, Outcome, PrepareResult
+from ...client.membership import Action, MemberCore, Outcome, PrepareResult
 from ...protocol.errors import ErrorCode
 from .events import Event
 from .members import REQUEST_TIMEOUT_MS, Credentials, SimMember, TopicPartition
@@ -60,7 +60,6 @@ class ClassicMember(SimMember):
         self._attempt = 0
         self._hb_event: Event | None = None
         self._hb_waiting = False
-        self._next_metadata_check: int | None = None
         self.rebalances = 0
         self.fatal: int | None = None
         # For the diagnosis: the subscription the last JoinGroup carried, and whether this
@@ -105,7 +104,7 @@ class ClassicMember(SimMember):
         result = self.core.prepare_leave()
         self._notify(result)
         core = self.core
-        if core.group_instance_id is None and core.member_id and self.locator.known:
+        if core.sends_leave_group and self.locator.known:
             conn = self.locator.conn
             assert conn is not None
             request = core.leave_request("the consumer is being closed")
@@ -114,9 +113,10 @@ class ClassicMember(SimMember):
             )
         else:
             self._closed()
-        core.state = MemberState.UNJOINED
+        core.left()
 
     def _closed(self) -> None:
+        self.world.touch(self)
         self.gone = True
         self.locator.close()
 
@@ -133,10 +133,7 @@ class ClassicMember(SimMember):
     def _fail(self, code: int, reason: str) -> None:
         self.fatal = code
         self.world.member_failed(self, code, reason)
-        owned = sorted(self.core.owned)
-        self.core.owned.clear()
-        self.core.state = MemberState.UNJOINED
-        self.partitions_removed(owned)
+        self.partitions_removed(self.core.fail())
         self._cancel_tasks()
         self._closed()
 
@@ -185,22 +182,15 @@ class ClassicMember(SimMember):
             self.locator.connection(self.guard(self._join_connected))
             return
         # Stable: idle until woken, the leader re-reading partition counts on a timer.
-        if core.is_leader:
-            if self._next_metadata_check is None:
-                self._next_metadata_check = self.now + self.config.metadata_max_age_ms
-            self._run_event = self.after(self._next_metadata_check - self.now, "metadata check", self._metadata_due)
+        delay = core.time_to_metadata_check(self.now / 1000.0)
+        if delay is not None:
+            self._run_event = self.after(max(1, math.ceil(delay * 1000)), "metadata check", self._metadata_due)
 
     def _metadata_due(self) -> None:
         self._run_event = None
-        due = self._next_metadata_check
         core = self.core
-        if core.is_leader and not core.rejoin_needed and due is not None and self.now >= due:
-            self._next_metadata_check = None
-            topics = list(core.group_topics)
-            if topics:
-                changed = core.metadata_changed(self.world.partition_counts(topics))
-                if changed:
-                    core.request_rejoin(f"partition count of {changed} changed")
+        if core.metadata_check_due(self.now / 1000.0):
+            core.on_metadata(self.world.partition_counts(list(core.group_topics)))
         self._run_wake()
 
     def _join_connected(self, conn: Connection) -> None:
@@ -235,18 +225,8 @@ class ClassicMember(SimMember):
         self._hb_wake()
         if not self._check(outcome):
             return
-        assignment: dict[str, list[TopicPartition]] | None = None
         self.skipped_assignment = core.is_leader and core.skip_assignment
-        if core.is_leader and not core.skip_assignment:
-            subs = core.member_subscriptions()
-            topics = sorted({t for s in subs.values() for t in s.topics})
-            assignment = core.assign(self.world.partition_counts(topics), subs)
-        elif core.is_leader:
-            # A static leader back in a stable group (JoinGroup v9): keep the metadata watch.
-            subs = core.member_subscriptions()
-            core.group_topics = tuple(sorted({t for s in subs.values() for t in s.topics}))
-            counts = self.world.partition_counts(list(core.group_topics))
-            core.assigned_partition_counts = {t: counts.get(t, 0) for t in core.group_topics}
+        assignment = core.leader_assignment(self.world.partition_counts(core.leader_topics()))
         sent = core.generation_key
         self.send(
             conn,
@@ -269,13 +249,11 @@ class ClassicMember(SimMember):
         assert assigned is not None
         change = core.complete_assignment(assigned, self.now / 1000.0)
         self.rebalances += 1
-        self._next_metadata_check = None
         self._hb_wake()
         if change.revoked:
             self._commit_revoked(list(change.revoked), Credentials(core.member_id, core.generation_id))
             self.partitions_removed(change.revoked)
         self.partitions_added(list(change.added))
-        core.needs_join_prepare = True
         self.world.coverage.member_state("classic", core.state.value)
         self._join_done()
 
@@ -317,7 +295,7 @@ class ClassicMember(SimMember):
         if self.closing:
             return
         self.locator.mark_unknown(reason)
-        self.core.state = MemberState.UNJOINED
+        self.core.join_failed(reason)
         self._retry(backoff=True)
 
     # ------------------------------------------------------------ the heartbeat task

@@ -1,36 +1,41 @@
-"""A consumer-protocol (KIP-848) member: a ``ConsumerProtocolCore`` driven by events.
+"""A consumer-protocol (KIP-848) member: the client's real ``ConsumerMemberCore`` driven by events.
 
-One loop: heartbeat when due (or at once when the core has something to
-acknowledge), apply the answer, back off on retriable errors, rejoin at once when
-fenced. Before a revocation is acknowledged the member commits the revoked
-partitions' positions on the same connection, so the commit reaches the coordinator
-before the heartbeat that releases them (per-connection order).
+This is ``ConsumerGroupMembership`` (the asyncio adapter in
+``client/consumer_membership.py``) turned inside out, as ``classic.py`` is for the
+classic member: its ``_run`` loop (rejoin after fencing, start a reconciliation,
+heartbeat when due) becomes continuation callbacks on the event queue, with the same
+calls into the core in the same order. Two differences, both about time:
+
+- the reconciliation runs inside the step that starts it (the hooks take no
+  simulated time). On a revocation this member commits what it processed, on the
+  same connection, so the commit reaches the coordinator before the heartbeat that
+  acknowledges the revocation (per-connection order), as the facade's awaited
+  commit does;
+- topic ids the core cannot name are looked up in the cluster's topics at once
+  (the adapter refreshes its metadata).
+
+The core has no lease: a member that stops hearing from the coordinator keeps its
+partitions until an answer fences it (as Kafka's consumers do). The ownership
+invariant therefore only counts members the coordinator still has (see
+``invariants.consumer_ownership``); commits of the others must be refused.
 """
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
-from ...protocol.errors import ErrorCode
-from .consumer_core import Applied, ConsumerProtocolCore, Reaction, SimConsumerCore
+from ...client.consumer_config import ConsumerConfig
+from ...client.consumer_membership import ConsumerMemberCore, Phase, Reconciliation
+from ...client.membership import Action, Outcome
 from .events import Event
 from .members import REQUEST_TIMEOUT_MS, Credentials, SimMember, TopicPartition
 from .network import Connection
-from .topics import topic_id
 
 if TYPE_CHECKING:
     from .world import World
 
-# Unexpected answers for a well-behaved member: the coordinator (or this core) is wrong.
-UNEXPECTED_FATAL = frozenset(
-    {
-        ErrorCode.INVALID_REQUEST,
-        ErrorCode.UNKNOWN_SERVER_ERROR,
-        ErrorCode.UNSUPPORTED_ASSIGNOR,
-        ErrorCode.UNSUPPORTED_VERSION,
-    }
-)
-
+HEARTBEAT_VERSION = 1  # v1: the member names itself (KIP-1082), regexes allowed
 
 _NOTHING: set[TopicPartition] = set()
 
@@ -43,201 +48,209 @@ class ConsumerMember(SimMember):
     ) -> None:
         super().__init__(world, slot, incarnation, topics, instance_id)
         t = world.timing
-        self.core: ConsumerProtocolCore = SimConsumerCore(
-            world.group_id,
-            member_id=f"{self.label}-{world.seed & 0xFFFF:04x}",
-            instance_id=instance_id,
-            topics=topics,
-            rebalance_timeout_ms=t.rebalance_ms,
-            session_timeout_ms=t.consumer_session_ms,
-            topic_ids={n: topic_id(n) for n in world.topics.names},
-            lean=world.setup.lean,
-            use_regex=world.setup.regex,
-            server_assignor=world.setup.server_assignor,
-        )
-        self._hb_event: Event | None = None
-        self._lease_event: Event | None = None
-        self._in_flight = False
+        self.config = ConsumerConfig(
+            group_id=world.group_id,
+            client_id=self.label,
+            group_protocol="consumer",
+            group_instance_id=instance_id,
+            group_remote_assignor=world.setup.server_assignor,
+            max_poll_interval_ms=t.rebalance_ms,
+            request_timeout_ms=REQUEST_TIMEOUT_MS,
+        ).validate()
+        self.core = ConsumerMemberCore(self.config, member_id=f"{self.label}-{world.seed & 0xFFFF:04x}")
+        self.use_regex = world.setup.regex
+        self._topics: tuple[str, ...] = ()
+        self._set_subscription(topics)
+        self._run_event: Event | None = None
         self._attempt = 0
-        self._resets = 0  # lease expiries: answers to heartbeats sent before one are stale
         self.fatal: int | None = None
 
     # ------------------------------------------------------------ what the world reads
 
-    def held(self) -> set[TopicPartition]:
-        # The core rebinds ``owned`` on every change, never mutates it: no copy needed.
-        return _NOTHING if self.gone else self.core.owned
+    @property
+    def member_id(self) -> str:
+        return self.core.member_id
 
-    def lease_valid(self, now_ms: int) -> bool:
-        lease = getattr(self.core, "lease_until_ms", None)
-        return lease is None or now_ms < lease
+    @property
+    def epoch(self) -> int:
+        return self.core.member_epoch
+
+    def held(self) -> set[TopicPartition]:
+        return _NOTHING if self.gone else self.core.owned
 
     @property
     def subscription(self) -> tuple[str, ...]:
-        return self.core.subscription
+        return self._topics
 
     def commit_credentials(self) -> Credentials | None:
-        if self.core.epoch <= 0:
+        gen = self.core.generation
+        if gen is None:
             return None
-        return Credentials(self.core.member_id, self.core.epoch)
+        return Credentials(gen.member_id, gen.generation_id)
 
     def fetch_identity(self) -> tuple[str | None, int]:
-        return self.core.member_id, self.core.epoch
+        return self.core.member_id, self.core.member_epoch
 
     # ------------------------------------------------------------ lifecycle
 
+    def _set_subscription(self, topics: list[str]) -> bool:
+        self._topics = tuple(sorted(set(topics)))
+        if self.use_regex:
+            # A pattern that matches exactly these names, resolved by the coordinator (RE2).
+            return self.core.subscribe_pattern("|".join(self._topics))
+        return self.core.subscribe(self._topics)
+
     def start(self) -> None:
         super().start()
+        self.core.join()
         self._wake()
 
     def subscribe(self, topics: list[str]) -> None:
-        if not self.gone and not self.closing and self.core.subscribe(topics):
+        if not self.gone and not self.closing and self._set_subscription(topics):
             self._wake()
 
-    def on_resume(self) -> None:
-        self._check_lease()
-
     def crash(self) -> None:
-        for event in (self._hb_event, self._lease_event):
-            if event is not None:
-                event.cancel()
+        if self._run_event is not None:
+            self._run_event.cancel()
         super().crash()
 
     def leave(self) -> None:
+        """``ConsumerGroupMembership.close()``: revoke (commit) or lose, then the leave heartbeat."""
         if self.gone or self.closing:
             return
         self.closing = True
-        for event in (self._hb_event, self._lease_event):
-            if event is not None:
-                event.cancel()
-        held = sorted(self.core.owned)
+        if self._run_event is not None:
+            self._run_event.cancel()
         creds = self.commit_credentials()
-        if held and creds is not None:
-            self._process(held)
-            self.commit(held, creds, releasing=True)
-        self.partitions_removed(held)
+        result = self.core.prepare_leave()
+        if result.kind == "revoked" and creds is not None:
+            self._process(result.partitions)
+            self.commit(result.partitions, creds, releasing=True)
+        self.partitions_removed(result.partitions)
         request = self.core.leave_request()
         conn = self.locator.conn
-        if conn is None or not conn.open:
+        if request is None or conn is None or not conn.open:
             self._closed()
             return
         self.world.network.request(
-            conn, "consumer_group_heartbeat", 1, request, lambda _r: self._closed(), lambda _w: self._closed(), 5_000
+            conn, "consumer_group_heartbeat", HEARTBEAT_VERSION, request,
+            lambda _r: self._closed(), lambda _w: self._closed(), 5_000,
         )
 
     def _closed(self) -> None:
+        self.world.touch(self)
         self.gone = True
         self.locator.close()
 
-    # ------------------------------------------------------------ the heartbeat loop
+    def on_commit_error(self, code: int, creds: Credentials) -> None:
+        if self.core.on_commit_error(code, (creds.generation, creds.member_id)):
+            self._wake()
+
+    # ------------------------------------------------------------ the run loop
 
     def _wake(self, delay_ms: int = 0) -> None:
-        if self.gone or self.closing or self._in_flight:
+        if self.gone or self.closing:
             return
-        if self._hb_event is not None:
-            self._hb_event.cancel()
-        self._hb_event = self.after(delay_ms, "cg heartbeat tick", self._tick)
+        if self._run_event is not None:
+            self._run_event.cancel()
+        self._run_event = self.after(delay_ms, "cg run tick", self._step)
 
-    def _tick(self) -> None:
-        self._hb_event = None
-        if self.closing or self._in_flight:
+    def _step(self) -> None:
+        """One turn of ``ConsumerGroupMembership._run``."""
+        self._run_event = None
+        if self.closing:
             return
-        self._in_flight = True
+        core = self.core
+        if core.phase is Phase.FENCED:
+            lost = core.take_owned()
+            self.partitions_removed(lost)
+            core.join()
+        self._maybe_reconcile()
+        now_s = self.now / 1000.0
+        delay = core.time_to_next_heartbeat(now_s)
+        if delay is None:
+            return  # woken by the answer, a failure or a subscription change
+        if delay > 0:
+            self._run_event = self.after(max(1, math.ceil(delay * 1000)), "cg run tick", self._step)
+            return
         self.locator.connection(self.guard(self._connected))
 
     def _connected(self, conn: Connection) -> None:
-        if self.closing:
+        core = self.core
+        if self.closing or core.time_to_next_heartbeat(self.now / 1000.0) != 0.0:
             return
-        self._check_lease()
-        sent_ms = self.now
-        request = self.core.heartbeat_request(sent_ms)
-        resets = self._resets
+        request, token = core.heartbeat_request(self.now / 1000.0, HEARTBEAT_VERSION)
         self.send(
             conn,
             "consumer_group_heartbeat",
-            1,
+            HEARTBEAT_VERSION,
             request,
-            lambda r: self._on_response(r, sent_ms, resets),
+            lambda r: self._on_response(r, token),
             self._failed,
             REQUEST_TIMEOUT_MS,
         )
 
     def _failed(self, reason: str) -> None:
-        self._in_flight = False
         if self.closing:
             return
-        self.core.on_failure()
-        self.locator.mark_unknown(reason)
-        self._backoff()
+        self.locator.mark_unknown(f"heartbeat failed: {reason}")
+        self.core.heartbeat_failed(self.now / 1000.0, self._next_backoff_s())
+        self._wake()
 
-    def _backoff(self) -> None:
-        delay = self.backoff_ms(self._attempt)
-        self._attempt += 1
-        self._wake(delay)
-
-    def _on_response(self, response: Any, sent_ms: int, resets: int) -> None:
-        self._in_flight = False
+    def _on_response(self, response: Any, token: int) -> None:
         if self.closing:
-            return
-        if resets != self._resets:
-            # The member gave everything up (lease ran out) after sending this: the answer
-            # is about a membership it abandoned. Heartbeat again (a join) instead.
-            self._wake()
             return
         self.world.coverage.error("ConsumerGroupHeartbeat", response.error_code)
-        applied: Applied = self.core.on_response(response, sent_ms, self.world.topics.names_by_id)
-        if applied.revoked:
-            # Commit what was processed, then release: the commit is ahead of the next heartbeat.
-            self._process(applied.revoked)
-            self.commit(applied.revoked, Credentials(self.core.member_id, self._revoking_epoch(response)), True)
-            self.partitions_removed(applied.revoked)
-        if applied.lost:
-            self.partitions_removed(applied.lost)
-        if applied.added:
-            self.partitions_added(applied.added)
-        reaction = applied.reaction
-        if reaction is Reaction.OK:
+        outcome = self.core.on_heartbeat_response(response, token, self.now / 1000.0)
+        self._act(outcome)
+        if not self.gone:
+            self._wake()
+
+    def _act(self, outcome: Outcome) -> None:
+        """``ConsumerGroupMembership._act``."""
+        core = self.core
+        action = outcome.action
+        if action is Action.OK:
             self._attempt = 0
-            self._arm_lease()
-            self._wake(self.core.next_heartbeat_ms())
-        elif reaction is Reaction.REJOIN:
-            self._wake()
-        elif reaction is Reaction.BACKOFF:
-            self._backoff()
-        else:
-            self.fatal = applied.error
-            self.world.member_failed(self, applied.error, f"ConsumerGroupHeartbeat: {applied.error}")
-            self._closed()
+        elif action is Action.REDISCOVER:
+            self.locator.mark_unknown(outcome.reason)
+            core.heartbeat_failed(self.now / 1000.0, self._next_backoff_s())
+        elif action is Action.BACKOFF:
+            core.heartbeat_failed(self.now / 1000.0, self._next_backoff_s())
+        elif action is Action.FATAL:
+            self._fail(outcome.error, outcome.reason)
 
-    @staticmethod
-    def _revoking_epoch(response: Any) -> int:
-        # A revocation leaves the member at its epoch until it acknowledges: commit with it.
-        return int(response.member_epoch)
+    def _next_backoff_s(self) -> float:
+        delay = self.backoff_ms(self._attempt) / 1000.0
+        self._attempt += 1
+        return delay
 
-    # ------------------------------------------------------------ the lease
+    def _fail(self, code: int, reason: str) -> None:
+        self.fatal = code
+        self.world.member_failed(self, code, f"ConsumerGroupHeartbeat: {reason}")
+        self.core.phase = Phase.UNJOINED
+        self.partitions_removed(self.core.take_owned())
+        self._closed()
 
-    def _arm_lease(self) -> None:
-        lease = getattr(self.core, "lease_until_ms", None)
-        if lease is None:
+    # ------------------------------------------------------------ reconciliation
+
+    def _maybe_reconcile(self) -> None:
+        core = self.core
+        if not core.reconcile_due or core.reconciling is not None:
             return
-        if self._lease_event is not None:
-            self._lease_event.cancel()
-        self._lease_event = self.world.queue.at(lease, f"{self.label} lease check", self._lease_due)
+        if core.unresolved_topic_ids():
+            core.learn_topic_ids(self.world.topics.current_names_by_id())
+        step = core.start_reconciliation()
+        if step is not None:
+            self._apply(step)
 
-    def _lease_due(self) -> None:
-        # Not guarded: a paused process does not consume, and ``held`` already says nothing
-        # once the lease ran out; the member notices (and rejoins) when it resumes.
-        self._lease_event = None
-        if self.gone or self.paused:
-            return
-        self._check_lease()
-
-    def _check_lease(self) -> None:
-        lost = self.core.lease_expired(self.now)
-        if lost is None:
-            return
-        self.world.coverage.member_state("consumer", "lease-expired")
-        self._resets += 1
-        self.partitions_removed(lost)
-        if not self._in_flight:
-            self._wake()
+    def _apply(self, step: Reconciliation) -> None:
+        """``ConsumerGroupMembership._apply``: revoke (commit first), assign, acknowledge."""
+        core = self.core
+        if step.revoked:
+            self._process(step.revoked)
+            self.commit(step.revoked, Credentials(core.member_id, core.member_epoch), releasing=True)
+            self.partitions_removed(step.revoked)
+        core.revocation_done(step)
+        core.complete_reconciliation(step)
+        self.partitions_added(list(step.added))

@@ -18,8 +18,8 @@ class Coverage:
     member_states: Counter[str] = field(default_factory=Counter)
     errors: Counter[str] = field(default_factory=Counter)
     actions: Counter[str] = field(default_factory=Counter)
-    # Classic only: a partition held by two live members of *different* generations at
-    # once. Allowed by the classic protocol (a zombie has not noticed yet); counted.
+    # A partition held by a live member and by a zombie of an older generation (or epoch) at
+    # once. Allowed by both protocols (a zombie has not noticed yet); counted.
     zombie_overlaps: int = 0
 
     def group_state(self, protocol: str, state: str) -> None:
@@ -53,7 +53,8 @@ class Coverage:
                 line("member states", self.member_states),
                 line("error codes", self.errors),
                 line("actions", self.actions),
-                f"- steps where a classic zombie (older generation) still held a partition its successor held"
-                f" (allowed by the classic protocol): {self.zombie_overlaps}",
+                f"- steps where a zombie (classic: an older generation; consumer: a member the coordinator"
+                f" fenced that has not heard yet) still held a partition its successor held (allowed: only"
+                f" its commits are refused): {self.zombie_overlaps}",
             ]
         )

@@ -70,19 +70,32 @@ def classic_ownership(members: list[Any], ordered: bool = False) -> tuple[str | 
     return None, zombies
 
 
-def consumer_ownership(members: list[Any], now_ms: int, ordered: bool = False) -> str | None:
+def consumer_ownership(
+    members: list[Any], coordinator: GroupCoordinator, group_id: str, ordered: bool = False
+) -> tuple[str | None, int]:
+    """(a violation message or None, zombie overlaps seen) for consumer-protocol members.
+
+    Only members the coordinator still has count: one it fenced (session or rebalance
+    timeout) keeps its partitions until an answer tells it (as Kafka's clients do), and
+    only its commits are refused. Among the others, a partition never has two holders."""
+    group = coordinator.consumer_group(group_id)
+    known = group.members if group is not None else {}
     seen: dict[TopicPartition, str] = {}
+    zombie_held: set[TopicPartition] = set()
     for m in members:
-        if not m.lease_valid(now_ms):
-            continue
         held = m.held()
+        if not held:
+            continue
+        if m.member_id not in known:
+            zombie_held |= held
+            continue
         for tp in sorted(held) if ordered else held:
             if tp in seen:
                 if not ordered:
-                    return consumer_ownership(members, now_ms, ordered=True)
-                return f"{tp} held by {seen[tp]} and {m.label} at the same time"
+                    return consumer_ownership(members, coordinator, group_id, ordered=True)
+                return f"{tp} held by {seen[tp]} and {m.label} at the same time", 0
             seen[tp] = m.label
-    return None
+    return None, len(zombie_held & seen.keys())
 
 
 # ---------------------------------------------------------------- offsets
@@ -246,26 +259,25 @@ def consumer_quiet_problems(
     if group is None or group.state is not ConsumerGroupState.STABLE:
         return [f"group is {None if group is None else group.state.value}"]
     problems = []
-    ids = {m.core.member_id for m in members}
+    ids = {m.member_id for m in members}
     if ids != set(group.members):
         problems.append(f"group members {sorted(group.members)} != live members {sorted(ids)}")
     wanted: set[TopicPartition] = set()
     owned: set[TopicPartition] = set()
     for m in members:
-        core = m.core
-        wanted |= set(topics.partitions_of(core.subscription))
-        member = group.member(core.member_id)
+        wanted |= set(topics.partitions_of(m.subscription))
+        member = group.member(m.member_id)
         if member is None:
             continue
-        if core.epoch != group.group_epoch or member.state is not CgMemberState.STABLE:
-            problems.append(f"{m.label} at epoch {core.epoch} ({member.state.name}), group epoch {group.group_epoch}")
+        if m.epoch != group.group_epoch or member.state is not CgMemberState.STABLE:
+            problems.append(f"{m.label} at epoch {m.epoch} ({member.state.name}), group epoch {group.group_epoch}")
             continue
         assigned = {
             (topics.names_by_id[t], p) for t, ps in member.assigned_partitions.items() for p in ps
         }
         if assigned != m.held():
             problems.append(f"{m.label} holds {sorted(m.held())}, assigned {sorted(assigned)}")
-        foreign = {tp for tp in m.held() if tp[0] not in core.subscription}
+        foreign = {tp for tp in m.held() if tp[0] not in m.subscription}
         if foreign:
             problems.append(f"{m.label} holds partitions of topics it does not subscribe to: {sorted(foreign)}")
         owned |= m.held()

@@ -15,7 +15,7 @@ it resumes, which is how a frozen process catches up.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -122,6 +122,7 @@ class SimMember:
         self.positions: dict[TopicPartition, int] = {}
         self._fetch_tokens: dict[TopicPartition, int] = {}
         self._tokens = 0
+        self.touched = False  # ran since the world last looked at it (see World.touch)
 
     # ------------------------------------------------------------ scheduling
 
@@ -140,6 +141,7 @@ class SimMember:
             if self.paused_until is not None:
                 self._backlog.append(lambda: run(*args))
                 return
+            self.world.touch(self)
             fn(*args)
 
         return run
@@ -286,7 +288,7 @@ class SimMember:
 
     # ------------------------------------------------------------ processing and commits
 
-    def _process(self, tps: set[TopicPartition] | list[TopicPartition]) -> None:
+    def _process(self, tps: Iterable[TopicPartition]) -> None:
         """Processing is implicit: when positions are read, each partition processed has
         moved on by a random amount (no event per poll keeps histories cheap)."""
         for tp in sorted(tps):

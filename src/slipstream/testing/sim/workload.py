@@ -24,13 +24,25 @@ KINDS = (
     "coordinator_restart",
     "disconnect",
     "append_failures",
+    "create_topic",
+    "delete_topic",
+    "restart_after_append",
+    "foreign_join",
 )
-# Relative weights of the actions after the initial joins, per workload profile.
+# Relative weights of the actions after the initial joins, per workload profile. New kinds
+# come last with weight 0 in the older profiles, so their seeds draw what they always did.
 PROFILES: dict[str, tuple[int, ...]] = {
-    "default": (14, 8, 6, 6, 7, 7, 4, 4, 8, 3),
+    "default": (14, 8, 6, 6, 7, 7, 4, 4, 8, 3, 0, 0, 0, 0),
     # The log refusing writes often: after_append error paths and timer writes.
-    "append-heavy": (14, 8, 6, 6, 7, 7, 4, 4, 8, 20),
+    "append-heavy": (14, 8, 6, 6, 7, 7, 4, 4, 8, 20, 0, 0, 0, 0),
+    # A changing cluster: topics created and deleted (subscriptions may name topics that
+    # do not exist yet, patterns match them when they appear), and the coordinator
+    # crashing right after an append, before its answer leaves; members of the other
+    # group protocol trying the same group id.
+    "wide": (14, 8, 6, 6, 7, 7, 4, 3, 8, 3, 5, 4, 4, 5),
 }
+# Names a "wide" history may create (t0..t2 exist at the start).
+WIDE_TOPICS = ("t0", "t1", "t2", "t3", "t4")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,10 +75,12 @@ class Setup:
     static_slots: frozenset[int]
     assignors: tuple[str, ...]
     homogeneous: bool
-    # Consumer protocol only: how members write their heartbeats.
-    lean: bool = False
+    # Consumer protocol only: how members subscribe and which assignor they ask for.
     regex: bool = False
     server_assignor: str | None = None
+    # The coordinator's heartbeat interval while a consumer group changes (its setting
+    # consumer_group_reconciling_heartbeat_interval_ms; capped by the regular interval).
+    reconciling_interval_ms: int = 200
 
 
 _ASSIGNOR_CHOICES: tuple[tuple[str, ...], ...] = (
@@ -84,19 +98,20 @@ def draw_setup(seed: int) -> Setup:
     static = frozenset(s for s in range(MAX_MEMBERS) if rng.random() < 0.35)
     assignors = rng.choice(_ASSIGNOR_CHOICES)
     homogeneous = rng.random() < 0.6
+    rng.random()  # was: "lean" heartbeats; kept so older seeds keep their setups
     return Setup(
         topics,
         static,
         assignors,
         homogeneous,
-        lean=rng.random() < 0.5,
         regex=rng.random() < 0.3,
         server_assignor=rng.choice((None, None, "uniform", "range")),
+        reconciling_interval_ms=rng.choice((200, 500, 1_000)),
     )
 
 
-def _subscription(rng: random.Random, setup: Setup) -> tuple[str, ...]:
-    names = [n for n, _ in setup.topics]
+def _subscription(rng: random.Random, setup: Setup, wide: bool = False) -> tuple[str, ...]:
+    names = list(WIDE_TOPICS) if wide else [n for n, _ in setup.topics]
     if setup.homogeneous:
         return tuple(names[:2])
     picked = tuple(n for n in names if rng.random() < 0.5)
@@ -108,11 +123,13 @@ def draw_actions(seed: int, setup: Setup, steps: int, session_ms: int, profile: 
     actions to members that exist and joins to free slots (the run itself may differ:
     a member can die of a fatal error; then the action is a no-op)."""
     rng = random.Random(f"{seed}/workload")
+    wide = profile == "wide"
+    existing = {n for n, _ in setup.topics}
     actions: list[Action] = []
     initial = 1 + rng.randrange(MAX_MEMBERS)
     taken: set[int] = set()
     for slot in range(initial):
-        actions.append(Action(rng.randrange(2_000), "join", slot, _subscription(rng, setup)))
+        actions.append(Action(rng.randrange(2_000), "join", slot, _subscription(rng, setup, wide)))
         taken.add(slot)
     actions.sort(key=lambda a: a.at_ms)
     names = [n for n, _ in setup.topics]
@@ -128,10 +145,29 @@ def draw_actions(seed: int, setup: Setup, steps: int, session_ms: int, profile: 
         if kind == "join":
             slot = rng.choice(free)
             taken.add(slot)
-            actions.append(Action(t, kind, slot, _subscription(rng, setup)))
+            actions.append(Action(t, kind, slot, _subscription(rng, setup, wide)))
+            continue
+        if kind == "create_topic":
+            missing = [n for n in WIDE_TOPICS if n not in existing]
+            if missing:
+                name = rng.choice(missing)
+                existing.add(name)
+                actions.append(Action(t, kind, topics=(name,), extra=1 + rng.randrange(5)))
+            continue
+        if kind == "delete_topic":
+            if len(existing) > 1:
+                name = rng.choice(sorted(existing))
+                existing.discard(name)
+                actions.append(Action(t, kind, topics=(name,)))
+            continue
+        if kind == "foreign_join":
+            actions.append(Action(t, kind, topics=_subscription(rng, setup, wide), extra=len(actions)))
+            continue
+        if kind == "restart_after_append":
+            actions.append(Action(t, kind, duration_ms=rng.randrange(3_000), extra=rng.randrange(300)))
             continue
         if kind == "add_partitions":
-            actions.append(Action(t, kind, topics=(rng.choice(names),), extra=1 + rng.randrange(3)))
+            actions.append(Action(t, kind, topics=(rng.choice(sorted(existing) if wide else names),), extra=1 + rng.randrange(3)))
             continue
         if kind == "append_failures":
             # extra: 0 -> KAFKA_STORAGE_ERROR, 1 -> NOT_COORDINATOR (what the broker's writes answer).
@@ -152,7 +188,8 @@ def draw_actions(seed: int, setup: Setup, steps: int, session_ms: int, profile: 
             actions.append(Action(t, kind, slot, duration_ms=100 + rng.randrange(3_000)))
         elif kind == "subscribe":
             # More or fewer topics: a prefix of the topic list, or any subset.
-            topics = tuple(names[: 1 + rng.randrange(len(names))]) if setup.homogeneous else _subscription(rng, setup)
+            pool = list(WIDE_TOPICS) if wide else names
+            topics = tuple(pool[: 1 + rng.randrange(len(pool))]) if setup.homogeneous else _subscription(rng, setup, wide)
             actions.append(Action(t, kind, slot, topics))
         else:
             actions.append(Action(t, kind, slot))

@@ -43,6 +43,7 @@ from .invariants import (
 from .members import SimMember
 from .network import Network
 from .planted import PLANTS, Plant
+from .probes import REFUSAL, check_answer, group_has_members, send_probe
 from .topics import Topics
 from .workload import Action, Setup, draw_actions, draw_setup
 
@@ -51,6 +52,9 @@ PROTOCOLS = ("classic", "consumer")
 # changed in a generation that never completed, when the coordinator then fails over,
 # finds its instance id mapped to its previous id again (Kafka answers the same).
 EXPECTED_FATAL = frozenset({ErrorCode.FENCED_INSTANCE_ID})
+# ... and, once a member of the other protocol got into the (empty) group, the refusals
+# a member of this protocol then gets from the group of the other type.
+EXPECTED_FATAL_MIXED = frozenset({ErrorCode.INCONSISTENT_GROUP_PROTOCOL, ErrorCode.GROUP_ID_NOT_FOUND})
 DEFAULT_STEPS = 24
 # Too many events at one simulated millisecond: something spins without time passing.
 STORM_LIMIT = 20_000
@@ -60,7 +64,6 @@ STORM_LIMIT = 20_000
 class Timing:
     session_ms: int = 10_000
     heartbeat_ms: int = 1_000
-    # >= the session timeout: see consumer_core.py on the member's lease.
     rebalance_ms: int = 20_000
     metadata_max_age_ms: int = 5_000
     consumer_session_ms: int = 10_000
@@ -100,11 +103,13 @@ class World(BrokerObserver):
         self.trace: deque[str] | list[str] = [] if trace_limit is None else deque(maxlen=trace_limit)
         self._digest = hashlib.blake2b(digest_size=8)
         self._member_ids = itertools.count(1)
+        self._touched: list[SimMember] = []
         t = self.timing
         self.config = CoordinatorConfig(
             offsets_topic_num_partitions=1,
             consumer_group_session_timeout_ms=t.consumer_session_ms,
             consumer_group_heartbeat_interval_ms=t.consumer_heartbeat_ms,
+            consumer_group_reconciling_heartbeat_interval_ms=min(setup.reconciling_interval_ms, t.consumer_heartbeat_ms),
         )
         self.slots: dict[int, SimMember | None] = {}
         self.incarnations: dict[int, int] = {}
@@ -120,10 +125,14 @@ class World(BrokerObserver):
         )
         self._last_group: tuple[object, ...] = ()
         self._seen_activity = -1
+        self._seen_log: tuple[int, int] = (-1, -1)
         self._last_held: dict[str, frozenset[tuple[str, int]]] = {}
         self._last_member_state: dict[str, str] = {}
         self._last_identity: dict[str, tuple[object, ...]] = {}
         self.acked_unwritten: list[str] = []
+        self.mixed = False  # a member of the other protocol got into the group once
+        # The API a member of the other protocol joins with (see probes.py).
+        self.foreign_api = "consumer_group_heartbeat" if protocol == "classic" else "join_group"
         # Full traces (replays) show every commit and its fate; batch runs skip the text.
         self.trace_commits = trace_limit is None
 
@@ -155,6 +164,7 @@ class World(BrokerObserver):
             member = ConsumerMember(self, slot, incarnation, list(topics), instance)
         self.slots[slot] = member
         self.members.append(member)
+        self.touch(member)
         member.start()
 
     def member_failed(self, member: SimMember, code: int, reason: str) -> None:
@@ -162,7 +172,7 @@ class World(BrokerObserver):
         self.note(f"   {member.label} failed: {reason}")
         if self.slots.get(member.slot) is member:
             self.slots[member.slot] = None  # the application died with it
-        if code not in EXPECTED_FATAL:
+        if code not in EXPECTED_FATAL and not (self.mixed and code in EXPECTED_FATAL_MIXED):
             # A well-behaved member of a single-protocol group never gets another fatal answer.
             self.violate("fatal-error", f"{member.label} failed: {reason}")
 
@@ -179,6 +189,8 @@ class World(BrokerObserver):
 
     def _do(self, action: Action) -> None:
         self.coverage.action(action.kind)
+        for m in self.members:
+            self.touch(m)
         kind, slot = action.kind, action.slot
         member = self.slots.get(slot) if slot >= 0 else None
         now = self.queue.now_ms
@@ -212,6 +224,16 @@ class World(BrokerObserver):
         elif kind == "coordinator_restart":
             self.broker.restart(action.duration_ms, action.extra)
             self.faults_until = max(self.faults_until, now + action.duration_ms + action.extra)
+        elif kind == "foreign_join":
+            send_probe(self, action.extra, action.topics)
+        elif kind == "create_topic":
+            self.topics.create(action.topics[0], action.extra)
+        elif kind == "delete_topic":
+            self.topics.delete(action.topics[0])
+        elif kind == "restart_after_append":
+            # The coordinator crashes right after its next append, before the answer leaves.
+            self.broker.restart_after_append = (action.duration_ms, action.extra)
+            self.faults_until = max(self.faults_until, now + 10_000 + action.duration_ms + action.extra)
         elif kind == "append_failures":
             code = ErrorCode.NOT_COORDINATOR if action.extra else ErrorCode.KAFKA_STORAGE_ERROR
             self.broker.fail_appends(action.duration_ms, code)
@@ -222,6 +244,10 @@ class World(BrokerObserver):
     # ------------------------------------------------------------ broker observer
 
     def request_started(self, api: str, request: Any) -> object:
+        if api == self.foreign_api:
+            if getattr(request, "member_epoch", 0) < 0:
+                return None  # a probe leaving
+            return ("probe", group_has_members(self.broker.coordinator, self.group_id, self.protocol))
         if api != "offset_commit":
             return None
         self.fencing.observe(self.broker.coordinator)
@@ -229,6 +255,15 @@ class World(BrokerObserver):
         return generation >= 0 and self.fencing.is_fenced(request.member_id, generation)
 
     def answered(self, origin: Origin, response: Any, append_error: int) -> None:
+        note = origin.note
+        if isinstance(note, tuple) and note[0] == "probe":
+            if response.error_code != REFUSAL[origin.api]:
+                self.mixed = True
+            self.note(f"   {origin.api} of {origin.conn.owner} (other protocol) answered {error_name(response.error_code)}")
+            problem = check_answer(origin.api, bool(note[1]), response)
+            if problem:
+                self.violate("mixed-group", problem)
+            return
         if append_error and not getattr(response, "error_code", 0):
             # Success answered for a change the log refused: remembered for the diagnosis.
             self.acked_unwritten.append(f"{origin.api} from {origin.conn.owner} at {self.queue.now_ms} ms")
@@ -262,19 +297,33 @@ class World(BrokerObserver):
 
     # ------------------------------------------------------------ observing and checking
 
+    def touch(self, member: SimMember) -> None:
+        """``member`` runs code now: look at it after this step (nobody else changes it)."""
+        if not member.touched:
+            member.touched = True
+            self._touched.append(member)
+
     def _observe_and_check(self) -> None:
         """One pass after each step: trace notes and coverage for what changed, then the
-        safety invariants. Coordinator-side work is skipped when the coordinator did not run."""
-        active = [m for m in self.members if not m.gone]
-        if len(active) != len(self.members):
+        safety invariants. Only members that ran code in the step are looked at (a member's
+        state changes only in its own callbacks and in the world's actions, which touch it);
+        coordinator-side work is skipped when the coordinator did not run."""
+        touched = self._touched
+        if touched:
+            self._touched = []
+            for m in touched:
+                m.touched = False
+        if any(m.gone for m in touched):
             for m in self.members:
                 if m.gone and m.label in self._last_held and self._last_held.pop(m.label):
                     self.note(f"   {m.label} holds []")
-            self.members = active
+            self.members = [m for m in self.members if not m.gone]
         # Ownership can only break when what someone holds (or, classic, the generation
-        # it holds it in) changed; leases running out only ever remove holders.
+        # it holds it in) changed, or (consumer protocol) the coordinator's members did.
         changed = False
-        for m in active:
+        for m in touched:
+            if m.gone:
+                continue
             now_held = m.held()
             if self._last_held.get(m.label) != now_held:
                 self._last_held[m.label] = frozenset(now_held)
@@ -292,31 +341,40 @@ class World(BrokerObserver):
                     self.note(f"   {m.label} is {st} as {core.member_id or '-'} in generation {core.generation_id}")
                     changed = True
             elif isinstance(m, ConsumerMember):
-                ident = (m.core.member_id, m.core.epoch)
+                ident = (m.member_id, m.epoch)
                 if self._last_identity.get(m.label) != ident:
                     self._last_identity[m.label] = ident
-                    self.note(f"   {m.label} at epoch {m.core.epoch}")
-        if changed:
+                    self.note(f"   {m.label} at epoch {m.epoch}")
+        broker = self.broker
+        served = broker.activity != self._seen_activity
+        group_changed = False
+        if served:
+            self._seen_activity = broker.activity
+            group_changed = self._observe_group(broker.coordinator)
+        if changed or (group_changed and self.protocol == "consumer"):
+            # Consumer protocol: the coordinator may also have fenced (or, replayed,
+            # restored) a holder; every such change moves the group's epoch or size.
             if self.protocol == "classic":
-                problem, zombies = classic_ownership(active)
-                self.coverage.zombie_overlaps += zombies
+                problem, zombies = classic_ownership(self.members)
             else:
-                problem = consumer_ownership(active, self.queue.now_ms)
+                problem, zombies = consumer_ownership(self.members, broker.coordinator, self.group_id)
+            self.coverage.zombie_overlaps += zombies
             if problem:
                 self.violate("ownership", problem)
-        broker = self.broker
-        if broker.activity == self._seen_activity:
+        if not served or not broker.up:
             return
-        self._seen_activity = broker.activity
         coordinator = broker.coordinator
-        self._observe_group(coordinator)
-        if broker.up:
+        log_mark = (broker.incarnation, len(broker.log))
+        if log_mark != self._seen_log:
+            # Committed offsets change only with a record written (or a replay).
+            self._seen_log = log_mark
             problem = self.offsets.check(coordinator)
             if problem:
                 self.violate("offsets", problem)
-            self.fencing.observe(coordinator)
+        self.fencing.observe(coordinator)
 
-    def _observe_group(self, coordinator: GroupCoordinator) -> None:
+    def _observe_group(self, coordinator: GroupCoordinator) -> bool:
+        """Note and cover the group's state; True when it (epoch, size, state) changed."""
         classic = coordinator.group(self.group_id)
         group = coordinator.consumer_group(self.group_id)
         key: tuple[object, ...]
@@ -336,6 +394,8 @@ class World(BrokerObserver):
                 self.coverage.group_state(str(key[0]), str(key[1]))
             self._last_group = key
             self.note(f"   group: {' '.join(map(str, key))}")
+            return True
+        return False
 
     def _quiet_problems(self) -> list[str]:
         if not self.broker.up or self.broker.coordinator.is_group_loading(self.group_id):
