@@ -92,3 +92,11 @@ def test_rate_limit_is_exact_and_proportional() -> None:
     many_start = {("t", p): 0 for p in range(10)}
     many_latest = {("t", p): 3 for p in range(10)}
     assert sum(rate_limit(many_start, many_latest, 4).values()) == 4
+
+
+def test_isolation_level_option() -> None:
+    assert parse_source_options(BASE, streaming=True).isolation_level == 0
+    opts = parse_source_options({**BASE, "kafka.isolation.level": "READ_COMMITTED"}, streaming=False)
+    assert opts.isolation_level == 1
+    with pytest.raises(OptionError, match="read_uncommitted or read_committed"):
+        parse_source_options({**BASE, "kafka.isolation.level": "serializable"}, streaming=True)
