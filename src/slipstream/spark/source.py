@@ -427,7 +427,7 @@ class SlipstreamDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from .sink import SlipstreamWriter, parse_sink_options
 
-        return SlipstreamWriter(parse_sink_options(self.options, schema))
+        return SlipstreamWriter(parse_sink_options(self.options, schema, streaming=False))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         from .sink import SlipstreamStreamWriter, parse_sink_options
