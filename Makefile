@@ -11,7 +11,7 @@ TOOLS  := .tools
 JAVA_JARS := $(TOOLS)/java/kafka-clients.jar
 PYTEST_ARGS ?=
 
-.PHONY: serve test venv install install-test install-bench peers java-peer kcat lint typecheck pytest bench-quick clean-tools
+.PHONY: serve test venv install install-test install-bench peers java-peer kcat postgres lint typecheck pytest bench-quick clean-tools
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,11 +23,11 @@ $(VENV)/.stamp-install: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.stamp-install-test: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[test,fast,spark]'
+	$(BIN)/pip install -q -e '.[test,fast,spark,postgres]'
 	touch $@ $(VENV)/.stamp-install
 
 $(VENV)/.stamp-install-bench: pyproject.toml $(VENV)/.stamp-install-test
-	$(BIN)/pip install -q -e '.[test,fast,spark,bench]'
+	$(BIN)/pip install -q -e '.[test,fast,spark,postgres,bench]'
 	touch $@
 
 install: $(VENV)/.stamp-install
@@ -47,7 +47,10 @@ java-peer: $(JAVA_JARS)
 kcat:
 	@scripts/setup_kcat.sh
 
-peers: java-peer kcat
+postgres:
+	@scripts/setup_postgres.sh
+
+peers: java-peer kcat postgres
 
 # --- checks -------------------------------------------------------------------
 lint: install-test
@@ -76,6 +79,7 @@ bench-quick: install-bench
 	$(BIN)/python bench/metrics_overhead.py --quick
 	$(BIN)/python bench/txn_consume.py --quick
 	$(BIN)/python bench/txn_produce.py --quick
+	$(BIN)/python bench/postgres_storage.py --quick
 
 clean-tools:
 	rm -rf $(TOOLS)

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from conftest import GROUP_BROKER_ARGS, BrokerProcess, _make_broker
 from prometheus_client.parser import text_string_to_metric_families
 
+from slipstream.testing.broker_process import GROUP_BROKER_ARGS, BrokerProcess, running_broker
 from slipstream.testing.ports import free_port
 
 pytestmark = pytest.mark.conformance
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.conformance
 def admin_broker(tmp_path: Path) -> Iterator[tuple[BrokerProcess, str]]:
     port = free_port()
     args = (*GROUP_BROKER_ARGS, "--admin-port", str(port), "--set", "group.initial.rebalance.delay.ms=0")
-    for broker in _make_broker(tmp_path, args):
+    for broker in running_broker(tmp_path, args):
         yield broker, f"http://127.0.0.1:{port}"
 
 

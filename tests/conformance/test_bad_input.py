@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
+import zstandard
 from conformance_helpers import (
     ck_consume,
     ck_create_topic,
@@ -27,12 +28,14 @@ from conformance_helpers import (
     now_ms,
     verify_records,
 )
+from crc32c import crc32c
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 pytestmark = pytest.mark.conformance
 
 PRODUCE, METADATA, API_VERSIONS = 0, 3, 18
 NONE, CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, UNSUPPORTED_VERSION, INVALID_RECORD = 0, 2, 10, 35, 87
+INVALID_TOPIC_EXCEPTION = 17
 MAX_REQUEST_BYTES = 100 * 1024 * 1024  # socket.request.max.bytes default
 DEFAULT_MAX_MESSAGE_BYTES = 1048588  # max.message.bytes default
 
@@ -349,6 +352,58 @@ def test_produce_batch_length_inconsistent(broker, health, raw_topic):
     err, _ = raw_produce(broker, raw_topic, data)
     assert err in (CORRUPT_MESSAGE, INVALID_RECORD), err
     assert ck_watermarks(broker.bootstrap, raw_topic)[0] == (0, 0)
+    health.check()
+
+
+def with_crc(data: bytearray) -> bytearray:
+    """Recompute the batch's length and CRC32C (bytes 21..end), so only deeper checks see damage."""
+    struct.pack_into(">i", data, 8, len(data) - 12)
+    struct.pack_into(">I", data, 17, crc32c(bytes(data[21:])))
+    return data
+
+
+def test_produce_record_count_lie_is_refused_and_later_records_are_delivered(broker, health, raw_topic):
+    data = batch([b"only"])
+    struct.pack_into(">i", data, 23, 2**31 - 2)  # last offset delta
+    struct.pack_into(">i", data, 57, 2**31 - 1)  # record count
+    data = with_crc(data)
+    assert len(data) < 80
+    err, _ = raw_produce(broker, raw_topic, data)
+    assert err == INVALID_RECORD
+    assert ck_watermarks(broker.bootstrap, raw_topic)[0] == (0, 0)  # the log end did not move
+    err, base = raw_produce(broker, raw_topic, batch([b"good"]), correlation_id=8)
+    assert (err, base) == (NONE, 0)
+    records = ck_consume(broker.bootstrap, raw_topic, 1)
+    assert [(r.offset, r.value) for r in records] == [(0, "good")]
+    health.check()
+
+
+def test_produce_record_with_endless_varint_is_refused(broker, health, raw_topic):
+    data = batch([b"x"])
+    data = with_crc(data[:61] + b"\xff" * 24)
+    err, _ = raw_produce(broker, raw_topic, data)
+    assert err == INVALID_RECORD
+    assert ck_watermarks(broker.bootstrap, raw_topic)[0] == (0, 0)
+    health.check()
+
+
+def test_produce_zstd_bomb_is_refused_without_inflating(broker, health, topic_name):
+    ck_create_topic(broker.bootstrap, topic_name, partitions=1, config={"cleanup.policy": "compact"})
+    data = batch([b"x"])
+    bomb = zstandard.ZstdCompressor().compress(bytes(256 << 20))  # 256 MiB of zeros
+    data = data[:61] + bomb
+    struct.pack_into(">h", data, 21, 4)  # attributes: zstd
+    err, _ = raw_produce(broker, topic_name, with_crc(data))
+    assert err == MESSAGE_TOO_LARGE
+    assert ck_watermarks(broker.bootstrap, topic_name)[0] == (0, 0)
+    health.check()
+
+
+def test_clients_cannot_produce_to_the_offsets_topic(broker, health):
+    with connect(broker) as s:
+        s.sendall(request(PRODUCE, 3, 5, produce_v3("__consumer_offsets", 0, batch([b"forged"]))))
+        ((_name, _p, err, _base),) = parse_produce_v3(recv_response(s, 5))
+    assert err == INVALID_TOPIC_EXCEPTION
     health.check()
 
 

@@ -14,8 +14,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..log.metadata import DirectoryMetadata, MetadataStore
 from .cleaner import LogCleaner
 from .config import BrokerConfig
+from .connection_limits import ConnectionLimits
 from .dispatch import Dispatcher
 from .fetch_sessions import FetchSessionCache
 from .gc_tuning import ServingGC
@@ -54,25 +56,36 @@ class Broker:
     async def start(self) -> Broker:
         config = self.config
         data_dir: Path | None = None
+        metadata: MetadataStore | None = None
         if config.storage == "disk":
             from ..log.store import DiskLogStore
 
             data_dir = Path(config.data_dir)
             data_dir.mkdir(parents=True, exist_ok=True)
             store: Any = DiskLogStore(data_dir / "logs")
+            metadata = DirectoryMetadata(data_dir)
+        elif config.storage == "postgres":
+            from ..log.postgres import PostgresLogStore
+
+            assert config.database_url is not None  # validate() checked
+            # Connecting and migrating block: do it off the loop.
+            store = await asyncio.get_running_loop().run_in_executor(
+                None, PostgresLogStore, config.database_url
+            )
+            metadata = store.metadata()
         else:
             from ..log.memory import MemoryLogStore
 
             store = MemoryLogStore()
-        topics = TopicManager(config, store, data_dir)
+        topics = TopicManager(config, store, metadata)
         topics.load()
-        group_configs = GroupConfigs(config, data_dir)
+        group_configs = GroupConfigs(config, metadata)
         group_configs.load()
         state = BrokerState(
             config=config,
             topics=topics,
-            cluster_id=load_cluster_id(data_dir),
-            producer_ids=ProducerIdAllocator(data_dir / "producer-ids" if data_dir else None),
+            cluster_id=load_cluster_id(metadata),
+            producer_ids=ProducerIdAllocator(metadata),
             group_configs=group_configs,
             fetch_sessions=FetchSessionCache(config.max_incremental_fetch_session_cache_slots),
         )
@@ -92,8 +105,11 @@ class Broker:
             self.admin = AdminListener(state, groups.coordinator, lambda: len(self._connections))
             await self.admin.start(config.admin_host or config.host, config.admin_port)
         loop = asyncio.get_running_loop()
+        limits = ConnectionLimits(
+            config.max_connections, config.max_connections_per_ip, config.connections_max_idle_ms, lambda: state.clock()
+        )
         self._server = await loop.create_server(
-            lambda: KafkaConnection(dispatcher, config.socket_request_max_bytes, self._connections),
+            lambda: KafkaConnection(dispatcher, config.socket_request_max_bytes, self._connections, limits),
             host=config.host,
             port=config.port,
             reuse_address=True,
@@ -102,6 +118,7 @@ class Broker:
         state.advertised_host = config.advertised_host or config.host
         state.advertised_port = config.advertised_port or self.port
         self._tasks.append(loop.create_task(self._retention_loop()))
+        self._tasks.append(loop.create_task(limits.sweep_idle(self._connections)))
         self.cleaner = LogCleaner(
             topics,
             state.clock,
@@ -109,14 +126,15 @@ class Broker:
             last_stable_offset=state.last_stable_offset,
         )
         self._tasks.append(loop.create_task(self.cleaner.run()))
-        if config.durability == "interval":
+        if config.durability == "interval" or config.storage == "postgres":
+            # postgres: acks=0/1 appends reach the database within flush_interval_ms.
             self._tasks.append(loop.create_task(self._flush_loop()))
         log.info(
             "slipstream broker listening on %s:%d (storage=%s, data=%s)",
             config.host,
             self.port,
             config.storage,
-            data_dir,
+            data_dir if config.storage != "postgres" else _redacted(config.database_url or ""),
         )
         return self
 
@@ -235,3 +253,12 @@ class Broker:
             await asyncio.sleep(self.config.flush_interval_ms / 1000)
             if self.state is not None:
                 await loop.run_in_executor(None, self.state.topics.flush_all)
+
+
+def _redacted(url: str) -> str:
+    """The database URL without its password, for logs."""
+    scheme, sep, rest = url.partition("://")
+    credentials, at, location = rest.rpartition("@")
+    if not at or ":" not in credentials:
+        return url
+    return f"{scheme}{sep}{credentials.split(':', 1)[0]}:***@{location}"

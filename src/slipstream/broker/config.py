@@ -19,6 +19,9 @@ log = logging.getLogger(__name__)
 DURABILITY_POLICIES = ("page-cache", "interval", "fsync")
 
 
+STORAGE_KINDS = ("disk", "memory", "postgres")
+
+
 @dataclass(frozen=True)
 class BrokerConfig:
     host: str = "127.0.0.1"
@@ -27,12 +30,20 @@ class BrokerConfig:
     advertised_host: str | None = None
     advertised_port: int | None = None
     data_dir: str = "./slipstream-data"
-    # "disk" or "memory" (nothing survives a restart).
+    # "disk", "memory" (nothing survives a restart) or "postgres" (logs and metadata in
+    # the database at database_url; the data directory is then unused).
     storage: str = "disk"
+    database_url: str | None = None
     node_id: int = 0
     auto_create_topics: bool = True
     default_partitions: int = 1
     socket_request_max_bytes: int = 100 * 1024 * 1024
+    # Connection bounds (Kafka's names and defaults): total, per source IP, idle time.
+    max_connections: int = 2147483647
+    max_connections_per_ip: int = 2147483647
+    connections_max_idle_ms: int = 600_000
+    # Partitions one client id may create or delete per second (KIP-599); 0: no limit.
+    controller_mutation_rate: int = 0
     message_max_bytes: int = 1024 * 1024 + 12  # Kafka's default max.message.bytes
     log_segment_bytes: int = 1 << 30
     log_segment_ms: int = 7 * 24 * 3600 * 1000
@@ -66,9 +77,15 @@ class BrokerConfig:
     # Comma-separated server-side assignors members may ask for; the first is the default.
     group_consumer_assignors: str = "uniform,range"
     offsets_retention_minutes: int = 7 * 24 * 60
+    # Ours: rebalance-history events kept per group (group.history.max.events; coordinator/history.py).
+    group_history_max_events: int = 1_000
     offset_metadata_max_bytes: int = 4096
     # KIP-227 fetch sessions the broker keeps at once (0: every fetch is sessionless).
     max_incremental_fetch_session_cache_slots: int = 1000
+    # The HTTP admin listener (/metrics, /healthz, /readyz, /api): off unless a port is
+    # given (0 picks a free one); admin_host defaults to host.
+    admin_port: int | None = None
+    admin_host: str | None = None
     # Transactions (Kafka's names and defaults): the longest transaction.timeout.ms a
     # producer may ask for, how long an idle transactional id is remembered, and the
     # partitions of __transaction_state (created when the first transactional
@@ -76,15 +93,16 @@ class BrokerConfig:
     transaction_max_timeout_ms: int = 900_000
     transactional_id_expiration_ms: int = 604_800_000
     transaction_state_log_num_partitions: int = 50
-    # The HTTP admin listener (/metrics, /healthz, /readyz, /api): off unless a port is
-    # given (0 picks a free one); admin_host defaults to host.
-    admin_port: int | None = None
-    admin_host: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
 
     def validate(self) -> BrokerConfig:
-        if self.storage not in ("disk", "memory"):
-            raise ValueError(f"storage must be 'disk' or 'memory', not {self.storage!r}")
+        for key in ("max_connections", "max_connections_per_ip", "connections_max_idle_ms"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"{key.replace('_', '.')} must be at least 1, got {getattr(self, key)}")
+        if self.storage not in STORAGE_KINDS:
+            raise ValueError(f"storage must be one of {', '.join(STORAGE_KINDS)}, not {self.storage!r}")
+        if self.storage == "postgres" and not self.database_url:
+            raise ValueError("storage 'postgres' needs a database URL (database_url, --database-url)")
         if self.durability not in DURABILITY_POLICIES:
             raise ValueError(
                 f"durability must be one of {', '.join(DURABILITY_POLICIES)}, not {self.durability!r}"
@@ -95,6 +113,8 @@ class BrokerConfig:
             raise ValueError(f"admin port {self.admin_port} is out of range")
         if self.default_partitions < 1:
             raise ValueError("default partitions must be at least 1")
+        if self.group_history_max_events < 1:
+            raise ValueError("group.history.max.events must be >= 1")
         if self.transaction_state_log_num_partitions < 1:
             raise ValueError("transaction.state.log.num.partitions must be at least 1")
         if self.transaction_max_timeout_ms < 1 or self.transactional_id_expiration_ms < 1:
@@ -127,6 +147,13 @@ class BrokerConfig:
                 f"group.consumer.assignors must list assignors among uniform, range; got {self.group_consumer_assignors!r}"
             )
         return self
+
+    @property
+    def syncs_before_ack(self) -> bool:
+        """Whether acks=all (and group/transaction writes) wait for the durability
+        barrier: with fsync, and always with postgres, where an unflushed append is
+        only in this process's memory."""
+        return self.durability == "fsync" or self.storage == "postgres"
 
     def consumer_group_assignors(self) -> tuple[str, ...]:
         return tuple(a.strip() for a in self.group_consumer_assignors.split(",") if a.strip())

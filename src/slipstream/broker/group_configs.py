@@ -10,10 +10,9 @@ be configured (its config waits for it), as in Kafka.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
-from pathlib import Path
 
+from ..log.metadata import MetadataStore
 from ..protocol.errors import ErrorCode, KafkaError
 from .config import BrokerConfig
 
@@ -37,16 +36,19 @@ GROUP_CONFIG_KEYS = {
 }
 
 
+_DOCUMENT = "group_configs.json"
+
 class GroupConfigs:
-    def __init__(self, config: BrokerConfig, metadata_dir: Path | None) -> None:
+    def __init__(self, config: BrokerConfig, metadata: MetadataStore | None) -> None:
         self.config = config
-        self._path = metadata_dir / "group_configs.json" if metadata_dir else None
+        self._metadata = metadata
         self._overrides: dict[str, dict[str, str]] = {}
 
     def load(self) -> None:
-        if self._path is None or not self._path.exists():
+        text = self._metadata.load(_DOCUMENT) if self._metadata is not None else None
+        if text is None:
             return
-        saved = json.loads(self._path.read_text())
+        saved = json.loads(text)
         self._overrides = {g: dict(c) for g, c in saved.get("groups", {}).items()}
 
     def overrides(self, group_id: str) -> dict[str, str]:
@@ -124,11 +126,6 @@ class GroupConfigs:
             )
 
     def _save(self) -> None:
-        if self._path is None:
+        if self._metadata is None:
             return
-        tmp = self._path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            json.dump({"groups": self._overrides}, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self._path)
+        self._metadata.save(_DOCUMENT, json.dumps({"groups": self._overrides}, indent=1, sort_keys=True))

@@ -68,12 +68,12 @@ from ..protocol.records import (
     CONTROL_ABORT,
     CONTROL_COMMIT,
     ProducerRecord,
-    build_batch,
     build_control_batch,
-    iter_batches,
 )
 from ..protocol.schema import Struct
 from .group_configs import HEARTBEAT_INTERVAL
+from .offsets_batches import RecordTooLarge, encode_bounded
+from .offsets_replay import replayable_batches
 from .state import BrokerState
 
 log = logging.getLogger(__name__)
@@ -126,6 +126,8 @@ class _Queued:
 class GroupCoordinatorAdapter:
     def __init__(self, state: BrokerState) -> None:
         self.state = state
+        # The offsets topic's max.message.bytes (set at start): no write goes past it.
+        self._max_batch_bytes = state.config.message_max_bytes
         c = state.config
         self.config = CoordinatorConfig(
             group_min_session_timeout_ms=c.group_min_session_timeout_ms,
@@ -143,6 +145,7 @@ class GroupCoordinatorAdapter:
             consumer_group_max_size=c.group_consumer_max_size,
             consumer_group_heartbeat_budget_per_s=c.group_consumer_heartbeat_budget_per_sec,
             consumer_group_assignors=c.consumer_group_assignors(),
+            group_history_max_events=c.group_history_max_events,
         )
         self.timer = ManualTimer(clock=state.clock)
         self.coordinator = GroupCoordinator(
@@ -188,6 +191,7 @@ class GroupCoordinatorAdapter:
                 self.config.offsets_topic_num_partitions,
                 {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)},
             )
+        self._max_batch_bytes = int(topics.effective_configs(topics.topics[OFFSETS_TOPIC])["max.message.bytes"])
         self.coordinator.begin_loading()
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._load()))
@@ -217,6 +221,7 @@ class GroupCoordinatorAdapter:
         topic = self.state.topics.get(OFFSETS_TOPIC)
         assert topic is not None
         replayed = 0
+        max_uncompressed = int(self.state.topics.effective_configs(topic)["max.message.bytes"])
         async with self._lock:
             now = self.state.clock()
             for plog in topic.partitions:
@@ -229,15 +234,17 @@ class GroupCoordinatorAdapter:
                     if not result.size:
                         break
                     for chunk in result.chunks:
-                        for header, records in iter_batches(chunk):
+                        for header, records in replayable_batches(chunk, max_uncompressed):
                             if header.last_offset < offset:
                                 continue
                             if header.is_control:
                                 # A transaction marker: the producer's pending offsets end.
                                 if records and records[0].control_type is not None:
                                     commit = records[0].control_type == CONTROL_COMMIT
-                                    self.coordinator.replay_end_transaction(
-                                        header.producer_id, commit, now, header.producer_epoch
+                                    self._untrusted(
+                                        header.next_offset - 1,
+                                        self.coordinator.replay_end_transaction,
+                                        header.producer_id, commit, now, header.producer_epoch,
                                     )
                                 replayed += 1
                                 offset = header.next_offset
@@ -246,16 +253,27 @@ class GroupCoordinatorAdapter:
                             for record in records:
                                 if record.offset < offset or record.key is None:
                                     continue
-                                self.coordinator.replay(
-                                    record.key, record.value, now, producer_id, header.producer_epoch
+                                replayed += self._untrusted(
+                                    record.offset,
+                                    self.coordinator.replay,
+                                    record.key, record.value, now, producer_id, header.producer_epoch,
+                                    record_time_ms=record.timestamp,
                                 )
-                                replayed += 1
                             offset = header.next_offset
                     await asyncio.sleep(0)  # let other connections be served while we load
             self.coordinator.finish_loading(self.state.clock())
         self._loaded.set()
         self._timer_changed.set()
         log.info("group coordinator loaded %d records from %s", replayed, OFFSETS_TOPIC)
+
+    def _untrusted(self, offset: int, replay: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
+        """Replay one record read back from the log; 1 if applied, 0 if it was skipped."""
+        try:
+            replay(*args, **kwargs)
+        except Exception as exc:  # the log may hold bytes no coordinator wrote
+            log.warning("skipping __consumer_offsets record at offset %d: %r", offset, exc)
+            return 0
+        return 1
 
     # ---------------------------------------------------------------- requests
 
@@ -307,7 +325,7 @@ class GroupCoordinatorAdapter:
                 return ErrorCode.KAFKA_STORAGE_ERROR
             self.coordinator.replay_end_transaction(producer_id, commit, now, producer_epoch)
             self.state.notifier.notify((OFFSETS_TOPIC, partition))
-            if self.state.config.durability == "fsync":
+            if self.state.config.syncs_before_ack:
                 try:
                     await self.state.committer.sync(plog)
                 except OSError as exc:
@@ -359,6 +377,15 @@ class GroupCoordinatorAdapter:
             await self.call(lambda now: self.coordinator.consumer_group_describe(ctx, request, now)),
         )
 
+    def history_for(self, group_id: str, since: int = 0) -> list[dict[str, Any]]:
+        """The group's rebalance history, oldest first, as JSON-able dicts numbered by ``seq``
+        (events after ``since`` only). Read without the lock: it only reads a finished list."""
+        return self.coordinator.history_of(group_id, since)
+
+    def history_last_seq(self) -> int:
+        """The number of the last event recorded for any group (a follower's high-water mark)."""
+        return self.coordinator.history.last_seq
+
     def note_coordinator_lookup(self, group_ids: list[str], connection: str) -> None:
         # Only a hint for groups in their initial delay: no record, response or timer change.
         self.coordinator.note_coordinator_lookup(group_ids, connection, self.state.clock())
@@ -380,6 +407,8 @@ class GroupCoordinatorAdapter:
         if result.response is not None and result.pending is None and not result.records and (
             not result.completions and result.after_append is None
         ):
+            if result.events:  # e.g. a commit of a stale generation, for the history
+                self.coordinator.history.record(result.events)
             return result.response  # answered without a write (e.g. a validation error)
         if not result.records or result.pending is None or result.response is not None:
             # A shape we do not batch: carried out the ordinary way.
@@ -428,7 +457,7 @@ class GroupCoordinatorAdapter:
                     item.error = item.error or error
             elif plog is not None:
                 plogs.append((plog, items))
-        if self.state.config.durability == "fsync" and plogs:
+        if self.state.config.syncs_before_ack and plogs:
             task = asyncio.get_running_loop().create_task(self._sync_then_answer(queued, plogs, self._last_sync))
             self._last_sync = task
             self._syncing.add(task)
@@ -531,6 +560,8 @@ class GroupCoordinatorAdapter:
             result = result.after_append(error, self.state.clock())
 
     def _deliver(self, result: CoordinatorResult) -> None:
+        if result.events:
+            self.coordinator.history.record(result.events)
         for completion in result.completions:
             fut = self._parked.pop(completion.pending, None)
             if fut is not None and not fut.done():
@@ -546,7 +577,7 @@ class GroupCoordinatorAdapter:
             error, plog = self._write(partition, group, now)
             if error:
                 return error
-            if plog is not None and self.state.config.durability == "fsync":
+            if plog is not None and self.state.config.syncs_before_ack:
                 try:
                     await self.state.committer.sync(plog)
                 except OSError as exc:
@@ -563,7 +594,12 @@ class GroupCoordinatorAdapter:
         if plog is None:
             return ErrorCode.NOT_COORDINATOR, None
         try:
-            plog.append(_batches(records, now), now_ms=now, log_append_time=False)
+            batches = _batches(records, now, self._max_batch_bytes)
+        except RecordTooLarge as exc:
+            log.warning("not writing to %s: %s", OFFSETS_TOPIC, exc)
+            return ErrorCode.MESSAGE_TOO_LARGE, None
+        try:
+            plog.append(batches, now_ms=now, log_append_time=False)
         except OSError as exc:
             log.error("writing %s failed: %s", OFFSETS_TOPIC, exc)
             return ErrorCode.KAFKA_STORAGE_ERROR, None
@@ -607,9 +643,10 @@ class GroupCoordinatorAdapter:
                         log.exception("group coordinator timer %s failed", expired.key)
 
 
-def _batches(records: list[Record], now: int) -> list[bytearray]:
-    """One batch per run of records of the same producer: the coordinator's own records
-    in a plain batch, a TxnOffsetCommit's in its producer's transactional batch."""
+def _batches(records: list[Record], now: int, max_batch_bytes: int) -> list[bytearray]:
+    """Batches per run of records of the same producer: the coordinator's own records in
+    plain batches, a TxnOffsetCommit's in its producer's transactional batches, each
+    within the offsets topic's max.message.bytes (RecordTooLarge if a record cannot fit)."""
     out: list[bytearray] = []
     start = 0
     while start < len(records):
@@ -619,11 +656,11 @@ def _batches(records: list[Record], now: int) -> list[bytearray]:
             end += 1
         run = [ProducerRecord(r.key, r.value, timestamp_ms=now) for r in records[start:end]]
         if producer is None:
-            out.append(bytearray(build_batch(run)))
+            out.extend(encode_bounded(run, max_batch_bytes))
         else:
-            out.append(
-                bytearray(
-                    build_batch(run, producer_id=producer[0], producer_epoch=producer[1], is_transactional=True)
+            out.extend(
+                encode_bounded(
+                    run, max_batch_bytes, producer_id=producer[0], producer_epoch=producer[1], is_transactional=True
                 )
             )
         start = end

@@ -6,27 +6,43 @@ import asyncio
 from collections import defaultdict
 from collections.abc import Iterable
 
+from .connection_gone import connection_gone
+
 PartitionKey = tuple[str, int]
 
 
 class AppendNotifier:
     def __init__(self) -> None:
-        self._waiters: defaultdict[PartitionKey, set[asyncio.Future[None]]] = defaultdict(set)
+        self._waiters: defaultdict[PartitionKey, set[asyncio.Future[bool]]] = defaultdict(set)
 
     async def wait(self, keys: Iterable[PartitionKey], timeout_s: float) -> bool:
-        """Wait until any of ``keys`` gets an append or the timeout passes; True if woken."""
+        """Wait until any of ``keys`` gets an append or the timeout passes; True if woken.
+
+        False too, at once, when the requesting connection has gone (connection_gone).
+        """
+        gone = connection_gone()
+        if gone is not None and gone.done():
+            return False
         loop = asyncio.get_running_loop()
-        fut: asyncio.Future[None] = loop.create_future()
+        fut: asyncio.Future[bool] = loop.create_future()
         registered = list(keys)
         for key in registered:
             self._waiters[key].add(fut)
+
+        def on_gone(_: asyncio.Future[None]) -> None:
+            if not fut.done():
+                fut.set_result(False)
+
+        if gone is not None:
+            gone.add_done_callback(on_gone)
         try:
             async with asyncio.timeout(timeout_s):
-                await fut
-            return True
+                return await fut
         except TimeoutError:
             return False
         finally:
+            if gone is not None:
+                gone.remove_done_callback(on_gone)
             for key in registered:
                 waiters = self._waiters.get(key)
                 if waiters is not None:
@@ -34,10 +50,14 @@ class AppendNotifier:
                     if not waiters:
                         del self._waiters[key]
 
+    def waiting(self) -> int:
+        """Parked waits right now (each counted once however many partitions it watches)."""
+        return len({id(fut) for waiters in self._waiters.values() for fut in waiters})
+
     def notify(self, key: PartitionKey) -> None:
         waiters = self._waiters.get(key)
         if not waiters:
             return
         for fut in waiters:
             if not fut.done():
-                fut.set_result(None)
+                fut.set_result(True)

@@ -13,17 +13,17 @@ open transaction bounds the last stable offset (LSO) that read_committed readers
 
 from __future__ import annotations
 
-import os
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 
+from ..log.metadata import MetadataStore
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.record_batch import BatchHeader
 
 CACHED_BATCHES = 5
 _ID_BLOCK = 1000
+_DOCUMENT = "producer-ids"
 _SEQ_MOD = 1 << 31
 
 
@@ -76,20 +76,19 @@ class CompletedTxn:
 class ProducerIdAllocator:
     """Hands out unique producer ids; blocks are persisted so ids never repeat after a restart."""
 
-    def __init__(self, state_file: Path | None) -> None:
-        self._path = state_file
+    def __init__(self, metadata: MetadataStore | None) -> None:
+        self._metadata = metadata
         self._next = 0
         self._block_end = 0
-        if state_file is not None and state_file.exists():
-            self._next = self._block_end = int(state_file.read_text().strip() or 0)
+        saved = metadata.load(_DOCUMENT) if metadata is not None else None
+        if saved is not None:
+            self._next = self._block_end = int(saved.strip() or 0)
 
     def allocate(self) -> int:
         if self._next >= self._block_end:
             self._block_end = self._next + _ID_BLOCK
-            if self._path is not None:
-                tmp = self._path.with_suffix(".tmp")
-                tmp.write_text(str(self._block_end))
-                os.replace(tmp, self._path)
+            if self._metadata is not None:
+                self._metadata.save(_DOCUMENT, str(self._block_end))
         pid = self._next
         self._next += 1
         return pid

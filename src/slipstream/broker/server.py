@@ -19,6 +19,10 @@ pipelining client gets its commits batched. The rule, per connection:
   together go out in one write. While the transport asks us to pause writing no new
   request starts, which bounds what we buffer.
 
+When the client closes (EOF) or the connection is lost, the connection's gone-signal
+(connection_gone.py) ends its parked long-polls at once: they answer with what they
+have (or are cancelled), so a departed client holds no task, waiter or socket.
+
 A frame longer than socket.request.max.bytes, a request we cannot parse, or a
 handler that fails closes that connection only (responses to the requests before
 it are written first; requests after it are dropped).
@@ -27,19 +31,24 @@ it are written first; requests after it are dropped).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import struct
 from collections import deque
 from typing import Any, cast
 
+from .connection_gone import context_for_connection, signal_gone
+from .connection_limits import ConnectionLimits
 from .dispatch import Buffers, CloseConnection, Dispatcher
 
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 _API_KEY = struct.Struct(">h")
-# Frames read ahead before we stop reading from the socket.
+# Frames read ahead before we stop reading from the socket, and their bytes: whichever
+# bound is reached first pauses reading (one frame is always taken, however large).
 _MAX_QUEUED = 64
+_MAX_QUEUED_BYTES = 16 * 1024 * 1024
 # Requests of pipelined APIs in flight at once on one connection.
 _MAX_IN_FLIGHT = 128
 
@@ -52,8 +61,19 @@ PIPELINED_APIS = frozenset({8, 12})
 
 
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, dispatcher: Dispatcher, max_request_bytes: int, connections: set[KafkaConnection]) -> None:
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        max_request_bytes: int,
+        connections: set[KafkaConnection],
+        limits: ConnectionLimits | None = None,
+    ) -> None:
         self.dispatcher = dispatcher
+        self.limits = limits
+        self._admitted_ip: str | None = None  # counted in limits until the connection is lost
+        # Broker-clock time of the last byte read or written (connections.max.idle.ms).
+        self.last_active_ms = 0
+        self._queued_bytes = 0
         self.max_request_bytes = max_request_bytes
         self.connections = connections
         self.transport: asyncio.Transport | None = None
@@ -69,6 +89,9 @@ class KafkaConnection(asyncio.Protocol):
         self._writing_paused = False
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        # Completed when the client closes or the connection is lost (connection_gone.py).
+        self._gone: asyncio.Future[None] | None = None
+        self._context: contextvars.Context | None = None
 
     @property
     def worker(self) -> asyncio.Future[Any] | None:
@@ -84,12 +107,26 @@ class KafkaConnection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        if self.limits is not None:
+            ip = str(peer[0]) if peer else "?"
+            refused = self.limits.admit(ip)
+            if refused is not None:
+                log.warning("refusing connection from %s: %s", self.peer, refused)
+                self._closed = True
+                self.transport.close()
+                return
+            self._admitted_ip = ip
+            self.last_active_ms = self.limits.clock()
         self.connections.add(self)
         self._loop = asyncio.get_running_loop()
+        self._gone = self._loop.create_future()
+        self._context = context_for_connection(self._gone)
 
     def data_received(self, data: bytes) -> None:
         if self._closed:
             return
+        if self.limits is not None:
+            self.last_active_ms = self.limits.clock()
         buf = self._buf
         buf += data
         start = 0
@@ -103,22 +140,29 @@ class KafkaConnection(asyncio.Protocol):
             if end - start - 4 < size:
                 break
             frames.append(buf[start + 4 : start + 4 + size])
+            self._queued_bytes += size
             start += 4 + size
         if start:
             del buf[:start]
         self._pump()
-        if len(frames) >= _MAX_QUEUED and not self._reading_paused and self.transport and not self._closed:
+        too_much = len(frames) >= _MAX_QUEUED or self._queued_bytes >= _MAX_QUEUED_BYTES
+        if too_much and not self._reading_paused and self.transport and not self._closed:
             self._reading_paused = True
             self.transport.pause_reading()
 
     def eof_received(self) -> bool | None:
         self._eof = True
+        signal_gone(self._gone)  # parked long-polls answer now with what they have
         self._pump()
         return True  # keep the transport open until queued responses are written
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
+        if self._admitted_ip is not None and self.limits is not None:
+            self.limits.release(self._admitted_ip)
+            self._admitted_ip = None
         self.connections.discard(self)
+        signal_gone(self._gone)
         self._drop_pending()
 
     def pause_writing(self) -> None:
@@ -142,13 +186,15 @@ class KafkaConnection(asyncio.Protocol):
             if in_flight and not (pipelined and self._in_flight_pipelined):
                 break
             frames.popleft()
+            self._queued_bytes -= len(frame)
             assert self._loop is not None
-            task = self._loop.create_task(self.dispatcher.dispatch(frame, self.peer))
+            task = self._loop.create_task(self.dispatcher.dispatch(frame, self.peer), context=self._context)
             task.add_done_callback(self._on_done)
             in_flight.append(task)
             # Only reached with something in flight when all of it is pipelined.
             self._in_flight_pipelined = pipelined
-        if self._reading_paused and len(frames) < _MAX_QUEUED // 2 and self.transport:
+        drained = len(frames) < _MAX_QUEUED // 2 and self._queued_bytes < _MAX_QUEUED_BYTES // 2
+        if self._reading_paused and drained and self.transport:
             self._reading_paused = False
             self.transport.resume_reading()
         if self._eof and not frames and not in_flight:
@@ -186,13 +232,21 @@ class KafkaConnection(asyncio.Protocol):
                 out.extend(parts)
         if out and self.transport is not None:
             self.transport.writelines(out)
+            if self.limits is not None:
+                self.last_active_ms = self.limits.clock()
         if failure is not None:
             self.close(failure)
             return
         self._pump()
 
+    @property
+    def busy(self) -> bool:
+        """Requests read and not yet answered (an idle sweep leaves such a connection be)."""
+        return bool(self._frames or self._in_flight)
+
     def _drop_pending(self) -> None:
         self._frames.clear()
+        self._queued_bytes = 0
         in_flight, self._in_flight = self._in_flight, deque()
         for task in in_flight:
             task.cancel()

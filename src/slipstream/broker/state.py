@@ -6,11 +6,11 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ..coordinator.result import RequestContext as CoordinatorContext
 from ..log.api import AppendInfo, PartitionLog
+from ..log.metadata import MetadataStore
 from ..protocol import compression
 from ..protocol.apis.api_versions import ApiVersionsResponseApiVersion
 from ..protocol.compression import CorruptCompressedData, UnsupportedCompression
@@ -23,13 +23,15 @@ from ..protocol.record_batch import (
     split_batches,
     validate_batch,
 )
-from ..protocol.records import decode_batch
 from . import topic_config
+from .batch_checks import CheckedRecords, check_batch_records
 from .config import BrokerConfig
 from .durability import GroupCommitter
 from .fetch_sessions import FetchSessionCache
 from .group_configs import GroupConfigs
+from .internal_topics import refuse_client_append
 from .metrics import BrokerMetrics
+from .mutation_quota import MutationQuotas
 from .notifier import AppendNotifier
 from .producer_state import PartitionProducerState, ProducerIdAllocator
 from .topics import TopicManager
@@ -58,6 +60,8 @@ class BrokerState:
     coordinator_contexts: dict[tuple[int, str | None, str], CoordinatorContext] = field(default_factory=dict)
     # The ApiVersions answer: every served API and its version range (set by the dispatcher).
     api_versions: list[ApiVersionsResponseApiVersion] = field(default_factory=list)
+    # KIP-599 buckets for controller.mutation.rate (mutation_quota.py).
+    mutation_quotas: MutationQuotas = field(default_factory=MutationQuotas)
     # Request, byte and record counts (read by the admin listener's /metrics).
     metrics: BrokerMetrics = field(default_factory=BrokerMetrics)
 
@@ -95,6 +99,7 @@ class BrokerState:
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 f"topic {topic!r} partition {partition} does not exist",
             )
+        refuse_client_append(topic)
         configs = self.topics.effective_configs(self.topics.topics[topic])
         max_batch = int(configs["max.message.bytes"])
         compacted = "compact" in configs["cleanup.policy"]
@@ -134,10 +139,11 @@ class BrokerState:
                     raise KafkaError(
                         ErrorCode.INVALID_RECORD, "a transactional record batch needs a producer id"
                     )
+                checked = check_batch_records(batch, header, max_batch)
                 if compacted:
-                    _require_keys(batch, topic)
+                    _require_keys(checked, header, topic)
                 if topic_codec is not None and header.compression != topic_codec:
-                    batch = _recompressed(batch, header, topic_codec, topic)
+                    batch = _recompressed(batch, header, topic_codec, topic, checked.raw)
                     header = parse_header(batch)
                 batches.append(batch)
                 headers.append(header)
@@ -151,6 +157,10 @@ class BrokerState:
         if len(batches) == 1:
             duplicate = producers.check(headers[0])
             if duplicate is not None:
+                if acks == -1 and self.config.syncs_before_ack:
+                    # The original may still be waiting for (or have failed) its barrier:
+                    # a retry is answered only once the batch is durable.
+                    await self._sync(plog)
                 return AppendInfo(duplicate.base_offset, duplicate.last_offset, -1, plog.log_start_offset)
         else:
             for header in headers:
@@ -167,11 +177,20 @@ class BrokerState:
         for header in headers:
             producers.record(header, offset)
             offset += header.last_offset_delta + 1
-        if acks == -1 and self.config.durability == "fsync":
-            await self.committer.sync(plog)
+        if acks == -1 and self.config.syncs_before_ack:
+            await self._sync(plog)
         self.notifier.notify((topic, partition))
         self.metrics.produced(topic, info.last_offset - info.base_offset + 1, sum(len(b) for b in batches))
         return info
+
+    async def _sync(self, plog: PartitionLog) -> None:
+        """The durability barrier; a failure is a retriable KAFKA_STORAGE_ERROR (the batch
+        stays in the log and the next barrier retries it, so an idempotent producer's
+        retry is answered once it is durable)."""
+        try:
+            await self.committer.sync(plog)
+        except Exception as exc:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"the write was not made durable: {exc}") from exc
 
     def topic_log_config(self, topic: str) -> Any:
         t = self.topics.topics[topic]
@@ -199,9 +218,11 @@ def _timestamp_window(configs: dict[str, str], clock: Callable[[], int]) -> tupl
     return now_ms - int(before), now_ms + int(after)
 
 
-def _recompressed(batch: memoryview, header: BatchHeader, codec: int, topic: str) -> memoryview:
+def _recompressed(
+    batch: memoryview, header: BatchHeader, codec: int, topic: str, raw: bytes | bytearray
+) -> memoryview:
     try:
-        return memoryview(recompress(batch, header, codec))
+        return memoryview(recompress(batch, header, codec, raw))
     except UnsupportedCompression as exc:
         raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(exc)) from None
     except CorruptCompressedData as exc:
@@ -231,33 +252,28 @@ class InvalidRecords(KafkaError):
         self.record_errors = record_errors
 
 
-def _require_keys(batch: memoryview, topic: str) -> None:
+def _require_keys(checked: CheckedRecords, header: BatchHeader, topic: str) -> None:
     """Compaction keeps the latest value per key, so a keyless record has no place in it."""
-    try:
-        _, records = decode_batch(batch, verify_crc=False)  # the CRC was checked already
-    except UnsupportedCompression as exc:
-        raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(exc)) from None
     why = f"compacted topic {topic!r} cannot accept a record without a key"
-    keyless = [(index, why) for index, record in enumerate(records) if record.key is None]
+    keyless = [(index, why) for index in checked.keyless]
     if keyless:
         first = keyless[0][0]
         raise InvalidRecords(
-            f"{why} ({len(keyless)} of the batch's {len(records)} records, the first at index {first})",
+            f"{why} ({len(keyless)} of the batch's {header.record_count} records, the first at index {first})",
             keyless,
         )
 
 
-def load_cluster_id(data_dir: Path | None) -> str:
+def load_cluster_id(metadata: MetadataStore | None) -> str:
     """Kafka cluster ids are 22-char url-safe base64 UUIDs; ours persists in meta.properties."""
     import base64
 
     fresh = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-    if data_dir is None:
+    if metadata is None:
         return fresh
-    meta = data_dir / "meta.properties"
-    if meta.exists():
-        for line in meta.read_text().splitlines():
-            if line.startswith("cluster.id="):
-                return line.split("=", 1)[1].strip()
-    meta.write_text(f"version=1\ncluster.id={fresh}\n")
+    saved = metadata.load("meta.properties")
+    for line in (saved or "").splitlines():
+        if line.startswith("cluster.id="):
+            return line.split("=", 1)[1].strip()
+    metadata.save("meta.properties", f"version=1\ncluster.id={fresh}\n")
     return fresh

@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ..coordinator.consumer.assignors.base import TopicMetadata
 from ..coordinator.topics_image import TopicsImage
 from ..log.api import LogStore, PartitionLog
+from ..log.metadata import MetadataStore
 from ..protocol.errors import ErrorCode, KafkaError
 from . import topic_config
 from .config import BrokerConfig
@@ -26,6 +25,7 @@ log = logging.getLogger(__name__)
 _LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_NAME_LENGTH = 249
 OFFSETS_TOPIC = "__consumer_offsets"
+_DOCUMENT = "topics.json"
 # Each partition is a directory and open files; a runaway count must not stall the broker.
 MAX_PARTITIONS_PER_TOPIC = 10_000
 
@@ -61,10 +61,10 @@ class Topic:
 
 
 class TopicManager:
-    def __init__(self, config: BrokerConfig, store: LogStore, metadata_dir: Path | None) -> None:
+    def __init__(self, config: BrokerConfig, store: LogStore, metadata: MetadataStore | None) -> None:
         self.config = config
         self.store = store
-        self._metadata_path = metadata_dir / "topics.json" if metadata_dir else None
+        self._metadata = metadata
         self.topics: dict[str, Topic] = {}
         self.by_id: dict[uuid.UUID, Topic] = {}
         # Bumped by every change the group coordinator must see (topics created or
@@ -75,17 +75,22 @@ class TopicManager:
     # ---------------------------------------------------------------- persistence
 
     def load(self) -> None:
-        if self._metadata_path is None or not self._metadata_path.exists():
+        text = self._metadata.load(_DOCUMENT) if self._metadata is not None else None
+        if text is None:
             return
-        saved = json.loads(self._metadata_path.read_text())
+        saved = json.loads(text)
         for name, entry in saved["topics"].items():
             topic = Topic(name, uuid.UUID(entry["id"]), dict(entry.get("configs", {})))
             self._register(topic)
             self._open_partitions(topic, int(entry["partitions"]))
         log.info("loaded %d topics", len(self.topics))
 
+    def save_metadata(self) -> None:
+        """Write the topic metadata now (after changes made with ``save=False``)."""
+        self._save()
+
     def _save(self) -> None:
-        if self._metadata_path is None:
+        if self._metadata is None:
             return
         body = {
             "topics": {
@@ -93,12 +98,7 @@ class TopicManager:
                 for t in self.topics.values()
             }
         }
-        tmp = self._metadata_path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            json.dump(body, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self._metadata_path)
+        self._metadata.save(_DOCUMENT, json.dumps(body, indent=1, sort_keys=True))
 
     # ---------------------------------------------------------------- queries
 
@@ -123,7 +123,9 @@ class TopicManager:
         configs: dict[str, str] | None = None,
         *,
         validate_only: bool = False,
+        save: bool = True,
     ) -> Topic:
+        """Create a topic; ``save=False`` leaves writing the metadata to the caller."""
         check_topic_name(name)
         if name in self.topics:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
@@ -143,11 +145,12 @@ class TopicManager:
             return topic
         self._register(topic)
         self._open_partitions(topic, partitions)
-        self._save()
+        if save:
+            self._save()
         log.info("created topic %s with %d partitions", name, partitions)
         return topic
 
-    def delete(self, name: str) -> Topic:
+    def delete(self, name: str, *, save: bool = True) -> Topic:
         topic = self.topics.pop(name, None)
         if topic is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
@@ -156,7 +159,8 @@ class TopicManager:
         for index, plog in enumerate(topic.partitions):
             plog.close()
             self.store.remove(name, index)
-        self._save()
+        if save:
+            self._save()
         log.info("deleted topic %s", name)
         return topic
 

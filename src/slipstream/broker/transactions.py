@@ -34,9 +34,10 @@ from ..coordinator.transactions import (
 )
 from ..log.api import OffsetOutOfRange
 from ..protocol.errors import ErrorCode
-from ..protocol.records import ProducerRecord, build_batch, iter_records
+from ..protocol.records import ProducerRecord, build_batch
 from ..protocol.schema import Struct
 from .groups import GroupCoordinatorAdapter
+from .offsets_replay import replayable_batches
 from .state import BrokerState
 from .txn_markers import TxnMarker, write_txn_markers
 
@@ -113,6 +114,7 @@ class TransactionCoordinatorAdapter:
         topic = self.state.topics.get(TRANSACTION_STATE_TOPIC)
         assert topic is not None
         replayed = 0
+        max_uncompressed = int(self.state.topics.effective_configs(topic)["max.message.bytes"])
         async with self._lock:
             now = self.state.clock()
             for plog in topic.partitions:
@@ -125,12 +127,21 @@ class TransactionCoordinatorAdapter:
                     if not result.size:
                         break
                     for chunk in result.chunks:
-                        for record in iter_records(chunk):
-                            if record.offset < offset or record.key is None:
-                                continue
-                            self.coordinator.replay(record.key, record.value, now)
-                            replayed += 1
-                            offset = record.offset + 1
+                        # Undecodable batches are skipped (offsets_replay.py), records that
+                        # do not replay are logged and skipped: the log is not trusted.
+                        for header, records in replayable_batches(chunk, max_uncompressed):
+                            for record in records:
+                                if record.offset < offset or record.key is None or header.is_control:
+                                    continue
+                                try:
+                                    self.coordinator.replay(record.key, record.value, now)
+                                except Exception as exc:
+                                    log.warning(
+                                        "skipping %s record at offset %d: %r", TRANSACTION_STATE_TOPIC, record.offset, exc
+                                    )
+                                    continue
+                                replayed += 1
+                            offset = max(offset, header.next_offset)
                     await asyncio.sleep(0)
             # Group offsets must be loaded before their transactions' markers are replayed.
             await self.groups.loaded()
@@ -193,7 +204,7 @@ class TransactionCoordinatorAdapter:
                 return ErrorCode.KAFKA_STORAGE_ERROR
             for record in group:
                 self.coordinator.apply(record, now)
-            if self.state.config.durability == "fsync":
+            if self.state.config.syncs_before_ack:
                 try:
                     await self.state.committer.sync(plog)
                 except OSError as exc:

@@ -48,7 +48,7 @@ async def write_txn_markers(state: BrokerState, marker: TxnMarker) -> dict[tuple
         except KafkaError as exc:
             results[key] = exc.code
             log.info("transaction marker for %s-%d refused: %s", topic, partition, exc.message)
-    if written and state.config.durability == "fsync":
+    if written and state.config.syncs_before_ack:
         synced = await asyncio.gather(
             *(state.committer.sync(plog) for _, plog in written), return_exceptions=True
         )

@@ -27,7 +27,13 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="port to listen on (default 9092; 0 picks a free one)")
     p.add_argument("--data-dir", help="where partition logs live (default ./slipstream-data)")
-    p.add_argument("--storage", choices=["disk", "memory"], help="disk (default) or memory")
+    p.add_argument(
+        "--storage", choices=["disk", "memory", "postgres"], help="disk (default), memory or postgres"
+    )
+    p.add_argument(
+        "--database-url",
+        help="PostgreSQL URL for --storage postgres (postgresql://user:password@host:port/db)",
+    )
     p.add_argument("--advertised-host", help="host clients are told to connect to")
     p.add_argument("--advertised-port", type=int, help="port clients are told to connect to")
     p.add_argument("--auto-create-topics", choices=["true", "false"], help="create topics on first metadata request")
@@ -69,6 +75,7 @@ def _serve(args: argparse.Namespace) -> int:
         "port": args.port,
         "data_dir": args.data_dir,
         "storage": args.storage,
+        "database_url": args.database_url,
         "advertised_host": args.advertised_host,
         "advertised_port": args.advertised_port,
         "auto_create_topics": args.auto_create_topics,

@@ -2,7 +2,8 @@
 
 list, describe (members, assignments, committed offsets and lag), reset-offsets
 (a dry run unless --execute; only while the group is inactive), delete and
-delete-offsets. Everything goes through :class:`slipstream.client.admin.Admin`,
+delete-offsets, and history (group_history.py: a Slipstream broker's rebalance
+history, from its admin listener). Everything else goes through :class:`slipstream.client.admin.Admin`,
 so the commands work against any Kafka-compatible cluster.
 """
 
@@ -28,6 +29,7 @@ from ..client.admin import (
 from ..client.cluster import Cluster
 from ..client.connection import UnsupportedApi
 from ..protocol.errors import KafkaError
+from . import group_history
 from .client_commands import _bootstrap_arg, _run
 from .table import format_table
 
@@ -101,6 +103,8 @@ def add_commands(sub: Sub) -> None:
     p.add_argument("--topic", "-t", required=True, metavar="TOPIC[:P,P...]")
     _bootstrap_arg(p)
     p.set_defaults(func=_run(_delete_offsets))
+
+    group_history.add_command(gsub)
 
 
 # ---------------------------------------------------------------------------- output helpers

@@ -48,6 +48,7 @@ from .serde import (
     string_serializer,
 )
 from .statistics import ConsumerStatistics, PartitionStatistics
+from .transactions import TransactionAbortedError, TransactionError, TransactionStateError
 
 # Every client module is imported by now: their records name the client (see logs.py).
 _logs.install_for_client_modules()
@@ -75,6 +76,9 @@ __all__ = [
     "RecordMetadata",
     "Serializer",
     "TopicPartition",
+    "TransactionAbortedError",
+    "TransactionError",
+    "TransactionStateError",
     "WakeupError",
     "json_deserializer",
     "json_serializer",

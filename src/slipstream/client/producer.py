@@ -99,6 +99,7 @@ from .serde import RecordSerializers, Serializer
 from .transactions import (
     KEY_TYPE_GROUP,
     ConsumerGroupMetadata,
+    TransactionAbortedError,
     TransactionCoordinatorClient,
     TransactionError,
     TransactionState,
@@ -1047,7 +1048,7 @@ class AIOProducer:
         txn, _client = self._transactional("abort_transaction")
         txn.require(TxnState.IN_TRANSACTION, TxnState.ABORTABLE_ERROR, TxnState.ABORTING, what="abort_transaction")
         txn.transition(TxnState.ABORTING)
-        aborted = TransactionError(ErrorCode.NONE, "the transaction was aborted")
+        aborted = TransactionAbortedError()
         for batch in self._acc.abort_all():
             if batch.base_sequence >= 0:
                 self._acc.request_bump()

@@ -113,6 +113,18 @@ class TransactionError(KafkaError):
         self.abortable = not fatal
 
 
+class TransactionAbortedError(TransactionError):
+    """A record was not sent because its transaction was aborted first (the Java client's
+    TransactionAbortedException). No broker error is involved: ``code`` is NONE."""
+
+    def __init__(self) -> None:
+        super().__init__(ErrorCode.NONE, "the transaction was aborted before this record was sent")
+        self.args = (self.message,)
+
+    def __str__(self) -> str:
+        return self.message
+
+
 class TransactionStateError(RuntimeError):
     """A transactional method called in a state that does not allow it (a usage error,
     like the Java client's IllegalStateException)."""

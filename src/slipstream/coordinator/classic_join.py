@@ -10,13 +10,16 @@ request stays parked and its answer comes later as a completion.
 from __future__ import annotations
 
 import logging
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..protocol import consumer_protocol as cp
 from ..protocol.apis.join_group import JoinGroupRequest, JoinGroupResponse
 from ..protocol.apis.sync_group import SyncGroupResponse
 from ..protocol.errors import ErrorCode
 from ..protocol.schema import Struct
+from . import history as ev
 from . import records as rec
 from .append_errors import append_error_for_group
 from .classic_rebalance import ClassicRebalance
@@ -149,35 +152,81 @@ class ClassicJoin:
             return None  # parked: answered later as a completion
         error = self.rebalance.validate_member(group, member_id, instance_id, "join-group")
         if error:
+            if error == ErrorCode.FENCED_INSTANCE_ID:
+                op.fx.event(self.rebalance.fenced(group, member_id, instance_id, "JoinGroup", error, None, op.now_ms))
             return join_response(version, error=error, member_id=member_id)
 
         member = group.member(member_id)
         reason = req.reason or "not provided"
         state = group.state
         if state is GroupState.PREPARING_REBALANCE:
+            if not member.is_awaiting_join:
+                self._joined(op, member_id, ev.JOINED_REJOIN)
+            self._note_metadata_change(op, member)
             self._update_member_and_rebalance(
-                op, member, f"member {member_id} joins during {state} (client reason: {reason})"
+                op, member, f"member {member_id} joins during {state} (client reason: {reason})",
+                ev.RebalanceCause.MEMBER_REJOINED,
             )
             return None  # parked: answered later as a completion
         if state is GroupState.COMPLETING_REBALANCE:
             if member.matches(op.protocols):
                 # Same metadata (e.g. it missed the JoinGroup response): answer the current generation.
                 return self._current_generation_response(group, member_id, version, with_members=True)
+            self._note_metadata_change(op, member)
             self._update_member_and_rebalance(
-                op, member, f"member {member_id} changed its metadata during {state} (client reason: {reason})"
+                op, member, f"member {member_id} changed its metadata during {state} (client reason: {reason})",
+                ev.RebalanceCause.METADATA_CHANGED,
             )
             return None  # parked: answered later as a completion
         if state is GroupState.STABLE:
             if group.is_leader(member_id) or not member.matches(op.protocols):
                 # A leader's JoinGroup forces a rebalance (e.g. topic metadata changed).
+                changed = self._note_metadata_change(op, member)
+                if not changed:
+                    self._joined(op, member_id, ev.JOINED_REJOIN)
                 self._update_member_and_rebalance(
-                    op, member, f"member {member_id} rejoins during {state} (client reason: {reason})"
+                    op, member, f"member {member_id} rejoins during {state} (client reason: {reason})",
+                    ev.RebalanceCause.METADATA_CHANGED if changed else ev.RebalanceCause.MEMBER_REJOINED,
                 )
                 return None  # parked: answered later as a completion
             return self._current_generation_response(group, member_id, version, with_members=False)
         # Empty with a known member cannot happen; tell the member to start over.
         log.warning("group %s: member %s rejoins in unexpected state %s", group.group_id, member_id, state)
         return join_response(version, error=ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id)
+
+    def _joined(self, op: JoinOperation, member_id: str, how: str, replaced: str | None = None) -> None:
+        op.fx.event(
+            ev.MemberJoined(
+                group_id=op.group.group_id,
+                at_ms=op.now_ms,
+                member_id=member_id,
+                how=how,
+                instance_id=op.req.group_instance_id,
+                replaced_member_id=replaced,
+                client_id=op.ctx.client_id,
+                client_host=op.ctx.client_host,
+            )
+        )
+
+    def _note_metadata_change(self, op: JoinOperation, member: Member) -> bool:
+        """A MetadataChanged event if the member's protocols differ from what it had; whether they did."""
+        if member.matches(op.protocols):
+            return False
+        detail = (
+            "protocols changed"
+            if member.protocol_names() != [name for name, _ in op.protocols]
+            else "subscription metadata changed"
+        )
+        op.fx.event(
+            ev.MetadataChanged(
+                group_id=op.group.group_id,
+                at_ms=op.now_ms,
+                member_id=member.member_id,
+                topics=_subscribed_topics(op),
+                detail=detail,
+            )
+        )
+        return True
 
     def _current_generation_response(
         self, group: ClassicGroup, member_id: str, version: int, *, with_members: bool
@@ -210,6 +259,7 @@ class ClassicJoin:
         if group.in_initial_delay:
             group.new_member_added = True  # extends the initial rebalance delay
         group.add(member)
+        self._joined(op, member_id, ev.JOINED_NEW)
         # A parked new member cannot heartbeat; drop it if its JoinGroup waits too long.
         rb = self.rebalance
         rb.sessions.schedule(group.group_id, member_id, rb.config.group_new_member_join_timeout_ms)
@@ -217,9 +267,10 @@ class ClassicJoin:
             group, op.fx, op.now_ms,
             f"adding member {member_id} (instance {req.group_instance_id}; client reason: "
             f"{req.reason or 'not provided'})",
+            cause=ev.RebalanceCause.MEMBER_JOINED,
         )
 
-    def _update_member_and_rebalance(self, op: JoinOperation, member: Member, reason: str) -> None:
+    def _update_member_and_rebalance(self, op: JoinOperation, member: Member, reason: str, cause: str) -> None:
         """The request stays parked (its answer comes as a completion)."""
         op.group.update_member(member, op.protocols, op.rebalance_timeout_ms, op.req.session_timeout_ms)
         old = member.join_pending
@@ -230,7 +281,7 @@ class ClassicJoin:
                 join_response(old.api_version, error=ErrorCode.REBALANCE_IN_PROGRESS, member_id=member.member_id),
             )
         member.join_pending = op.own
-        self.rebalance.maybe_prepare_rebalance_or_complete_join(op.group, op.fx, op.now_ms, reason)
+        self.rebalance.maybe_prepare_rebalance_or_complete_join(op.group, op.fx, op.now_ms, reason, cause=cause)
 
     def _update_static_member(self, op: JoinOperation, old_member_id: str, new_member_id: str) -> None:
         """The request stays parked (its answer comes as a completion)."""
@@ -239,6 +290,7 @@ class ClassicJoin:
         assert instance_id is not None
         leader_before = group.leader_id
         old, new = group.replace_static_member(instance_id, old_member_id, new_member_id)
+        self._joined(op, new_member_id, ev.JOINED_STATIC_REPLACEMENT, replaced=old_member_id)
         # Fence whoever still waits under the old member id.
         _fence_replaced_member(old, fx)
         rb.sessions.cancel(group.group_id, old_member_id)
@@ -260,13 +312,15 @@ class ClassicJoin:
                 fx.after.append(self._static_replacement_written(op, new, old_member_id, old_settings, leader_before))
                 return
             rb.maybe_prepare_rebalance_or_complete_join(
-                group, fx, op.now_ms, f"static member {instance_id} rejoined with a protocol change"
+                group, fx, op.now_ms, f"static member {instance_id} rejoined with a protocol change",
+                cause=ev.RebalanceCause.STATIC_MEMBER_REPLACED,
             )
             return
         if group.state is GroupState.COMPLETING_REBALANCE:
             # The leader may already be assigning for the old member id: rebalance again.
             rb.prepare_rebalance(
-                group, fx, op.now_ms, f"static member {instance_id} rejoined during CompletingRebalance"
+                group, fx, op.now_ms, f"static member {instance_id} rejoined during CompletingRebalance",
+                cause=ev.RebalanceCause.STATIC_MEMBER_REPLACED,
             )
             return
         rb.maybe_complete_join_phase(group, fx, op.now_ms)
@@ -350,3 +404,13 @@ def _fence_replaced_member(old: Member, fx: Effects) -> None:
         p = old.sync_pending
         old.sync_pending = None
         fx.complete(p, SyncGroupResponse(error_code=ErrorCode.FENCED_INSTANCE_ID))
+
+
+def _subscribed_topics(op: JoinOperation) -> tuple[str, ...]:
+    """The topics of the member's first protocol, when it speaks the consumer protocol."""
+    if op.req.protocol_type != cp.PROTOCOL_TYPE or not op.protocols:
+        return ()
+    try:
+        return tuple(sorted(cp.subscribed_topics(op.protocols[0][1])))
+    except (ValueError, IndexError, struct.error):
+        return ()

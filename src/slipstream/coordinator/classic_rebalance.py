@@ -26,12 +26,15 @@ import logging
 from ..protocol.apis.join_group import JoinGroupResponseMember
 from ..protocol.apis.sync_group import SyncGroupResponse
 from ..protocol.errors import ErrorCode
+from ..protocol.errors import name as error_name
+from . import history as ev
 from . import records as rec
 from .classic_responses import join_response, log_append_failure
 from .classic_sessions import SessionTimers
 from .config import CoordinatorConfig
 from .effects import Effects
 from .group import ClassicGroup
+from .history_moves import owners_of, partition_counts, partition_moves
 from .lookups import RecentLookups
 from .member import Member
 from .result import CoordinatorResult
@@ -122,10 +125,11 @@ class ClassicRebalance:
     # ================================================================ rebalancing
 
     def maybe_prepare_rebalance_or_complete_join(
-        self, group: ClassicGroup, fx: Effects, now_ms: int, reason: str
+        self, group: ClassicGroup, fx: Effects, now_ms: int, reason: str, *, cause: str
     ) -> None:
+        """``cause``: a ``history.RebalanceCause``, for the history; ``reason``: the words for it."""
         if group.can_rebalance():
-            self.prepare_rebalance(group, fx, now_ms, reason)
+            self.prepare_rebalance(group, fx, now_ms, reason, cause=cause)
         else:
             self.maybe_complete_join_phase(group, fx, now_ms)
 
@@ -138,7 +142,7 @@ class ClassicRebalance:
         ):
             self.complete_join(group, fx, now_ms)
 
-    def prepare_rebalance(self, group: ClassicGroup, fx: Effects, now_ms: int, reason: str) -> None:
+    def prepare_rebalance(self, group: ClassicGroup, fx: Effects, now_ms: int, reason: str, *, cause: str) -> None:
         if group.state is GroupState.COMPLETING_REBALANCE:
             self.reset_and_propagate_assignment_error(group, ErrorCode.REBALANCE_IN_PROGRESS, fx)
         self.remove_sync_expiration(group)
@@ -149,6 +153,12 @@ class ClassicRebalance:
             bound = now_ms + max(group.rebalance_timeout_ms(), first)
             self._schedule_initial_rebalance(group.group_id, first, bound)
         group.transition_to(GroupState.PREPARING_REBALANCE, now_ms)
+        group.rebalance_started_ms = now_ms
+        fx.event(
+            ev.RebalanceStarted(
+                group_id=group.group_id, at_ms=now_ms, generation=group.generation_id, cause=cause, reason=reason
+            )
+        )
         log.info(
             "group %s: preparing to rebalance (old generation %s; reason: %s)",
             group.group_id, group.generation_id, reason,
@@ -229,6 +239,15 @@ class ClassicRebalance:
             self.remove_member(group, m, fx)
         if gone:
             log.info("group %s: removed members that did not rejoin: %s", group_id, [m.member_id for m in gone])
+            started = group.rebalance_started_ms
+            fx.event(
+                ev.RemovedAtRebalanceTimeout(
+                    group_id=group_id,
+                    at_ms=now_ms,
+                    member_ids=tuple(m.member_id for m in gone),
+                    waited_ms=0 if started is None else now_ms - started,
+                )
+            )
 
         if group.state is GroupState.DEAD:
             return
@@ -239,7 +258,10 @@ class ClassicRebalance:
             self._schedule_join_completion(group_id, group.rebalance_timeout_ms())
             return
 
+        votes = group.protocol_votes() if group.members else {}
         group.init_next_generation(now_ms)
+        group.generation_started_ms = now_ms
+        self._generation_events(group, fx, now_ms, votes)
         if group.state is GroupState.EMPTY:
             log.info("group %s: generation %s is empty", group_id, group.generation_id)
             fx.records.append(rec.group_metadata_record(self.partition_for(group_id), group, {}))
@@ -265,6 +287,86 @@ class ClassicRebalance:
             member.is_new = False
             group.pending_sync_members.add(member.member_id)
         self._schedule_pending_sync(group)
+
+    def _generation_events(
+        self, group: ClassicGroup, fx: Effects, now_ms: int, votes: dict[str, int]
+    ) -> None:
+        group_id = group.group_id
+        if group.protocol_name is not None:
+            fx.event(ev.ProtocolSelected(group_id=group_id, at_ms=now_ms, protocol=group.protocol_name, votes=votes))
+        leader = group.leader_id if group.members else None
+        if leader is not None:
+            # Every generation has its leader; ``previous`` is the last generation's.
+            fx.event(
+                ev.LeaderElected(group_id=group_id, at_ms=now_ms, member_id=leader, previous=group.generation_leader)
+            )
+        group.generation_leader = leader
+        fx.event(
+            ev.GenerationStarted(
+                group_id=group_id,
+                at_ms=now_ms,
+                generation=group.generation_id,
+                member_ids=tuple(group.members),
+                protocol=group.protocol_name,
+                leader=group.leader_id if group.members else None,
+            )
+        )
+        if not group.members:
+            # Nothing left to assign: the generation is complete as it starts.
+            started = group.rebalance_started_ms
+            fx.event(
+                ev.GenerationCompleted(
+                    group_id=group_id,
+                    at_ms=now_ms,
+                    generation=group.generation_id,
+                    duration_ms=0 if started is None else now_ms - started,
+                )
+            )
+            group.partition_owners = {}
+
+    def assignment_events(self, group: ClassicGroup, fx: Effects, now_ms: int, assignment: dict[str, bytes]) -> None:
+        """The assignment of the group's generation is durable and handed out: what moved, how long it took."""
+        group_id = group.group_id
+        owners = owners_of(assignment) if group.uses_consumer_protocol() else None
+        if owners is None:
+            fx.event(ev.AssignmentSent(group_id=group_id, at_ms=now_ms, generation=group.generation_id, decoded=False))
+        else:
+            fx.event(
+                ev.AssignmentSent(
+                    group_id=group_id,
+                    at_ms=now_ms,
+                    generation=group.generation_id,
+                    decoded=True,
+                    moves=partition_moves(group.partition_owners, owners),
+                    partitions={m: 0 for m in group.members} | partition_counts(owners),
+                )
+            )
+        group.partition_owners = owners
+        started = group.rebalance_started_ms
+        fx.event(
+            ev.GenerationCompleted(
+                group_id=group_id,
+                at_ms=now_ms,
+                generation=group.generation_id,
+                duration_ms=0 if started is None else now_ms - started,
+            )
+        )
+
+    def fenced(
+        self, group: ClassicGroup, member_id: str, instance_id: str | None, api: str, error: int,
+        request_generation: int | None, now_ms: int,
+    ) -> ev.RequestFenced:
+        """The event for a request refused for its generation or instance id."""
+        return ev.RequestFenced(
+            group_id=group.group_id,
+            at_ms=now_ms,
+            member_id=member_id,
+            instance_id=instance_id,
+            api=api,
+            error=error_name(error),
+            request_generation=request_generation,
+            current_generation=group.generation_id,
+        )
 
     def answer_join(
         self,
@@ -320,7 +422,19 @@ class ClassicRebalance:
                 if member is not None:
                     self.remove_member(group, member, fx)
             log.info("group %s: removed members that never sent SyncGroup: %s", group_id, missing)
-            self.prepare_rebalance(group, fx, now_ms, f"removing {missing} on pending sync expiration")
+            started = group.generation_started_ms
+            fx.event(
+                ev.RemovedAtSyncDeadline(
+                    group_id=group_id,
+                    at_ms=now_ms,
+                    member_ids=tuple(missing),
+                    generation=generation,
+                    waited_ms=0 if started is None else now_ms - started,
+                )
+            )
+            self.prepare_rebalance(
+                group, fx, now_ms, f"removing {missing} on pending sync expiration", cause=ev.RebalanceCause.SYNC_DEADLINE
+            )
         return fx.result()
 
     def remove_sync_expiration(self, group: ClassicGroup) -> None:
@@ -396,10 +510,20 @@ class ClassicRebalance:
         if member is None or member.has_satisfied_heartbeat():
             return fx.result()
         log.info("group %s: member %s session expired; removing it", group_id, member_id)
+        fx.event(
+            ev.SessionExpired(
+                group_id=group_id,
+                at_ms=now_ms,
+                member_id=member_id,
+                session_timeout_ms=member.session_timeout_ms,
+                last_heartbeat_ms=member.last_heartbeat_ms,
+            )
+        )
         self.remove_member(group, member, fx)
         if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             self.maybe_prepare_rebalance_or_complete_join(
-                group, fx, now_ms, f"removing member {member_id} on heartbeat expiration"
+                group, fx, now_ms, f"removing member {member_id} on heartbeat expiration",
+                cause=ev.RebalanceCause.SESSION_EXPIRED,
             )
         elif group.state is GroupState.PREPARING_REBALANCE and group.has_all_members_joined():
             self.complete_join(group, fx, now_ms)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from ..protocol.apis.sync_group import SyncGroupRequest, SyncGroupResponse
 from ..protocol.errors import ErrorCode
+from . import history as ev
 from . import records as rec
 from .append_errors import append_error_for_group
 from .classic_rebalance import ClassicRebalance
@@ -42,7 +43,13 @@ class ClassicSync:
             return CoordinatorResult(response=SyncGroupResponse(error_code=ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
         error = self._validate_sync(group, req)
         if error:
-            return CoordinatorResult(response=SyncGroupResponse(error_code=error))
+            response = SyncGroupResponse(error_code=error)
+            if error in (ErrorCode.ILLEGAL_GENERATION, ErrorCode.FENCED_INSTANCE_ID):
+                fenced = rb.fenced(
+                    group, req.member_id, req.group_instance_id, "SyncGroup", error, req.generation_id, now_ms
+                )
+                return CoordinatorResult(response=response, events=(fenced,))
+            return CoordinatorResult(response=response)
         if group.state is GroupState.PREPARING_REBALANCE:
             return CoordinatorResult(response=SyncGroupResponse(error_code=ErrorCode.REBALANCE_IN_PROGRESS))
 
@@ -95,13 +102,15 @@ class ClassicSync:
                     mapped = append_error_for_group(error)
                     rb.reset_and_propagate_assignment_error(group, mapped, out)
                     rb.maybe_prepare_rebalance_or_complete_join(
-                        group, out, now, f"error {mapped} storing the group assignment"
+                        group, out, now, f"error {mapped} storing the group assignment",
+                        cause=ev.RebalanceCause.ASSIGNMENT_WRITE_FAILED,
                     )
                 else:
                     for m in group.members.values():
                         m.assignment = assignment.get(m.member_id, b"")
                     rb.propagate_assignment(group, ErrorCode.NONE, out)
                     group.transition_to(GroupState.STABLE, now)
+                    rb.assignment_events(group, out, now, assignment)
             return out.result()
 
         return after_append

@@ -59,6 +59,8 @@ class CoordinatorConfig:
     # own interval (config resource GROUP) is always given as it is.
     consumer_group_heartbeat_budget_per_s: int = 0
     consumer_group_idle_heartbeat_floor_ms: int = 500
+    # Ours: group.history.max.events, the rebalance-history events kept per group (history.py).
+    group_history_max_events: int = 1_000
 
     def __post_init__(self) -> None:
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
@@ -83,5 +85,7 @@ class CoordinatorConfig:
             raise ValueError("consumer_group_max_size must be >= 1")
         if not self.consumer_group_assignors:
             raise ValueError("consumer_group_assignors must name at least one assignor")
+        if self.group_history_max_events < 1:
+            raise ValueError("group_history_max_events must be >= 1")
         if self.offsets_retention_ms < 1 or self.offsets_retention_check_interval_ms < 1:
             raise ValueError("offset retention settings must be positive")

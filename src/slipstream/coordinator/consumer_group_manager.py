@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from ..protocol.apis.consumer_group_describe import (
@@ -41,7 +41,9 @@ from ..protocol.apis.consumer_group_heartbeat import (
     ConsumerGroupHeartbeatResponseTopicPartitions,
 )
 from ..protocol.errors import ErrorCode, KafkaError
+from ..protocol.errors import name as error_name
 from . import consumer_records as crec
+from . import history as ev
 from .append_errors import append_error_for_group
 from .config import CoordinatorConfig
 from .consumer import (
@@ -189,13 +191,30 @@ class ConsumerGroupManager:
         try:
             self._validate(ctx.api_version, req)
             if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-                return self._leave(req)
+                return self._leave(req, now_ms)
             return self._heartbeat(ctx, req, now_ms, list(preceding or ()))
         except KafkaError as exc:
-            return CoordinatorResult(response=heartbeat_error(exc.code, exc.message))
+            response = heartbeat_error(exc.code, exc.message)
+            if exc.code in _FENCING_ERRORS:
+                return CoordinatorResult(response=response, events=(self._fenced_request(req, exc.code, now_ms),))
+            return CoordinatorResult(response=response)
         except PartitionAssignorError as exc:
             log.error("group %s: the assignor failed: %s", req.group_id, exc)
             return CoordinatorResult(response=heartbeat_error(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc)))
+
+    def _fenced_request(self, req: ConsumerGroupHeartbeatRequest, code: int, now_ms: int) -> ev.RequestFenced:
+        group = self.groups.get(req.group_id)
+        member = None if group is None else group.member(req.member_id)
+        return ev.RequestFenced(
+            group_id=req.group_id,
+            at_ms=now_ms,
+            member_id=req.member_id,
+            instance_id=req.instance_id,
+            api="ConsumerGroupHeartbeat",
+            error=error_name(code),
+            request_generation=req.member_epoch,
+            current_generation=None if member is None else member.member_epoch,
+        )
 
     def _validate(self, version: int, req: ConsumerGroupHeartbeatRequest) -> None:
         """Kafka's ``throwIfConsumerGroupHeartbeatRequestIsInvalid``, same messages."""
@@ -252,6 +271,8 @@ class ConsumerGroupManager:
                 f"The consumer group has reached its maximum capacity of {self.config.consumer_group_max_size} members.",
             )
         owned = owned_partitions(req)
+        events: list[ev.GroupEvent] = []
+        is_new = False
 
         # 1. The member: new, existing, or a static member replacing its previous incarnation.
         replaced: ConsumerGroupMember | None = None
@@ -271,10 +292,12 @@ class ConsumerGroupManager:
                         ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}."
                     )
                 member = ConsumerGroupMember(member_id=member_id)
+                is_new = True
                 log.info("group %s: member %s joins with the consumer protocol", group_id, member_id)
             else:
                 validate_member_epoch(member, epoch, owned)
         else:
+            is_new = epoch == JOIN_GROUP_MEMBER_EPOCH and not group.has_member(member_id)
             member, replaced = self._static_member(group, member_id, epoch, req.instance_id, owned)
             if replaced is not None:
                 records += crec.member_tombstones(partition, group_id, replaced.member_id)
@@ -296,9 +319,43 @@ class ConsumerGroupManager:
         ).replace(client_id=ctx.client_id, client_host=ctx.client_host)
         if updated != member:
             records.append(crec.member_subscription_record(partition, group_id, updated))
+        subscription_changed = updated.subscription_differs(member)
+        if is_new or rejoined:
+            how = ev.JOINED_REJOIN if rejoined else (
+                ev.JOINED_STATIC_REPLACEMENT if replaced is not None else ev.JOINED_NEW
+            )
+            events.append(
+                ev.MemberJoined(
+                    group_id=group_id,
+                    at_ms=now_ms,
+                    member_id=member_id,
+                    how=how,
+                    instance_id=req.instance_id,
+                    replaced_member_id=None if replaced is None else replaced.member_id,
+                    client_id=ctx.client_id,
+                    client_host=ctx.client_host,
+                )
+            )
+        elif subscription_changed:
+            events.append(
+                ev.MetadataChanged(
+                    group_id=group_id,
+                    at_ms=now_ms,
+                    member_id=member_id,
+                    topics=tuple(sorted(updated.subscribed_topic_names)),
+                    detail=f"regex {updated.subscribed_topic_regex}" if updated.uses_regex else "subscription changed",
+                )
+            )
 
         # 2. Does the group need a new epoch?
-        bump = group.group_epoch == 0 or rejoined or updated.subscription_differs(member)
+        bump = group.group_epoch == 0 or rejoined or subscription_changed
+        bump_cause = (
+            "group created" if group.group_epoch == 0
+            else f"member {member_id} rejoined" if rejoined
+            else f"member {member_id} joined" if is_new
+            else f"member {member_id} changed its subscription" if subscription_changed
+            else ""
+        )
         resolved = dict(group.resolved_regexes)
         refresh = image.version != group.checked_topics_version
         regexes = set(group.subscribed_regexes)
@@ -326,6 +383,7 @@ class ConsumerGroupManager:
                 resolved[regex] = topics
                 records.append(crec.regex_record(partition, group_id, regex, topics, image.version, now_ms))
                 bump = True
+                bump_cause = bump_cause or f"regex {regex} now matches {sorted(topics)}"
         metadata_hash = group.metadata_hash
         if bump or refresh:
             members = dict(group.members)
@@ -335,6 +393,7 @@ class ConsumerGroupManager:
             metadata_hash = image.metadata_hash(_subscribed_names(members.values(), resolved))
             if metadata_hash != group.metadata_hash:
                 bump = True
+                bump_cause = bump_cause or "topic metadata changed"
             elif not bump:
                 group.checked_topics_version = image.version  # a cache: nothing changed
         group_epoch = group.group_epoch
@@ -342,11 +401,15 @@ class ConsumerGroupManager:
             group_epoch += 1
             records.append(crec.group_epoch_record(partition, group_id, group_epoch, metadata_hash))
             log.info("group %s: group epoch bumped to %d", group_id, group_epoch)
+            events.append(
+                ev.GroupEpochBumped(group_id=group_id, at_ms=now_ms, epoch=group_epoch, cause=bump_cause or "new epoch")
+            )
 
         # 3. A new target assignment for a new group epoch.
         if group_epoch > group.target_assignment_epoch:
+            assignor = self._assignor(group, member, updated)
             builder = (
-                TargetAssignmentBuilder.for_group(group, group_epoch, self._assignor(group, member, updated), image.by_id)
+                TargetAssignmentBuilder.for_group(group, group_epoch, assignor, image.by_id)
                 .with_resolved_regexes(resolved)
                 .add_or_update_member(updated)
             )
@@ -358,6 +421,15 @@ class ConsumerGroupManager:
             for changed_id, parts in sorted(changed.items()):
                 records.append(crec.target_assignment_record(partition, group_id, changed_id, parts))
             records.append(crec.target_epoch_record(partition, group_id, group_epoch, now_ms))
+            events.append(
+                ev.TargetAssignmentComputed(
+                    group_id=group_id,
+                    at_ms=now_ms,
+                    epoch=group_epoch,
+                    changed_member_ids=tuple(sorted(changed)),
+                    assignor=_assignor_name(assignor),
+                )
+            )
             target_epoch = group_epoch
             target = result.assignment.get(member_id, {})
         else:
@@ -370,6 +442,8 @@ class ConsumerGroupManager:
             reconciled = reconcile(updated, target_epoch, target, group.current_partition_epoch, owned)
         if reconciled != updated:
             records.append(crec.current_assignment_record(partition, group_id, reconciled))
+            if reconciled.member_epoch != updated.member_epoch or reconciled.state is not updated.state:
+                events.append(_reconciliation_step(group_id, now_ms, updated, reconciled, image))
             if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
                 self._schedule_rebalance_timeout(group_id, reconciled)
             else:
@@ -396,7 +470,7 @@ class ConsumerGroupManager:
                     for t, parts in sorted(reconciled.assigned_partitions.items())
                 ]
             )
-        return _answer_after_write(response, records)
+        return _answer_after_write(response, records, events=events)
 
     def _interval(self, group: ConsumerGroup, bumped: bool, reconciled: bool, now_ms: int) -> int:
         """The regular interval for a member of a settled group, a short one while it changes."""
@@ -475,7 +549,7 @@ class ConsumerGroupManager:
 
     # ================================================================ leaving and fencing
 
-    def _leave(self, req: ConsumerGroupHeartbeatRequest) -> CoordinatorResult:
+    def _leave(self, req: ConsumerGroupHeartbeatRequest, now_ms: int) -> CoordinatorResult:
         group_id = req.group_id
         group = self.groups.get(group_id)
         if group is None:
@@ -494,7 +568,8 @@ class ConsumerGroupManager:
                     ErrorCode.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of group {group_id}."
                 )
             log.info("group %s: member %s left", group_id, member.member_id)
-            return self._fence(group, member, response)
+            left = ev.MemberLeft(group_id=group_id, at_ms=now_ms, member_id=member.member_id)
+            return self._fence(group, member, now_ms, "left", response, left)
         member = group.static_member(req.instance_id)
         if member is None:
             raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
@@ -506,13 +581,20 @@ class ConsumerGroupManager:
             )
         if req.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
             log.info("group %s: static member %s (%s) left", group_id, member.member_id, req.instance_id)
-            return self._fence(group, member, response)
+            left = ev.MemberLeft(group_id=group_id, at_ms=now_ms, member_id=member.member_id, instance_id=req.instance_id)
+            return self._fence(group, member, now_ms, "left", response, left)
         # -2: the static member will be back; it keeps its partitions until its session ends.
         log.info("group %s: static member %s (%s) left for now", group_id, member.member_id, req.instance_id)
         leaving = member.replace(member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, partitions_pending_revocation={})
         record = crec.current_assignment_record(self.partition_for(group_id), group_id, leaving)
+        left = ev.MemberLeft(
+            group_id=group_id, at_ms=now_ms, member_id=member.member_id, instance_id=req.instance_id, temporarily=True
+        )
         return _answer_after_write(
-            response, [record], on_success=lambda: self.timer.cancel(rebalance_key(group_id, member.member_id))
+            response,
+            [record],
+            on_success=lambda: self.timer.cancel(rebalance_key(group_id, member.member_id)),
+            events=[left],
         )
 
     def fence_records(self, group: ConsumerGroup, member: ConsumerGroupMember) -> list[Record]:
@@ -534,7 +616,10 @@ class ConsumerGroupManager:
         self,
         group: ConsumerGroup,
         member: ConsumerGroupMember,
+        now_ms: int,
+        cause: str,
         response: ConsumerGroupHeartbeatResponse | None = None,
+        left: ev.MemberLeft | None = None,
     ) -> CoordinatorResult:
         """Fence ``member`` (a leave, or an expired timer: ``response`` None). Its timers stop
         once the removal is durable; if the write fails it stays, and a fence that a timer
@@ -550,9 +635,19 @@ class ConsumerGroupManager:
             self._schedule_session_timeout(group_id, member_id, FENCE_RETRY_MS)
 
         records = self.fence_records(group, member)
+        events: list[ev.GroupEvent] = [] if left is None else [left]
+        events.append(
+            ev.MemberFenced(group_id=group_id, at_ms=now_ms, member_id=member_id, epoch=member.member_epoch, cause=cause)
+        )
+        why = _FENCE_CAUSES.get(cause, cause)
+        events.append(
+            ev.GroupEpochBumped(
+                group_id=group_id, at_ms=now_ms, epoch=group.group_epoch + 1, cause=f"member {member_id} {why}"
+            )
+        )
         if response is None:
-            return _after_write(records, stop_timers, retry)
-        return _answer_after_write(response, records, on_success=stop_timers)
+            return _after_write(records, stop_timers, retry, events)
+        return _answer_after_write(response, records, on_success=stop_timers, events=events)
 
     # ================================================================ timers
 
@@ -563,7 +658,7 @@ class ConsumerGroupManager:
             if group is None or member is None:
                 return CoordinatorResult()
             log.info("group %s: member %s fenced: its session expired", group_id, member_id)
-            return self._fence(group, member)
+            return self._fence(group, member, now_ms, "session-expired")
 
         timeout = self.timeouts(group_id).session_timeout_ms if delay_ms is None else delay_ms
         self.timer.schedule(session_key(group_id, member_id), timeout, expire)
@@ -586,7 +681,7 @@ class ConsumerGroupManager:
                 epoch,
                 timeout,
             )
-            return self._fence(group, current)
+            return self._fence(group, current, now_ms, "rebalance-timeout")
 
         self.timer.schedule(rebalance_key(group_id, member_id), timeout, expire)
 
@@ -678,15 +773,21 @@ def _subscribed_names(members: Iterable[ConsumerGroupMember], resolved: dict[str
 
 
 def _after_write(
-    records: list[Record], on_success: Callable[[], None] | None = None, on_failure: Callable[[], None] | None = None
+    records: list[Record],
+    on_success: Callable[[], None] | None = None,
+    on_failure: Callable[[], None] | None = None,
+    events: Sequence[ev.GroupEvent] = (),
 ) -> CoordinatorResult:
+    """``events`` count only once ``records`` are durable: a failed write decided nothing."""
+
     def after_append(error: int, now_ms: int) -> CoordinatorResult:
         if error:
             if on_failure is not None:
                 on_failure()
-        elif on_success is not None:
+            return CoordinatorResult()
+        if on_success is not None:
             on_success()
-        return CoordinatorResult()
+        return CoordinatorResult(events=events)
 
     return CoordinatorResult(records=records, after_append=after_append)
 
@@ -695,17 +796,66 @@ def _answer_after_write(
     response: ConsumerGroupHeartbeatResponse,
     records: list[Record],
     on_success: Callable[[], None] | None = None,
+    events: Sequence[ev.GroupEvent] = (),
 ) -> CoordinatorResult:
     """Answer once ``records`` are durable; a failed write answers its error instead, so a
-    member never acts on an epoch or an assignment the group did not keep."""
+    member never acts on an epoch or an assignment the group did not keep (and ``events``,
+    the decisions the records carry, are dropped)."""
     if not records:
-        return CoordinatorResult(response=response)
+        return CoordinatorResult(response=response, events=events)
 
     def after_append(error: int, now_ms: int) -> CoordinatorResult:
         if error:
             return CoordinatorResult(response=heartbeat_error(append_error_for_group(error)))
         if on_success is not None:
             on_success()
-        return CoordinatorResult(response=response)
+        return CoordinatorResult(response=response, events=events)
 
     return CoordinatorResult(records=records, after_append=after_append)
+
+
+# A fenced member's cause, as the group epoch bump it brings says it.
+_FENCE_CAUSES = {
+    "left": "left",
+    "session-expired": "was fenced: its session expired",
+    "rebalance-timeout": "was fenced: it did not revoke its partitions in time",
+}
+
+# Errors that refuse a heartbeat for a stale epoch or a taken instance id: the history notes them.
+_FENCING_ERRORS = frozenset(
+    {ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.FENCED_INSTANCE_ID, ErrorCode.UNRELEASED_INSTANCE_ID}
+)
+
+
+def _assignor_name(assignor: PartitionAssignor) -> str | None:
+    for name, known in ASSIGNORS.items():
+        if known is assignor:
+            return name
+    return None
+
+
+def _partition_names(image: TopicsImage, partitions: PartitionMap) -> tuple[str, ...]:
+    return tuple(
+        f"{image.name_of(topic_id) or topic_id}-{p}"
+        for topic_id, parts in sorted(partitions.items())
+        for p in sorted(parts)
+    )
+
+
+def _reconciliation_step(
+    group_id: str, now_ms: int, before: ConsumerGroupMember, after: ConsumerGroupMember, image: TopicsImage
+) -> ev.MemberEpochAdvanced:
+    gained = {
+        t: frozenset(parts) - frozenset(before.assigned_partitions.get(t, ()))
+        for t, parts in after.assigned_partitions.items()
+    }
+    return ev.MemberEpochAdvanced(
+        group_id=group_id,
+        at_ms=now_ms,
+        member_id=after.member_id,
+        from_epoch=before.member_epoch,
+        to_epoch=after.member_epoch,
+        state=after.state.name.lower().replace("_", "-"),
+        revoking=_partition_names(image, after.partitions_pending_revocation),
+        assigning=_partition_names(image, {t: ps for t, ps in gained.items() if ps}),
+    )

@@ -75,6 +75,8 @@ from .consumer_group_manager import (
 )
 from .group import ClassicGroup
 from .group_manager import GroupManager
+from .history import GroupHistory
+from .history_replay import ReplayNarrator
 from .member import Member
 from .offset_and_metadata import OffsetAndMetadata
 from .offset_manager import (
@@ -141,6 +143,10 @@ class GroupCoordinator:
         )
         self._loading: set[int] = set()
         self._now_ms = 0
+        # Rebalance history: filled by whoever carries results out (their ``events``), and
+        # at load from the records (``replay``). Pure data, read by the broker's admin side.
+        self.history = GroupHistory(self.config.group_history_max_events)
+        self._narrator = ReplayNarrator(self.history)
 
     def _new_pending(self, api_key: int, api_version: int) -> Pending:
         return Pending(next(self._pending_ids), api_key, api_version)
@@ -169,6 +175,8 @@ class GroupCoordinator:
         self._now_ms = max(self._now_ms, now_ms)
         done = set(self._loading if partitions is None else partitions)
         self._loading -= done
+        if not self._loading:
+            self._narrator.clear()
         for group in self.group_manager.groups.values():
             if self.partition_for(group.group_id) in done:
                 self.group_manager.on_loaded(group)
@@ -194,15 +202,19 @@ class GroupCoordinator:
         now_ms: int | None = None,
         producer_id: int = -1,
         producer_epoch: int = -1,
+        *,
+        record_time_ms: int | None = None,
     ) -> None:
         """Apply one ``__consumer_offsets`` record: the only way durable state changes.
 
         ``producer_id`` / ``producer_epoch``: the producer of the transactional batch
         holding the record (-1 for the coordinator's own batches): its offset commits
         stay pending until ``replay_end_transaction``. Malformed records and record types we do not use
-        are logged and skipped.
+        are logged and skipped. ``record_time_ms``: the record's timestamp, for the history
+        rebuilt while loading.
         """
         now = self._now_ms if now_ms is None else now_ms
+        record_ms = now if record_time_ms is None else record_time_ms
         try:
             k = gr.decode_key(key)
             if isinstance(k, gr.OffsetCommitKey):
@@ -214,7 +226,11 @@ class GroupCoordinator:
                     self.offset_manager.replay_commit(k.group, k.topic, k.partition, om, now)
             elif isinstance(k, gr.GroupMetadataKey):
                 gv = None if value is None else gr.decode_group_metadata_value(value)
+                if self.is_group_loading(k.group):
+                    self._narrator.group_metadata(k.group, gv, record_ms)
                 self._replay_group(k.group, gv, now)
+                if gv is None and self.group_manager.get(k.group) is None:
+                    self.history.forget(k.group)  # the group is gone: so is its history
             elif isinstance(k, gr.UnknownKey):
                 log.debug("skipping __consumer_offsets record with key version %s", k.version)
             else:
@@ -226,7 +242,10 @@ class GroupCoordinator:
                     self.group_manager.remove_group(k.group, now)
                 if isinstance(k, gr.ConsumerGroupMetadataKey) and value is None:
                     self.consumer_groups.forget(k.group)
+                    self.history.forget(k.group)
                 crec.replay_consumer_record(self.consumer_groups.groups, k, cv, now)
+                if self.is_group_loading(k.group):
+                    self._narrator.consumer_record(k, cv, record_ms)
         except gr.RecordFormatError as exc:
             log.warning("skipping malformed __consumer_offsets record: %s", exc)
         except PartitionOwnershipError as exc:
@@ -694,6 +713,10 @@ class GroupCoordinator:
 
     def group_ids(self) -> list[str]:
         return list(self.group_manager.groups) + list(self.consumer_groups.groups)
+
+    def history_of(self, group_id: str, since: int = 0) -> list[dict[str, object]]:
+        """The group's rebalance history as JSON-able dicts (each with its ``seq``), oldest first."""
+        return self.history.as_json(group_id, since)
 
     def consumer_group(self, group_id: str) -> ConsumerGroup | None:
         return self.consumer_groups.get(group_id)

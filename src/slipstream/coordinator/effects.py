@@ -1,25 +1,31 @@
 """Collecting what one coordinator operation produced, to become a ``CoordinatorResult``.
 
-An operation may answer several parked requests (completions), write records and
-register callbacks to run once those records are durable; ``Effects`` gathers them
+An operation may answer several parked requests (completions), write records,
+register callbacks to run once those records are durable, and note the decisions it
+took (history events); ``Effects`` gathers them
 as the operation walks the state machine, and ``result()`` hands them over.
 """
 
 from __future__ import annotations
 
 from ..protocol.schema import Struct
+from .history import GroupEvent
 from .result import AfterAppend, Completion, CoordinatorResult, Pending, Record
 
 
 class Effects:
     """Collects what one operation produced, to become a ``CoordinatorResult``."""
 
-    __slots__ = ("after", "completions", "records")
+    __slots__ = ("after", "completions", "events", "records")
 
     def __init__(self) -> None:
         self.completions: list[Completion] = []
         self.records: list[Record] = []
         self.after: list[AfterAppend] = []
+        self.events: list[GroupEvent] = []
+
+    def event(self, event: GroupEvent) -> None:
+        self.events.append(event)
 
     def complete(self, pending: Pending, response: Struct) -> None:
         self.completions.append(Completion(pending, response))
@@ -42,6 +48,7 @@ class Effects:
             records=self.records,
             completions=completions,
             after_append=chain_after_append(self.after),
+            events=self.events,
         )
 
 
@@ -55,13 +62,16 @@ def chain_after_append(callbacks: list[AfterAppend]) -> AfterAppend | None:
     def run(error: int, now_ms: int) -> CoordinatorResult:
         merged = CoordinatorResult()
         chained: list[AfterAppend] = []
+        events: list[GroupEvent] = []
         for cb in callbacks:
             r = cb(error, now_ms)
             merged.records.extend(r.records)
             merged.completions.extend(r.completions)
+            events.extend(r.events)
             if r.after_append is not None:
                 chained.append(r.after_append)
         merged.after_append = chain_after_append(chained)
+        merged.events = events
         return merged
 
     return run

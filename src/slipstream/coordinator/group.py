@@ -49,6 +49,12 @@ class ClassicGroup:
         self.subscribed_topics: set[str] | None = None
         # An initial rebalance's delay is extended while new members keep arriving.
         self.new_member_added = False
+        # For the rebalance history (history.py): when the current rebalance and generation
+        # began, and who owned which partition after the last assignment ("topic-N" -> member).
+        self.rebalance_started_ms: int | None = None
+        self.generation_started_ms: int | None = None
+        self.partition_owners: dict[str, str] | None = None
+        self.generation_leader: str | None = None
 
     def __repr__(self) -> str:
         return (
@@ -209,6 +215,11 @@ class ClassicGroup:
             self.supported_protocols.get(name, 0) == n for name in protocols
         )
 
+    def protocol_votes(self) -> dict[str, int]:
+        """Each member's vote (its first preferred candidate), counted per protocol in vote order."""
+        candidates = self.candidate_protocols()
+        return dict(Counter(m.vote(candidates) for m in self.members.values()))
+
     def select_protocol(self) -> str:
         """Every member votes for its first preferred candidate; most votes wins.
 
@@ -217,8 +228,7 @@ class ClassicGroup:
         """
         if not self.members:
             raise RuntimeError(f"cannot select a protocol for empty group {self.group_id!r}")
-        candidates = self.candidate_protocols()
-        votes: Counter[str] = Counter(m.vote(candidates) for m in self.members.values())
+        votes = self.protocol_votes()
         best = max(votes.values())
         return next(name for name, count in votes.items() if count == best)
 

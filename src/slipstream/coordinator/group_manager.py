@@ -32,6 +32,7 @@ from ..protocol.apis.leave_group import (
 )
 from ..protocol.apis.sync_group import SyncGroupRequest
 from ..protocol.errors import ErrorCode
+from . import history as ev
 from .classic_join import ClassicJoin
 from .classic_rebalance import ClassicRebalance
 from .classic_responses import UNKNOWN_MEMBER_ID, leave_response
@@ -40,6 +41,7 @@ from .classic_sync import ClassicSync
 from .config import CoordinatorConfig
 from .effects import Effects
 from .group import ClassicGroup
+from .history_moves import owners_of
 from .member import Member
 from .result import CoordinatorResult, Pending, RequestContext
 from .state import GroupState
@@ -87,6 +89,16 @@ class GroupManager:
         """Kafka's validateMember: 0, UNKNOWN_MEMBER_ID or FENCED_INSTANCE_ID."""
         return self.rebalance.validate_member(group, member_id, instance_id, operation)
 
+    def fenced_events(
+        self, group_id: str, member_id: str, instance_id: str | None, api: str, error: int, generation: int,
+        now_ms: int,
+    ) -> tuple[ev.GroupEvent, ...]:
+        """The history's note of a request refused for its generation or instance id (else none)."""
+        group = self.rebalance.groups.get(group_id)
+        if group is None or error not in (ErrorCode.ILLEGAL_GENERATION, ErrorCode.FENCED_INSTANCE_ID):
+            return ()
+        return (self.rebalance.fenced(group, member_id, instance_id, api, error, generation, now_ms),)
+
     def note_coordinator_lookup(self, group_id: str, connection: str, now_ms: int) -> None:
         self.rebalance.note_coordinator_lookup(group_id, connection, now_ms)
 
@@ -95,7 +107,10 @@ class GroupManager:
         self.rebalance.sessions.extend(group.group_id, member.member_id, member.session_timeout_ms, now_ms)
 
     def on_loaded(self, group: ClassicGroup) -> None:
-        """Arm session timers for a group rebuilt from the log."""
+        """Arm session timers for a group rebuilt from the log; note its leader and owners for the history."""
+        group.generation_leader = group.leader_id if group.members else None
+        if group.uses_consumer_protocol():
+            group.partition_owners = owners_of(group.assignment_map())
         for member in group.members.values():
             self.reschedule_heartbeat(group, member)
 
@@ -117,8 +132,15 @@ class GroupManager:
         if not error and req.generation_id != group.generation_id:
             error = ErrorCode.ILLEGAL_GENERATION
         if error:
-            return CoordinatorResult(response=HeartbeatResponse(error_code=error))
+            response = HeartbeatResponse(error_code=error)
+            if error in (ErrorCode.ILLEGAL_GENERATION, ErrorCode.FENCED_INSTANCE_ID):
+                fenced = self.rebalance.fenced(
+                    group, req.member_id, req.group_instance_id, "Heartbeat", error, req.generation_id, now_ms
+                )
+                return CoordinatorResult(response=response, events=(fenced,))
+            return CoordinatorResult(response=response)
         member = group.member(req.member_id)
+        member.last_heartbeat_ms = now_ms
         if group.state is GroupState.EMPTY:
             error = ErrorCode.UNKNOWN_MEMBER_ID
         else:
@@ -165,7 +187,7 @@ class GroupManager:
                 if target is None:
                     error = ErrorCode.UNKNOWN_MEMBER_ID
                 else:
-                    self._leave(group, target, reason, fx)
+                    self._leave(group, target, ident.group_instance_id, ident.reason, fx, now_ms)
                     removed.append(target)
             elif group.is_pending_member(ident.member_id):
                 group.remove(ident.member_id)
@@ -175,8 +197,12 @@ class GroupManager:
             else:
                 error = rb.validate_member(group, ident.member_id, ident.group_instance_id, "leave-group")
                 if not error:
-                    self._leave(group, ident.member_id, reason, fx)
+                    self._leave(group, ident.member_id, ident.group_instance_id, ident.reason, fx, now_ms)
                     removed.append(ident.member_id)
+                elif error == ErrorCode.FENCED_INSTANCE_ID:
+                    fx.event(
+                        rb.fenced(group, ident.member_id, ident.group_instance_id, "LeaveGroup", error, None, now_ms)
+                    )
             answers.append(
                 LeaveGroupResponseMemberResponse(
                     member_id=ident.member_id, group_instance_id=ident.group_instance_id, error_code=error
@@ -184,11 +210,18 @@ class GroupManager:
             )
         if removed:
             if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-                rb.maybe_prepare_rebalance_or_complete_join(group, fx, now_ms, f"members {removed} left the group")
+                rb.maybe_prepare_rebalance_or_complete_join(
+                    group, fx, now_ms, f"members {removed} left the group", cause=ev.RebalanceCause.MEMBER_LEFT
+                )
             elif group.state is GroupState.PREPARING_REBALANCE:
                 rb.maybe_complete_join_phase(group, fx, now_ms)
         return fx.result(None, leave_response(version, ErrorCode.NONE, answers))
 
-    def _leave(self, group: ClassicGroup, member_id: str, reason: str, fx: Effects) -> None:
-        log.info("group %s: member %s left (reason: %s)", group.group_id, member_id, reason)
+    def _leave(
+        self, group: ClassicGroup, member_id: str, instance_id: str | None, reason: str | None, fx: Effects, now_ms: int
+    ) -> None:
+        log.info("group %s: member %s left (reason: %s)", group.group_id, member_id, reason or "not provided")
+        fx.event(
+            ev.MemberLeft(group_id=group.group_id, at_ms=now_ms, member_id=member_id, instance_id=instance_id, reason=reason)
+        )
         self.rebalance.remove_member(group, group.member(member_id), fx)

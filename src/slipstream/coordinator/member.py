@@ -28,6 +28,8 @@ class Member:
     # Joined during the current rebalance and not yet answered: may expire while
     # awaiting its JoinGroup response (Kafka's isNew).
     is_new: bool = False
+    # When its last Heartbeat arrived (None: none yet), for the history's session-expired event.
+    last_heartbeat_ms: int | None = None
 
     @property
     def is_static(self) -> bool:

@@ -224,7 +224,10 @@ class OffsetManager:
                 group_id, member_id, req.group_instance_id, generation, version, now_ms
             )
             if error:
-                return CoordinatorResult(response=commit_error_response(req, error))
+                fenced = self.groups.fenced_events(
+                    group_id, member_id, req.group_instance_id, "OffsetCommit", error, generation, now_ms
+                )
+                return CoordinatorResult(response=commit_error_response(req, error), events=fenced)
             assert group is not None
             if group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE) and member_id in group.members:
                 # A classic member's commit keeps its session alive.

@@ -6,6 +6,8 @@ Handlers never block and never do I/O. Each returns a ``CoordinatorResult``:
 - ``pending``: the handle under which a parked request's answer will come;
 - ``records``: ``__consumer_offsets`` records to append, in order;
 - ``completions``: answers to requests parked earlier (by handle);
+- ``events``: what the operation decided, with its cause (history.py), for the
+  group's rebalance history; the caller records them (``GroupHistory.record``);
 - ``after_append``: called once the append of ``records`` finished, with the
   error code (``ErrorCode.NONE`` when durable) and the time; it returns the
   next result to carry out the same way (Kafka's append-future callbacks:
@@ -37,13 +39,14 @@ several partitions.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..protocol.schema import Struct, fast_frozen_init
 
 if TYPE_CHECKING:
+    from .history import GroupEvent
     from .offset_and_metadata import OffsetAndMetadata
 
 
@@ -108,6 +111,8 @@ class CoordinatorResult:
     records: list[Record] = field(default_factory=list)
     completions: list[Completion] = field(default_factory=list)
     after_append: AfterAppend | None = None
+    # A tuple by default: most results carry no event, and need no list for it.
+    events: Sequence[GroupEvent] = ()
 
     @property
     def is_empty(self) -> bool:
@@ -117,6 +122,7 @@ class CoordinatorResult:
             and not self.records
             and not self.completions
             and self.after_append is None
+            and not self.events
         )
 
 

@@ -29,6 +29,7 @@ from slipstream.log.record_filter import (
     RecordSpan,
     UnreadableRecords,
     delete_horizon,
+    empty_batch,
     rebuild_batch,
     record_spans,
 )
@@ -267,6 +268,8 @@ class CompactionJob:
         self._delete_retention = max(delete_retention_ms, 0)
         self._directory = directory  # disk logs only
         self._results: list[_GroupResult] = []
+        # producer id -> base offset of its last batch in the log (set by _build).
+        self._last_batches: dict[int, int] = {}
         self.stats = CompactionStats()
         self._state = _PLANNED
         self._committed = False  # the disk swap passed its commit point
@@ -312,11 +315,15 @@ class CompactionJob:
             shutil.rmtree(staging, ignore_errors=True)
             staging.mkdir()
         latest: dict[bytes, int] = {}
+        # Each idempotent producer's last batch in the log: kept, emptied if need be.
+        last_batches = self._last_batches
         sources = [self._sources[id(s)] for group in self._groups for s in group]
         txns = TxnCleaningState(self._aborted)
         for source in [*sources, *self._tail]:
             for header, batch in source.batches():
                 self._check_cancel()
+                if header.producer_id >= 0 and not header.is_control:
+                    last_batches[header.producer_id] = header.base_offset
                 if header.is_control:
                     continue
                 if txns.on_data(header) or (
@@ -377,6 +384,9 @@ class CompactionJob:
         self._results.append(_GroupResult(list(group), output))
         stats.groups_cleaned += 1
 
+    def _is_last_of_producer(self, header: BatchHeader) -> bool:
+        return header.producer_id >= 0 and self._last_batches.get(header.producer_id) == header.base_offset
+
     def _new_output(self, base: int) -> _Output:
         staging = self.staging
         if staging is None:
@@ -391,6 +401,8 @@ class CompactionJob:
         if header.is_control:
             return self._clean_marker(header, batch)
         if self._txns.on_data(header):
+            # Aborted data goes whole, even a producer's last batch (ours: Kafka keeps that
+            # one empty too; here its marker's removal is keyed to its data being gone).
             stats.aborted_batches_removed += 1
             stats.batches_removed += 1
             stats.records_removed += header.record_count
@@ -418,6 +430,13 @@ class CompactionJob:
                     tombstones = True
             kept.append(rec)
         if not kept:
+            if self._is_last_of_producer(header):
+                # The producer's last batch: kept without records, so its sequence survives
+                # a restart (the broker rebuilds producer state from batch headers).
+                if not records:
+                    return batch  # emptied by an earlier pass
+                stats.batches_rewritten += 1
+                return empty_batch(header)
             stats.batches_removed += 1
             return None
         if tombstones and horizon is None:

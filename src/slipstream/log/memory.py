@@ -64,6 +64,10 @@ class MemorySegment:
                 self.first_append_ms = now_ms
             self.last_append_ms = now_ms
 
+    def last_batch(self) -> bytes:
+        """The stored bytes of the newest batch (no copy)."""
+        return self._batches[-1]
+
     def batches(self) -> list[bytes]:
         """The stored batches in offset order: a copy of the list, safe to walk on another
         thread while this segment grows or is deleted (compaction)."""

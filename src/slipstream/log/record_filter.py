@@ -11,6 +11,7 @@ from slipstream.log.record_scan import RecordsUnreadable, read_varint
 from slipstream.protocol import compression as _compression
 from slipstream.protocol.primitives import write_varint
 from slipstream.protocol.record_batch import (
+    COMPRESSION_MASK,
     CRC_OFFSET,
     DELETE_HORIZON_MASK,
     HEADER_SIZE,
@@ -130,6 +131,34 @@ def rebuild_batch(header: BatchHeader, data: bytes, kept: Sequence[RecordSpan], 
         header.producer_epoch,
         header.base_sequence,
         len(kept),
+    )
+    _UINT32.pack_into(out, CRC_OFFSET, compute_crc(memoryview(out)))
+    return bytes(out)
+
+
+def empty_batch(header: BatchHeader) -> bytes:
+    """The batch with every record removed: its offset range, producer id, epoch and
+    sequences kept, no records (Kafka's cleaner keeps a producer's last batch so, and
+    writes it uncompressed), so producer state rebuilt from the log still knows the
+    producer's last sequence."""
+    attributes = header.attributes & ~(DELETE_HORIZON_MASK | COMPRESSION_MASK)
+    out = bytearray(HEADER_SIZE)
+    _HEADER.pack_into(
+        out,
+        0,
+        header.base_offset,
+        HEADER_SIZE - LOG_OVERHEAD,
+        header.partition_leader_epoch,
+        2,
+        0,
+        attributes,
+        header.last_offset_delta,
+        header.base_timestamp,
+        header.max_timestamp,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        0,
     )
     _UINT32.pack_into(out, CRC_OFFSET, compute_crc(memoryview(out)))
     return bytes(out)

@@ -41,7 +41,8 @@ class TxnCleaningState:
         if pid in self._aborted_ongoing:
             self._aborted_ongoing[pid] = True
             return True
-        self._committed_ongoing.add(pid)
+        if header.record_count:  # a producer's last batch kept empty holds nothing to commit
+            self._committed_ongoing.add(pid)
         return False
 
     def on_marker(self, header: BatchHeader, *, abort: bool) -> bool:

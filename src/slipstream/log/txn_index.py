@@ -105,7 +105,8 @@ def rebuild_aborted(segments: Sequence[IndexedSegment]) -> list[list[AbortedTxn]
 
 def _is_abort(batch: bytes | memoryview) -> bool:
     try:
-        _, records = decode_batch(batch, verify_crc=False)
+        # a marker's records are a few bytes: anything expanding further is not one
+        _, records = decode_batch(batch, verify_crc=False, max_uncompressed=1 << 16)
     except Exception:  # an unreadable marker is treated as a commit: its data stays visible
         return False
     return bool(records) and records[0].control_type == CONTROL_ABORT

@@ -12,7 +12,9 @@ that matter for interoperability:
 - gzip is a plain gzip stream; zstd is a plain zstd frame (the content size may be
   absent from the frame header, which cramjam's decoder handles).
 
-Nothing here is on the broker's hot path: the broker never recompresses batches.
+The broker decompresses produced batches only through ``decompress_bounded``: it
+decodes into a buffer of the allowed size and gives up as soon as the output would
+pass it, so a few KiB of compressed zeros cannot make it allocate gigabytes.
 """
 
 from __future__ import annotations
@@ -97,6 +99,94 @@ def decompress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
             f"{CODEC_NAMES[codec]} data does not decompress: {exc}"
         ) from exc
     raise _unsupported(codec)
+
+
+class DecompressedTooLarge(ValueError):
+    """Compressed bytes that expand past the size the caller allows."""
+
+
+# First guess at the expanded size, as a multiple of the compressed size: most batches
+# fit, so the full-limit buffer is only allocated for highly compressible ones.
+_FIRST_GUESS_RATIO = 8
+_FIRST_GUESS_EXTRA = 64 * 1024
+
+
+def decompress_bounded(codec: int, data: bytes | bytearray | memoryview, limit: int) -> bytes | bytearray:
+    """``decompress`` that refuses output longer than ``limit`` bytes without producing it.
+
+    Raises DecompressedTooLarge past the limit, CorruptCompressedData for bytes that do
+    not decode, UnsupportedCompression for an unknown codec.
+    """
+    if codec == NONE:
+        if len(data) > limit:
+            raise DecompressedTooLarge(f"{len(data)} bytes exceed the limit of {limit}")
+        return bytes(data)
+    if codec not in CODEC_NAMES:
+        raise _unsupported(codec)
+    try:
+        if codec == SNAPPY:
+            return _snappy_decompress_bounded(memoryview(data), limit)
+        guess = min(limit, len(data) * _FIRST_GUESS_RATIO + _FIRST_GUESS_EXTRA)
+        while True:
+            out = bytearray(guess + 1)
+            try:
+                n = _DECOMPRESS_INTO[codec](data, out)
+            except cramjam.DecompressionError as exc:
+                if "whole buffer" not in str(exc):
+                    raise
+                n = guess + 1
+            if n <= guess:
+                del out[n:]
+                return out  # not copied into bytes: indexing a bytearray is as cheap
+            if guess >= limit:
+                raise DecompressedTooLarge(
+                    f"{CODEC_NAMES[codec]} data expands past the limit of {limit} bytes"
+                )
+            guess = limit
+    except cramjam.DecompressionError as exc:
+        raise CorruptCompressedData(f"{CODEC_NAMES[codec]} data does not decompress: {exc}") from exc
+
+
+_DECOMPRESS_INTO = {
+    GZIP: cramjam.gzip.decompress_into,
+    LZ4: cramjam.lz4.decompress_into,
+    ZSTD: cramjam.zstd.decompress_into,
+}
+
+
+def _snappy_decompress_bounded(view: memoryview, limit: int) -> bytes:
+    # Snappy blocks state their expanded length up front: check it before decoding.
+    blocks = [view] if view[:len(XERIAL_MAGIC)] != XERIAL_MAGIC else list(_xerial_blocks(view))
+    total = 0
+    for block in blocks:
+        total += int(cramjam.snappy.decompress_raw_len(block))
+        if total > limit:
+            raise DecompressedTooLarge(f"snappy data expands past the limit of {limit} bytes")
+    out = bytearray(total)
+    pos = 0
+    for block in blocks:
+        pos += int(cramjam.snappy.decompress_raw_into(block, memoryview(out)[pos:]))
+    if pos != total:
+        raise CorruptCompressedData("snappy block decodes to fewer bytes than its header states")
+    return bytes(out)
+
+
+def _xerial_blocks(view: memoryview) -> list[memoryview]:
+    if len(view) < _XERIAL_HEADER_SIZE:
+        raise CorruptCompressedData("xerial snappy stream is shorter than its 16-byte header")
+    blocks = []
+    pos = _XERIAL_HEADER_SIZE
+    end = len(view)
+    while pos < end:
+        if end - pos < 4:
+            raise CorruptCompressedData("xerial snappy stream ends inside a block length")
+        (size,) = _INT32.unpack_from(view, pos)
+        pos += 4
+        if size < 0 or pos + size > end:
+            raise CorruptCompressedData(f"xerial snappy block of {size} bytes overruns the stream")
+        blocks.append(view[pos : pos + size])
+        pos += size
+    return blocks
 
 
 def _unsupported(codec: int) -> UnsupportedCompression:

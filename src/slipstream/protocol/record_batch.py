@@ -193,12 +193,16 @@ def set_log_append_time(batch: bytearray | memoryview, timestamp_ms: int) -> Non
     _UINT32.pack_into(batch, CRC_OFFSET, int(_crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:])))
 
 
-def recompress(batch: memoryview | bytes, header: BatchHeader, codec: int) -> bytearray:
+def recompress(
+    batch: memoryview | bytes, header: BatchHeader, codec: int, raw: bytes | bytearray | memoryview | None = None
+) -> bytearray:
     """The batch with its records section compressed with ``codec`` instead (a topic's
     ``compression.type``). Records, offsets, timestamps and producer fields are unchanged;
-    the attributes, length and CRC are rewritten."""
-    section = memoryview(batch)[HEADER_SIZE : header.size]
-    raw = section if header.compression == compression.NONE else compression.decompress(header.compression, section)
+    the attributes, length and CRC are rewritten. ``raw``: the records section already
+    decompressed (the produce path has it from its bounded check)."""
+    if raw is None:
+        section = memoryview(batch)[HEADER_SIZE : header.size]
+        raw = section if header.compression == compression.NONE else compression.decompress(header.compression, section)
     body = bytes(raw) if codec == compression.NONE else compression.compress(codec, raw)
     out = bytearray(memoryview(batch)[:HEADER_SIZE])
     out += body

@@ -252,14 +252,18 @@ def build_control_batch(
 
 
 def decode_batch(
-    batch: memoryview | bytes | bytearray, *, verify_crc: bool = True
+    batch: memoryview | bytes | bytearray,
+    *,
+    verify_crc: bool = True,
+    max_uncompressed: int | None = None,
 ) -> tuple[BatchHeader, list[Record]]:
     """Decode exactly one batch (decompressing as needed) into its header and records.
 
-    Raises InvalidBatch for a malformed or damaged batch, UnsupportedCompression for a
-    codec id this module does not know.
+    Raises InvalidBatch for a malformed or damaged batch (or, with ``max_uncompressed``,
+    one whose records expand past that many bytes), UnsupportedCompression for a codec
+    id this module does not know.
     """
-    header, data, pos = _open_batch(batch, verify_crc)
+    header, data, pos = _open_batch(batch, verify_crc, max_uncompressed)
     fields = _decode_fields(data, pos, header, _Fields, "", -1)
     is_control = header.is_control
     # Field order of _Fields: topic, partition, offset, key, value, timestamp, headers,
@@ -289,7 +293,7 @@ def decode_messages(
 
 
 def _open_batch(
-    batch: memoryview | bytes | bytearray, verify_crc: bool
+    batch: memoryview | bytes | bytearray, verify_crc: bool, max_uncompressed: int | None = None
 ) -> tuple[BatchHeader, bytes, int]:
     """Check one batch; return its header, the bytes holding its records and where they start."""
     view = memoryview(batch)
@@ -311,8 +315,11 @@ def _open_batch(
         # a bytes batch is read in place, anything else is copied once.
         return header, batch if isinstance(batch, bytes) else view.tobytes(), HEADER_SIZE
     try:
-        data = _compression.decompress(codec, view[HEADER_SIZE:])
-    except _compression.CorruptCompressedData as exc:
+        if max_uncompressed is None:
+            data = _compression.decompress(codec, view[HEADER_SIZE:])
+        else:
+            data = bytes(_compression.decompress_bounded(codec, view[HEADER_SIZE:], max_uncompressed))
+    except (_compression.CorruptCompressedData, _compression.DecompressedTooLarge) as exc:
         raise InvalidBatch(f"batch at offset {header.base_offset}: {exc}", corrupt=True) from exc
     return header, bytes(data), 0
 

@@ -92,3 +92,24 @@ def test_serve_starts_with_an_unrelated_slipstream_env_var(tmp_path: Path) -> No
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_postgres_storage_from_file_env_and_its_needs(tmp_path: Path) -> None:
+    toml = tmp_path / "broker.toml"
+    toml.write_text('storage = "postgres"\ndatabase_url = "postgresql://a@db/x"\n')
+    config = build(str(toml), {"SLIPSTREAM_DATABASE_URL": "postgresql://b@db/y"}, None)
+    assert (config.storage, config.database_url) == ("postgres", "postgresql://b@db/y")
+    # acks=all waits for the database commit whatever the durability setting says
+    assert config.durability == "page-cache" and config.syncs_before_ack
+    assert not BrokerConfig().syncs_before_ack
+    assert BrokerConfig(durability="fsync").syncs_before_ack
+    with pytest.raises(ValueError, match="needs a database URL"):
+        build(None, {"SLIPSTREAM_STORAGE": "postgres"}, None)
+
+
+def test_database_url_password_is_kept_out_of_the_log() -> None:
+    from slipstream.broker.broker import _redacted
+
+    assert _redacted("postgresql://app:s3cret@db:5432/k") == "postgresql://app:***@db:5432/k"
+    assert _redacted("postgresql://app@db/k") == "postgresql://app@db/k"
+    assert _redacted("postgresql://db/k") == "postgresql://db/k"

@@ -162,3 +162,47 @@ def test_produce_v13_names_topics_by_id(broker: Broker, admin) -> None:  # type:
     )
     answers = [(t.topic_id, [(p.error_code, p.base_offset) for p in t.partition_responses]) for t in produced.responses]
     assert answers == [(topic_id, [(0, 0)]), (stranger, [(ErrorCode.UNKNOWN_TOPIC_ID, -1)])]
+
+
+def test_list_offsets_v11_earliest_pending_upload(broker: Broker, admin) -> None:  # type: ignore[no-untyped-def]
+    create_topic(admin, "k11", 1)
+    batch = build_batch([ProducerRecord(b"k", b"v", timestamp_ms=1_700_000_000_000)])
+    raw_request(
+        broker, pr.SPEC, 9,
+        pr.ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[
+            pr.ProduceRequestTopicData(name="k11", partition_data=[
+                pr.ProduceRequestPartitionData(index=0, records=memoryview(batch))
+            ])
+        ]),
+    )
+
+    def offset_for(timestamp: int) -> tuple[int, int]:
+        listed = raw_request(
+            broker, lo.SPEC, 11,
+            lo.ListOffsetsRequest(replica_id=-1, isolation_level=0, timeout_ms=1000, topics=[
+                lo.ListOffsetsRequestTopic(name="k11", partitions=[
+                    lo.ListOffsetsRequestPartition(partition_index=0, timestamp=timestamp)
+                ])
+            ]),
+        )
+        (found,) = listed.topics[0].partitions
+        return found.error_code, found.offset
+
+    assert offset_for(-1) == (0, 1)
+    assert offset_for(-2) == (0, 0)
+    assert offset_for(-6) == (0, -1)  # no tiered storage: nothing is pending upload
+    assert offset_for(-7) == (ErrorCode.INVALID_REQUEST, -1)
+
+
+def test_init_producer_id_v6(broker: Broker) -> None:
+    from slipstream.protocol.apis import init_producer_id as ipi
+
+    plain = raw_request(broker, ipi.SPEC, 6, ipi.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=-1))
+    assert plain.error_code == 0 and plain.producer_id >= 0 and plain.producer_epoch == 0
+    assert (plain.ongoing_txn_producer_id, plain.ongoing_txn_producer_epoch) == (-1, -1)
+    two_phase = raw_request(
+        broker, ipi.SPEC, 6,
+        ipi.InitProducerIdRequest(transactional_id="tpc", transaction_timeout_ms=60_000, enable2_pc=True),
+    )
+    assert two_phase.error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert two_phase.producer_id == -1

@@ -99,6 +99,25 @@ async def test_commit_and_abort() -> None:
         assert [k for k in kinds if k is not None] == [1, 0]
 
 
+async def test_records_not_sent_before_an_abort_fail_as_aborted() -> None:
+    from slipstream.client import TransactionAbortedError
+
+    async with Broker(storage="memory", port=0) as broker:
+        topic = _topic(broker)
+        async with AIOProducer(broker.bootstrap_servers, transactional_id="tx-x", linger_ms=60_000) as producer:
+            await producer.init_transactions()
+            producer.begin_transaction()
+            acks = [await producer.send(topic, f"u{i}".encode(), partition=0) for i in range(3)]
+            await producer.abort_transaction()  # the records are still lingering: never sent
+            for ack in acks:
+                assert ack.done()
+                error = ack.exception()
+                assert isinstance(error, TransactionAbortedError)
+                assert isinstance(error, TransactionError) and error.abortable
+                assert str(error) == "the transaction was aborted before this record was sent"
+        assert await asyncio.to_thread(read_committed, broker.bootstrap_servers, topic, 2) == []
+
+
 async def test_state_rules() -> None:
     async with Broker(storage="memory", port=0) as broker:
         topic = _topic(broker)

@@ -170,6 +170,8 @@ class GroupContext:
         return waited
 
     def process(self, result: CoordinatorResult) -> Struct | None:
+        if result.events:
+            self.coordinator.history.record(result.events)
         if result.pending is not None:
             assert result.pending not in self.parked, "pending handle reused"
             self.parked.add(result.pending)

@@ -1,4 +1,4 @@
-"""The store under test for the conformance suite (memory or disk)."""
+"""The store under test for the conformance suite (memory, disk or postgres)."""
 
 from __future__ import annotations
 
@@ -12,14 +12,20 @@ from slipstream.log.store import DiskLogStore
 class LogEnv:
     """Opens partition logs from one store kind; ``reopen`` simulates a restart."""
 
-    def __init__(self, kind: str, data_dir: Path) -> None:
+    def __init__(self, kind: str, data_dir: Path, database_url: str | None = None) -> None:
         self.kind = kind
         self.data_dir = data_dir
+        self.database_url = database_url
         self.store: LogStore = self._new_store()
 
     def _new_store(self) -> LogStore:
         if self.kind == "memory":
             return MemoryLogStore()
+        if self.kind == "postgres":
+            from slipstream.log.postgres import PostgresLogStore
+
+            assert self.database_url is not None
+            return PostgresLogStore(self.database_url)
         return DiskLogStore(self.data_dir)
 
     def open(

@@ -258,9 +258,14 @@ def test_log_append_time_headers_keyless_control_and_transactional(env: LogEnv) 
     run(log)
     out = batches(log)
     # keyless kept; the committed transactional record is superseded like any other
-    # (Kafka's rules); its marker stays: the pass read its transaction's data
-    assert out[:2] == [kept[0], kept[2]]
-    header, recs = decode_batch(out[2])
+    # (Kafka's rules), its batch kept empty as producer 9's last one (Kafka's cleaner
+    # retains it so); its marker stays: the pass read its transaction's data
+    assert out[0] == kept[0]
+    emptied, none = decode_batch(out[1])
+    assert none == [] and emptied.record_count == 0
+    assert (emptied.base_offset, emptied.producer_id, emptied.is_transactional) == (1, 9, True)
+    assert out[2] == kept[2]
+    header, recs = decode_batch(out[3])
     assert header.is_log_append_time and header.max_timestamp == stamp
     assert [(r.offset, r.key, r.headers) for r in recs] == [(3, b"h", [("trace", b"x")])]
 

@@ -6,6 +6,7 @@
   /api/topics         topics, partitions, offsets, sizes, traffic (JSON)
   /api/groups         groups with type, state, members and total lag (JSON)
   /api/groups/<id>    one group: members, assignment, committed offsets and lag (JSON)
+  /api/groups/<id>/history[?since=SEQ]   the group's rebalance history (JSON; history_view.py)
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 from ...coordinator.coordinator import GroupCoordinator
 from ..state import BrokerState
-from . import prometheus, views
+from . import history_view, prometheus, views
 from .http_server import HttpRequest, HttpResponse, HttpServer
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,16 @@ class AdminListener:
             return _json(200, views.topics_document(self.state))
         if path == "/api/groups":
             return _json(200, views.groups_document(self.state, self.coordinator))
+        if path.startswith("/api/groups/") and path.endswith(history_view.HISTORY_SUFFIX):
+            group_id = path[len("/api/groups/") : -len(history_view.HISTORY_SUFFIX)]
+            try:
+                since = history_view.parse_since(request.query.get("since"))
+            except history_view.BadSince as exc:
+                return _json(400, {"error": str(exc)})
+            history = history_view.history_document(self.coordinator, group_id, since)
+            if history is None:
+                return _json(404, {"error": f"no group {group_id!r}"})
+            return _json(200, history)
         if path.startswith("/api/groups/"):
             group_id = path[len("/api/groups/") :]
             document = views.group_document(self.state, self.coordinator, group_id)

@@ -28,6 +28,7 @@ from ...protocol.apis.alter_configs import (
     AlterConfigsResponseResource,
 )
 from ...protocol.errors import ErrorCode, KafkaError
+from ..internal_topics import refuse_config_change
 from ..request_context import RequestContext
 from ..state import BrokerState
 from ..topics import Topic, check_topic_name
@@ -129,6 +130,7 @@ def lookup_topic(state: BrokerState, name: str) -> Topic:
     topic = state.topics.get(name)
     if topic is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+    refuse_config_change(name)
     return topic
 
 

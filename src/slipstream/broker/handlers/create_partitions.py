@@ -15,6 +15,7 @@ THROTTLING_QUOTA_EXCEEDED, which this broker never does.
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 
 from ...protocol.apis.create_partitions import (
@@ -25,6 +26,7 @@ from ...protocol.apis.create_partitions import (
     CreatePartitionsResponseTopic,
 )
 from ...protocol.errors import ErrorCode, KafkaError
+from ..mutation_quota import QuotaCheck
 from ..request_context import RequestContext
 from ..state import BrokerState
 from ..topics import OFFSETS_TOPIC
@@ -33,9 +35,14 @@ MIN_VERSION = 0
 MAX_VERSION = 3
 
 
+# KIP-599: v3+ may be refused with THROTTLING_QUOTA_EXCEEDED (controller.mutation.rate).
+STRICT_QUOTA_VERSION = 3
+
+
 async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
     counts = Counter(t.name for t in request.topics)
     results = []
+    quota = QuotaCheck(ctx, strict=ctx.api_version >= STRICT_QUOTA_VERSION)
     for wanted in request.topics:
         out = CreatePartitionsResponseTopic(name=wanted.name, error_code=0, error_message=None)
         try:
@@ -44,15 +51,18 @@ async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> Creat
                     ErrorCode.INVALID_REQUEST,
                     f"topic {wanted.name!r} is listed more than once in one request",
                 )
-            _create(ctx.state, wanted, request.validate_only)
+            _create(ctx.state, wanted, request.validate_only, quota)
         except KafkaError as exc:
             out.error_code = exc.code
             out.error_message = exc.message
         results.append(out)
-    return CreatePartitionsResponse(throttle_time_ms=0, results=results)
+        await asyncio.sleep(0)  # other connections between topics (each opens partitions)
+    return CreatePartitionsResponse(throttle_time_ms=quota.throttle_ms(), results=results)
 
 
-def _create(state: BrokerState, wanted: CreatePartitionsRequestTopic, validate_only: bool) -> None:
+def _create(
+    state: BrokerState, wanted: CreatePartitionsRequestTopic, validate_only: bool, quota: QuotaCheck
+) -> None:
     name = wanted.name
     topic = state.topics.get(name)
     if topic is None:
@@ -88,6 +98,8 @@ def _create(state: BrokerState, wanted: CreatePartitionsRequestTopic, validate_o
                     f"partition {index} is assigned to brokers {assignment.broker_ids}; "
                     f"this cluster has only node {node}",
                 )
+    if not validate_only:
+        quota.admit(wanted.count - current)
     state.topics.add_partitions(name, wanted.count, validate_only=validate_only)
 
 

@@ -4,6 +4,11 @@ Single node: replication factor must be -1 (default) or 1, and a manual
 assignment may only name this node. validate_only (v1+) checks without creating.
 v5+ answers with the partition count, replication factor and effective configs;
 v7 with the topic id.
+
+Thousands of topics in one request are created in slices that yield to the event
+loop (admin_slices.py); with ``controller.mutation.rate`` set, partitions created
+count against the client's quota (mutation_quota.py): v6+ refuses topics once it is
+in debt (THROTTLING_QUOTA_EXCEEDED), every version reports throttle_time_ms.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from ...protocol.apis.create_topics import (
     CreateTopicsResponseTopic,
 )
 from ...protocol.errors import ErrorCode, KafkaError
+from ..admin_slices import Slices
+from ..mutation_quota import QuotaCheck
 from ..request_context import RequestContext
 from ..state import BrokerState
 from . import config_views
@@ -25,9 +32,14 @@ MIN_VERSION = 2
 MAX_VERSION = 7
 
 
+STRICT_QUOTA_VERSION = 6
+
+
 async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
     results = []
     seen: set[str] = set()
+    slices = Slices(ctx.state.topics)
+    quota = QuotaCheck(ctx, strict=ctx.api_version >= STRICT_QUOTA_VERSION)
     for wanted in request.topics:
         out = CreateTopicsResponseTopic(name=wanted.name, configs=None)
         if wanted.name in seen:
@@ -36,16 +48,23 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
         else:
             seen.add(wanted.name)
             try:
-                _create(ctx.state, wanted, request.validate_only, out)
+                _create(ctx.state, wanted, request.validate_only, out, quota)
+                slices.changed()
             except KafkaError as exc:
                 out.error_code = exc.code
                 out.error_message = exc.message
         results.append(out)
-    return CreateTopicsResponse(topics=results)
+        await slices.step()
+    slices.finish()
+    return CreateTopicsResponse(throttle_time_ms=quota.throttle_ms(), topics=results)
 
 
 def _create(
-    state: BrokerState, wanted: CreateTopicsRequestTopic, validate_only: bool, out: CreateTopicsResponseTopic
+    state: BrokerState,
+    wanted: CreateTopicsRequestTopic,
+    validate_only: bool,
+    out: CreateTopicsResponseTopic,
+    quota: QuotaCheck,
 ) -> None:
     node = state.config.node_id
     partitions = wanted.num_partitions
@@ -76,7 +95,9 @@ def _create(
     for c in wanted.configs:
         if c.value is not None:
             overrides[c.name] = c.value
-    topic = state.topics.create(wanted.name, partitions, overrides, validate_only=validate_only)
+    if not validate_only:
+        quota.admit(partitions)
+    topic = state.topics.create(wanted.name, partitions, overrides, validate_only=validate_only, save=False)
     out.topic_id = topic.topic_id
     out.num_partitions = partitions
     out.replication_factor = 1

@@ -2,6 +2,9 @@
 
 v1-5 name topics in topic_names; v6 gives a name or a topic id per entry and is
 answered with both. Internal topics (``__consumer_offsets``) cannot be deleted.
+Many topics are deleted in slices that yield to the event loop (admin_slices.py);
+``controller.mutation.rate`` counts deleted partitions (mutation_quota.py; v5+ may be
+refused with THROTTLING_QUOTA_EXCEEDED).
 """
 
 from __future__ import annotations
@@ -16,14 +19,21 @@ from ...protocol.apis.delete_topics import (
 )
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.primitives import ZERO_UUID
+from ..admin_slices import Slices
+from ..mutation_quota import QuotaCheck
 from ..request_context import RequestContext
 
 MIN_VERSION = 1
 MAX_VERSION = 6
 
 
+STRICT_QUOTA_VERSION = 5
+
+
 async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
     state = ctx.state
+    slices = Slices(state.topics)
+    quota = QuotaCheck(ctx, strict=ctx.api_version >= STRICT_QUOTA_VERSION)
     wanted: list[tuple[str | None, uuid.UUID]] = (
         [(t.name, t.topic_id) for t in request.topics]
         if ctx.api_version >= 6
@@ -41,7 +51,10 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
             topic = state.topics.get(name)
             if topic is not None and topic.internal:
                 raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"internal topic {name} cannot be deleted")
-            deleted = state.topics.delete(name)
+            if topic is not None:
+                quota.admit(len(topic.partitions))
+            deleted = state.topics.delete(name, save=False)
+            slices.changed()
             out.topic_id = deleted.topic_id
             for index in range(len(deleted.partitions)):
                 state.producer_states.pop((name, index), None)
@@ -49,7 +62,9 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
             out.error_code = exc.code
             out.error_message = exc.message
         results.append(out)
-    return DeleteTopicsResponse(responses=results)
+        await slices.step()
+    slices.finish()
+    return DeleteTopicsResponse(throttle_time_ms=quota.throttle_ms(), responses=results)
 
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "SPEC", "handle"]

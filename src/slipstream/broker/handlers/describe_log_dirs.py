@@ -1,6 +1,6 @@
 """DescribeLogDirs (key 35). Served v1-5 (Kafka 4 dropped v0).
 
-One log directory (``<data_dir>/logs``; storage "memory" reports "memory") with
+One log directory (``<data_dir>/logs``; storage "memory" or "postgres" reports its name) with
 each partition's size in bytes. A null ``topics`` describes every partition;
 topics and partitions that do not exist are left out, as Kafka does. v4 adds
 the volume's total and usable bytes (-1 for memory storage).
@@ -46,7 +46,8 @@ async def handle(ctx: RequestContext, request: DescribeLogDirsRequest) -> Descri
                 )
         if partitions:
             described.append(DescribeLogDirsResponseTopic(name=name, partitions=partitions))
-    result = DescribeLogDirsResponseResult(error_code=ErrorCode.NONE, log_dir="memory", topics=described)
+    # memory, or postgres (no local directory: the logs live in the database)
+    result = DescribeLogDirsResponseResult(error_code=ErrorCode.NONE, log_dir=state.config.storage, topics=described)
     if state.config.storage == "disk":
         log_dir = Path(state.config.data_dir).resolve() / "logs"
         result.log_dir = str(log_dir)

@@ -77,14 +77,15 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
             incremental = True
     max_wait_s = max(0, request.max_wait_ms) / 1000
     deadline = state.clock() / 1000 + max_wait_s
+    woken = True  # False once a wait ends without an append (timeout, or the client left)
     while True:
         responses, size, keys, failed = _read_all(
             state, topics, request.max_bytes, version, request.isolation_level == READ_COMMITTED
         )
         remaining = deadline - state.clock() / 1000
-        if size >= request.min_bytes or failed or remaining <= 0 or not keys:
+        if size >= request.min_bytes or failed or remaining <= 0 or not keys or not woken:
             break
-        await state.notifier.wait(keys, remaining)
+        woken = await state.notifier.wait(keys, remaining)
     state.metrics.fetched_response(responses, state.topics.by_id)
     if session is None:
         return FetchResponse(error_code=0, session_id=0, responses=responses)

@@ -1,4 +1,4 @@
-"""InitProducerId (key 22). Served v0-5.
+"""InitProducerId (key 22). Served v0-6.
 
 Without a transactional id Kafka always hands out a fresh producer id with epoch 0,
 also to a producer that sends its old id and epoch (v3+) to reset its sequences.
@@ -7,7 +7,10 @@ producer id with its epoch bumped (fencing the previous producer; an ongoing
 transaction of that producer is aborted first and this request answered
 CONCURRENT_TRANSACTIONS, to be retried). v3+ may name the producer id and epoch
 the client holds (KIP-360); v4+ may answer PRODUCER_FENCED (older versions get
-INVALID_PRODUCER_EPOCH).
+INVALID_PRODUCER_EPOCH). v6 (KIP-939): two-phase commit is not offered, so a request
+with enable2_pc gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED (as a Kafka broker with
+transaction.two.phase.commit.enable=false, its default); the ongoing-transaction
+fields of the answer are -1/-1.
 """
 
 from __future__ import annotations
@@ -15,13 +18,16 @@ from __future__ import annotations
 from typing import cast
 
 from ...protocol.apis.init_producer_id import SPEC, InitProducerIdRequest, InitProducerIdResponse
+from ...protocol.errors import ErrorCode
 from ..request_context import RequestContext
 
 MIN_VERSION = 0
-MAX_VERSION = 5
+MAX_VERSION = 6
 
 
 async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
+    if request.enable2_pc:
+        return InitProducerIdResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_epoch=-1)
     if request.transactional_id is None:
         return InitProducerIdResponse(error_code=0, producer_id=ctx.state.producer_ids.allocate(), producer_epoch=0)
     txns = ctx.transactions

@@ -1,9 +1,10 @@
-"""ListOffsets (key 2). Served v1-10 (v10 adds a timeout for tiered storage: unused).
+"""ListOffsets (key 2). Served v1-11 (v10 adds a timeout for tiered storage: unused).
 
 Special timestamps: -1 latest (the high watermark; with isolation_level=1,
 read_committed, v2+: the last stable offset), -2 earliest (log start), -3 max timestamp (v7+),
 -4 earliest local (v8+, same as earliest: no tiered storage), -5 latest tiered
-(v9+, none exists: offset -1). Any other value finds the first record whose
+(v9+, none exists: offset -1), -6 earliest pending upload (v11+: nothing waits to be
+uploaded to tiered storage here: offset -1). Any other value finds the first record whose
 timestamp is >= it; none -> offset -1. As in Kafka, a timestamp lookup (and -3)
 whose answer is at or past the last fetchable offset (the LSO for read_committed,
 else the high watermark) answers offset -1.
@@ -22,13 +23,14 @@ from ...protocol.errors import ErrorCode
 from ..request_context import RequestContext
 
 MIN_VERSION = 1
-MAX_VERSION = 10
+MAX_VERSION = 11
 
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
+EARLIEST_PENDING_UPLOAD = -6
 READ_COMMITTED = 1
 
 
@@ -59,7 +61,7 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
                 found = plog.max_timestamp()
                 if found is not None:
                     resp.offset, resp.timestamp = found
-            elif ts == LATEST_TIERED:
+            elif ts in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
                 pass
             elif ts < 0:
                 resp.error_code = ErrorCode.INVALID_REQUEST

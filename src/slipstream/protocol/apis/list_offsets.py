@@ -1,4 +1,4 @@
-"""ListOffsets (key 2), versions 0-9; flexible from v6.
+"""ListOffsets (key 2), versions 0-11; flexible from v6.
 
 v0 may return several offsets per partition (max_num_offsets, answered in
 old_style_offsets; Kafka 4 removed it: KIP-896); from v1 exactly one offset
@@ -7,7 +7,9 @@ answers the last stable offset for -1) and throttle_time_ms; v4 adds
 current_leader_epoch / leader_epoch for fencing; v5 may answer
 OFFSET_NOT_AVAILABLE; v6 is the first flexible version. Special timestamps:
 -1 latest, -2 earliest, -3 max timestamp (v7+, KIP-734), -4 earliest local
-(v8+, KIP-405), -5 latest tiered (v9+, KIP-1005).
+(v8+, KIP-405), -5 latest tiered (v9+, KIP-1005), -6 earliest pending upload
+(v11+, KIP-1023). v10 adds timeout_ms (for offsets read from tiered storage); v11
+has v10's layout.
 """
 
 from __future__ import annotations
@@ -55,4 +57,4 @@ class ListOffsetsResponse(Struct):
     topics: list[ListOffsetsResponseTopic] = field(Array(ListOffsetsResponseTopic))
 
 
-SPEC = register(ApiSpec(2, "ListOffsets", ListOffsetsRequest, ListOffsetsResponse, 0, 10, 6))
+SPEC = register(ApiSpec(2, "ListOffsets", ListOffsetsRequest, ListOffsetsResponse, 0, 11, 6))

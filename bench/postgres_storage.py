@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""The postgres log backend against the disk backend, one broker each, in one run.
+
+    python bench/postgres_storage.py            # full run
+    python bench/postgres_storage.py --quick    # smoke run
+
+A Slipstream broker subprocess per backend (one after another, never side by side):
+``--storage disk`` (default durability: page cache), ``--storage disk --durability
+fsync`` (fsync group commit before acks=all) and ``--storage postgres`` against a
+PostgreSQL server this script starts in a temporary directory (initdb, fsync on).
+confluent-kafka produces 1 KiB values with acks=all and idempotence (linger.ms=5) and
+then consumes them from the beginning. Issue 16's target: the postgres backend reaches
+at least 30% of the disk backend's produce throughput.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from broker_throughput import (
+    WARMUP_TOPIC,
+    BenchError,
+    Rate,
+    consume_phase,
+    create_topics,
+    produce_phase,
+)
+
+from slipstream.testing.ports import free_port
+from slipstream.testing.postgres import PostgresServer, find_postgres_bin, wait_until_accepting
+
+VALUE_SIZE = 1024
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def run_backend(name: str, args: list[str], opts: argparse.Namespace) -> tuple[Rate, Rate]:
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="slipstream-bench-") as tmp, open(Path(tmp) / "broker.log", "wb") as broker_log:
+        command = [
+            sys.executable, "-m", "slipstream", "serve", "--host", "127.0.0.1", "--port", str(port),
+            "--data-dir", str(Path(tmp) / "data"), "--log-level", "WARNING", *args,
+        ]  # fmt: skip
+        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stderr=broker_log)
+        try:
+            wait_until_accepting(f"x@127.0.0.1:{port}/", timeout_s=60)
+            bootstrap = f"127.0.0.1:{port}"
+            topic = f"bench-{name}"
+            create_topics(bootstrap, {WARMUP_TOPIC: 1, topic: opts.partitions}, 30)
+            log(f"{name}: producing {opts.count} x {VALUE_SIZE} B")
+            produced = produce_phase(bootstrap, topic, opts.partitions, VALUE_SIZE, opts.count, True, 300)
+            log(f"{name}: produce {produced}")
+            consumed = consume_phase(bootstrap, topic, opts.partitions, opts.count, {}, 300)
+            log(f"{name}: consume {consumed}")
+            return produced, consumed
+        finally:
+            proc.kill()
+            proc.wait()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="smoke size")
+    parser.add_argument("--count", type=int, help="records per backend (default 200000, quick 20000)")
+    parser.add_argument("--partitions", type=int, default=1)
+    opts = parser.parse_args(argv)
+    opts.count = opts.count or (20_000 if opts.quick else 200_000)
+    if find_postgres_bin() is None:
+        log("PostgreSQL is not installed: run scripts/setup_postgres.sh")
+        return 2
+    results: dict[str, tuple[Rate, Rate]] = {}
+    try:
+        results["disk"] = run_backend("disk", ["--storage", "disk"], opts)
+        results["disk, fsync"] = run_backend("disk-fsync", ["--storage", "disk", "--durability", "fsync"], opts)
+        with PostgresServer() as pg:
+            results["postgres"] = run_backend("postgres", ["--storage", "postgres", "--database-url", pg.url], opts)
+    except BenchError as exc:
+        log(f"benchmark failed: {exc}")
+        return 1
+    disk_produce, disk_consume = results["disk"]
+    print(
+        f"Postgres vs disk log backend: {opts.count} x 1 KiB records, {opts.partitions} partition(s), "
+        f"acks=all, idempotent, linger.ms=5; {platform.machine()}, {os.cpu_count()} cores, "
+        f"load {os.getloadavg()[0]:.1f}, {time.strftime('%Y-%m-%d')}.\n"
+    )
+    print("| backend | produce msg/s | produce MB/s | vs disk | consume msg/s | consume MB/s | vs disk |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name, (produced, consumed) in results.items():
+        print(
+            f"| {name} | {produced.msgs_per_s:,.0f} | {produced.mb_per_s:.1f} | "
+            f"{produced.msgs_per_s / disk_produce.msgs_per_s:.0%} | {consumed.msgs_per_s:,.0f} | "
+            f"{consumed.mb_per_s:.1f} | {consumed.msgs_per_s / disk_consume.msgs_per_s:.0%} |"
+        )
+    ratio = results["postgres"][0].msgs_per_s / disk_produce.msgs_per_s
+    print(f"\nTarget: postgres produce >= 30% of disk: {ratio:.0%} ({'met' if ratio >= 0.3 else 'NOT met'}).")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

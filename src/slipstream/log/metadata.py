@@ -1,0 +1,39 @@
+"""Where a broker keeps its small metadata documents (topics, group configs, cluster
+id, producer-id blocks): files in the data directory, or rows of the postgres store
+(``postgres.PostgresMetadata``), so a broker over a database needs no local state."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Protocol
+
+
+class MetadataStore(Protocol):
+    def load(self, name: str) -> str | None:
+        """The document's text, or None if it was never saved."""
+        ...
+
+    def save(self, name: str, body: str) -> None:
+        """Replace the document, durably and atomically."""
+        ...
+
+
+class DirectoryMetadata:
+    """One file per document in ``directory`` (written to a temp file, fsynced, renamed)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def load(self, name: str) -> str | None:
+        path = self.directory / name
+        return path.read_text() if path.exists() else None
+
+    def save(self, name: str, body: str) -> None:
+        path = self.directory / name
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "w") as f:
+            f.write(body)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)

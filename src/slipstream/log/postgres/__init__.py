@@ -1,0 +1,5 @@
+"""The postgres log backend: partition logs stored in a PostgreSQL database (asyncpg)."""
+
+from slipstream.log.postgres.store import LogFenced, PostgresLog, PostgresLogStore, PostgresMetadata
+
+__all__ = ["LogFenced", "PostgresLog", "PostgresLogStore", "PostgresMetadata"]

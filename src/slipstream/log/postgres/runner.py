@@ -1,0 +1,69 @@
+"""A private event loop thread that owns the asyncpg connection pool.
+
+The log interface is synchronous (the broker calls it on its event loop, and the
+group committer calls ``flush`` on a worker thread), while asyncpg is asyncio-only:
+each call submits a coroutine to this thread's loop and waits for its result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class DatabaseThread:
+    def __init__(self, url: str, *, min_connections: int = 1, max_connections: int = 4) -> None:
+        try:
+            import asyncpg  # the `postgres` extra; imported only when this store is used
+        except ImportError:
+            raise RuntimeError(
+                "storage 'postgres' needs the asyncpg driver: pip install 'slipstream[postgres]'"
+            ) from None
+
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="slipstream-postgres", daemon=True
+        )
+        self._thread.start()
+        try:
+
+            async def connect() -> Any:  # the pool binds to the loop it is made on
+                return await asyncpg.create_pool(url, min_size=min_connections, max_size=max_connections)
+
+            self.pool: Any = self.run(connect())
+        except BaseException:
+            self._stop_loop()
+            raise
+
+    def run(self, coro: Awaitable[T]) -> T:
+        """Run ``coro`` on the database loop and wait for its result (blocking)."""
+
+        async def wrapped() -> T:
+            return await coro
+
+        return asyncio.run_coroutine_threadsafe(wrapped(), self._loop).result()
+
+    def with_connection(self, work: Callable[[Any], Awaitable[T]]) -> T:
+        """Run ``work(conn)`` with a pooled connection."""
+
+        async def go() -> T:
+            async with self.pool.acquire() as conn:
+                return await work(conn)
+
+        return self.run(go())
+
+    def close(self) -> None:
+        if self._thread.is_alive():
+            try:
+                self.run(self.pool.close())
+            finally:
+                self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._loop.close()

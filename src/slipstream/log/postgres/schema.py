@@ -1,0 +1,75 @@
+"""The database schema of the postgres log store, created and migrated by the broker.
+
+``schema_version`` holds one row: the number of migrations applied. Each migration
+runs in the transaction that bumps the version, under an advisory lock, so brokers
+starting together over one database migrate it once. A database migrated by a newer
+broker is refused rather than guessed at.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Appended to, never edited: a database at version N has run MIGRATIONS[:N].
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE log_partitions (
+        id               bigserial PRIMARY KEY,
+        topic            text    NOT NULL,
+        partition        integer NOT NULL,
+        log_start_offset bigint  NOT NULL DEFAULT 0,
+        -- the next offset to assign: every commit checks it (see PostgresLogStore.commit)
+        next_offset      bigint  NOT NULL DEFAULT 0,
+        UNIQUE (topic, partition)
+    );
+    CREATE TABLE log_batches (
+        partition_id  bigint  NOT NULL REFERENCES log_partitions (id) ON DELETE CASCADE,
+        base_offset   bigint  NOT NULL,
+        last_offset   bigint  NOT NULL,
+        segment_base  bigint  NOT NULL,
+        max_timestamp bigint  NOT NULL,
+        data          bytea   NOT NULL,
+        PRIMARY KEY (partition_id, base_offset)
+    );
+    CREATE TABLE log_aborted_txns (
+        partition_id       bigint NOT NULL REFERENCES log_partitions (id) ON DELETE CASCADE,
+        segment_base       bigint NOT NULL,
+        producer_id        bigint NOT NULL,
+        first_offset       bigint NOT NULL,
+        last_offset        bigint NOT NULL,
+        last_stable_offset bigint NOT NULL,
+        PRIMARY KEY (partition_id, last_offset)
+    );
+    CREATE TABLE broker_metadata (
+        name text PRIMARY KEY,
+        body text NOT NULL
+    );
+    """,
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)
+_MIGRATION_LOCK = 0x5EED_0016  # pg_advisory_xact_lock key shared by every broker
+
+
+class SchemaTooNew(RuntimeError):
+    pass
+
+
+async def migrate(conn: Any) -> int:
+    """Bring the database to SCHEMA_VERSION; returns the version found before."""
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", _MIGRATION_LOCK)
+        await conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version integer NOT NULL)")
+        found = await conn.fetchval("SELECT version FROM schema_version")
+        if found is None:
+            await conn.execute("INSERT INTO schema_version VALUES (0)")
+            found = 0
+        if found > SCHEMA_VERSION:
+            raise SchemaTooNew(
+                f"the database schema is at version {found}, newer than this broker's "
+                f"{SCHEMA_VERSION}: upgrade the broker"
+            )
+        for statement in MIGRATIONS[found:]:
+            await conn.execute(statement)
+        await conn.execute("UPDATE schema_version SET version = $1", SCHEMA_VERSION)
+        return int(found)

@@ -1,0 +1,401 @@
+"""PostgresLogStore: partition logs whose durable home is a PostgreSQL database.
+
+First slice of the postgres backend (issue 16), for a single broker:
+
+* Each partition's log is also held in memory, in the memory backend's segments, so
+  reads, timestamp lookups and compaction planning stay synchronous and as fast as
+  the memory log. The database is the durable store, and the only one: a broker
+  started on an empty data directory loads every partition from it.
+* ``append`` assigns offsets in memory and queues the batch bytes as they arrived
+  (with base/last offset, segment base and max timestamp). ``flush`` - the broker's
+  durability barrier, run by the group committer on a worker thread - commits
+  everything queued by every partition in ONE transaction (group commit). The
+  broker answers acks=all only after that commit (see BrokerState.append).
+* Guard against two writers: the transaction moves each partition's
+  ``next_offset`` from the value this store last committed, and fails if the row
+  holds anything else (``LogFenced``); batches are also unique on
+  (partition, base offset). A fenced log stops accepting commits.
+* DeleteRecords, retention, compaction and topic deletion first commit what is
+  queued, then change the rows in their own transaction (compaction rewrites the
+  cleaned segments' rows in one transaction).
+* Broker metadata documents (topics, group configs, cluster id, producer-id blocks)
+  live in ``broker_metadata`` (see ``metadata()``), so nothing needed at start is
+  only in the data directory.
+* Idempotent-producer state needs nothing of its own: the broker rebuilds it from the
+  stored batches' headers (``PartitionProducerState.rebuild`` over ``batch_headers()``)
+  when a partition is first used, and those are the batches loaded from the database.
+  Consumer offsets and transaction state are the ``__consumer_offsets`` and
+  ``__transaction_state`` logs, stored like any other.
+
+Known limits of this slice: each log must fit in memory; reads may return batches
+appended but not yet committed (acks=0/1 writes, or acks=all ones whose commit is in
+flight), which a crash before the commit loses - on one broker this is Kafka's acks=1
+risk; the cluster slice serves reads up to the committed end only.
+
+What later slices change for a cluster: offsets are then assigned inside the commit
+transaction by the partition's leader (the ``next_offset`` check already fences a
+deposed leader), the in-memory copy becomes a cache of the database (loaded or
+refreshed on leadership change, read-through for ranges not held), the high
+watermark becomes the committed end rather than the appended end, and commits also
+check a leadership/lease epoch row in the same transaction.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from slipstream.log.api import AbortedTxn, LogConfig
+from slipstream.log.memory import MemoryLog, MemorySegment
+from slipstream.log.postgres.runner import DatabaseThread
+from slipstream.log.postgres.schema import migrate
+from slipstream.log.segmented import Buffer, Segment, SegmentedLog
+from slipstream.protocol.record_batch import BatchHeader, parse_header
+
+_BATCH_COLUMNS = ["partition_id", "base_offset", "last_offset", "segment_base", "max_timestamp", "data"]
+_ABORTED_COLUMNS = [
+    "partition_id", "segment_base", "producer_id", "first_offset", "last_offset", "last_stable_offset",
+]  # fmt: skip
+
+BatchRow = tuple[int, int, int, int, int, bytes]
+AbortedRow = tuple[int, int, int, int, int, int]
+
+
+class LogFenced(RuntimeError):
+    """Another writer moved the partition in the database: this copy is stale."""
+
+
+class PostgresLog(MemoryLog):
+    """A memory log whose appends are queued for the store's next commit."""
+
+    def __init__(
+        self,
+        store: PostgresLogStore,
+        partition_id: int,
+        config: LogConfig,
+        segments: list[Segment],
+        log_start_offset: int,
+    ) -> None:
+        SegmentedLog.__init__(self, config, segments, log_start_offset)
+        self._store = store
+        self.partition_id = partition_id
+        self._lock = threading.Lock()  # appends (loop) vs. commit taking them (worker)
+        self._batch_rows: list[BatchRow] = []
+        self._aborted_rows: list[AbortedRow] = []
+        self._committed_end = self.log_end_offset
+        self.fenced: str | None = None
+
+    # -- queueing -------------------------------------------------------------------
+
+    def _write(self, batch: Buffer, header: BatchHeader, now_ms: int | None) -> None:
+        super()._write(batch, header, now_ms)
+        active = self._segments[-1]
+        assert isinstance(active, MemorySegment)
+        row = (
+            self.partition_id,
+            header.base_offset,
+            header.last_offset,
+            active.base_offset,
+            header.max_timestamp,
+            active.last_batch(),
+        )
+        with self._lock:
+            self._batch_rows.append(row)
+        self._store.mark_dirty(self)
+
+    def add_aborted_txn(self, txn: AbortedTxn) -> None:
+        super().add_aborted_txn(txn)
+        row = (
+            self.partition_id,
+            self._segments[-1].base_offset,
+            txn.producer_id,
+            txn.first_offset,
+            txn.last_offset,
+            txn.last_stable_offset,
+        )
+        with self._lock:
+            self._aborted_rows.append(row)
+        self._store.mark_dirty(self)
+
+    def take_pending(self) -> tuple[list[BatchRow], list[AbortedRow], int, int, int]:
+        """(batch rows, aborted rows, expected next offset, new next offset, log start)."""
+        with self._lock:
+            batches, self._batch_rows = self._batch_rows, []
+            aborted, self._aborted_rows = self._aborted_rows, []
+            new_end = batches[-1][2] + 1 if batches else self._committed_end
+            return batches, aborted, self._committed_end, new_end, self._log_start
+
+    def committed(self, new_end: int) -> None:
+        self._committed_end = new_end
+
+    def requeue(self, batches: list[BatchRow], aborted: list[AbortedRow]) -> None:
+        """A failed commit: put its rows back in front, for the next one to retry."""
+        with self._lock:
+            self._batch_rows[:0] = batches
+            self._aborted_rows[:0] = aborted
+
+    # -- durability and changes made straight in the database -------------------------
+
+    def flush(self) -> None:
+        self._store.commit()
+
+    def _persist_log_start(self) -> None:
+        self._store.commit()
+        self._store.set_log_start(self.partition_id, self._log_start)
+
+    def _delete_leading(self, count: int) -> int:
+        deleted = super()._delete_leading(count)
+        if deleted:
+            self._store.commit()
+            self._store.delete_below(self.partition_id, self._segments[0].base_offset, self._log_start)
+        return deleted
+
+    def replace_segments(self, old: Sequence[Segment], new: Segment) -> None:
+        if self.find_segments(old) is None or new.base_offset != old[0].base_offset:
+            raise ValueError("replace_segments needs consecutive closed segments of this log")
+        assert isinstance(new, MemorySegment)
+        self._store.commit()
+        rows = [
+            (self.partition_id, h.base_offset, h.last_offset, new.base_offset, h.max_timestamp, b)
+            for b in new.batches()
+            for h in (parse_header(b),)
+        ]
+        self._store.rewrite_segments(self.partition_id, [s.base_offset for s in old], new.base_offset, rows)
+        super().replace_segments(old, new)
+
+    def close(self) -> None:
+        pass  # the store commits and closes once for all its logs
+
+    def delete(self) -> None:
+        super().delete()
+
+
+class PostgresLogStore:
+    """Partition logs in one PostgreSQL database (see the module docstring)."""
+
+    def __init__(self, database_url: str, *, max_connections: int = 4) -> None:
+        self._db = DatabaseThread(database_url, max_connections=max_connections)
+        self._db.with_connection(migrate)
+        self._logs: dict[tuple[str, int], PostgresLog] = {}
+        self._dirty: set[PostgresLog] = set()
+        self._dirty_lock = threading.Lock()
+        self._commit_lock = threading.Lock()  # one commit at a time keeps offset order
+        self._closed = False
+
+    @property
+    def database(self) -> DatabaseThread:
+        return self._db
+
+    def metadata(self) -> PostgresMetadata:
+        return PostgresMetadata(self._db)
+
+    # -- LogStore --------------------------------------------------------------------
+
+    def open(self, topic: str, partition: int, config: LogConfig) -> PostgresLog:
+        log = self._logs.get((topic, partition))
+        if log is not None:
+            log.update_config(config)
+            return log
+        if not topic or partition < 0:
+            raise ValueError(f"invalid topic partition {topic!r}/{partition}")
+        log = self._db.with_connection(lambda conn: self._load(conn, topic, partition, config))
+        self._logs[(topic, partition)] = log
+        return log
+
+    async def _load(self, conn: Any, topic: str, partition: int, config: LogConfig) -> PostgresLog:
+        row = await conn.fetchrow(
+            "INSERT INTO log_partitions (topic, partition) VALUES ($1, $2) "
+            "ON CONFLICT (topic, partition) DO UPDATE SET topic = EXCLUDED.topic "
+            "RETURNING id, log_start_offset, next_offset",
+            topic,
+            partition,
+        )
+        partition_id, log_start, next_offset = row["id"], row["log_start_offset"], row["next_offset"]
+        segments: list[MemorySegment] = []
+        async with conn.transaction():  # a cursor needs one
+            async for batch in conn.cursor(
+                "SELECT segment_base, data FROM log_batches WHERE partition_id = $1 ORDER BY base_offset",
+                partition_id,
+                prefetch=1000,
+            ):
+                if not segments or segments[-1].base_offset != batch["segment_base"]:
+                    segments.append(MemorySegment(batch["segment_base"]))
+                data = batch["data"]
+                segments[-1].append(data, parse_header(data), None)
+        if not segments or segments[-1].next_offset < next_offset:
+            segments.append(MemorySegment(next_offset))
+        bases = [s.base_offset for s in segments]
+        for txn in await conn.fetch(
+            "SELECT * FROM log_aborted_txns WHERE partition_id = $1 ORDER BY last_offset", partition_id
+        ):
+            owner = max((i for i, base in enumerate(bases) if base <= txn["segment_base"]), default=0)
+            segments[owner].add_aborted(
+                AbortedTxn(txn["producer_id"], txn["first_offset"], txn["last_offset"], txn["last_stable_offset"])
+            )
+        return PostgresLog(self, partition_id, config, list[Segment](segments), log_start)
+
+    def remove(self, topic: str, partition: int) -> None:
+        log = self._logs.pop((topic, partition), None)
+        if log is not None:
+            with self._dirty_lock:
+                self._dirty.discard(log)
+            log.take_pending()  # dropped with the partition
+            log.delete()
+        self._db.with_connection(
+            lambda conn: conn.execute(
+                "DELETE FROM log_partitions WHERE topic = $1 AND partition = $2", topic, partition
+            )
+        )
+
+    def existing(self) -> list[tuple[str, int]]:
+        rows = self._db.with_connection(
+            lambda conn: conn.fetch("SELECT topic, partition FROM log_partitions ORDER BY topic, partition")
+        )
+        return [(r["topic"], r["partition"]) for r in rows]
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.commit()
+        finally:
+            self._logs.clear()
+            self._db.close()
+
+    # -- group commit ------------------------------------------------------------------
+
+    def mark_dirty(self, log: PostgresLog) -> None:
+        with self._dirty_lock:
+            self._dirty.add(log)
+
+    def commit(self) -> None:
+        """Store everything queued by every log in one transaction (blocking)."""
+        with self._commit_lock:
+            with self._dirty_lock:
+                dirty, self._dirty = self._dirty, set()
+            if not dirty:
+                return
+            work = [(log, *log.take_pending()) for log in dirty]
+            try:
+                self._db.with_connection(lambda conn: self._store(conn, work))
+            except BaseException:
+                for log, batches, aborted, *_ in work:
+                    log.requeue(batches, aborted)
+                    self.mark_dirty(log)
+                raise
+            for log, _, _, _, new_end, _ in work:
+                log.committed(new_end)
+
+    async def _store(self, conn: Any, work: list[Any]) -> None:
+        fenced = [log for log, *_ in work if log.fenced]
+        if fenced:
+            raise LogFenced(fenced[0].fenced)
+        batch_rows = [row for _, batches, *_ in work for row in batches]
+        aborted_rows = [row for _, _, aborted, *_ in work for row in aborted]
+        ids = [log.partition_id for log, *_ in work]
+        async with conn.transaction():
+            moved = await conn.fetch(
+                "UPDATE log_partitions AS p SET next_offset = u.new_end, "
+                "log_start_offset = GREATEST(p.log_start_offset, u.log_start) "
+                "FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[]) "
+                "AS u(id, expected, new_end, log_start) "
+                "WHERE p.id = u.id AND p.next_offset = u.expected RETURNING p.id",
+                ids,
+                [w[3] for w in work],
+                [w[4] for w in work],
+                [w[5] for w in work],
+            )
+            if len(moved) != len(work):
+                stale = set(ids) - {r["id"] for r in moved}
+                for log, *_ in work:
+                    if log.partition_id in stale:
+                        log.fenced = (
+                            f"partition id {log.partition_id} was written by another broker: "
+                            "its next offset in the database is not the one this broker committed"
+                        )
+                raise LogFenced(next(log.fenced for log, *_ in work if log.fenced))
+            if batch_rows:
+                await conn.copy_records_to_table("log_batches", records=batch_rows, columns=_BATCH_COLUMNS)
+            if aborted_rows:
+                await conn.copy_records_to_table(
+                    "log_aborted_txns", records=aborted_rows, columns=_ABORTED_COLUMNS
+                )
+
+    # -- direct changes ----------------------------------------------------------------
+
+    def set_log_start(self, partition_id: int, log_start: int) -> None:
+        self._db.with_connection(
+            lambda conn: conn.execute(
+                "UPDATE log_partitions SET log_start_offset = GREATEST(log_start_offset, $2) WHERE id = $1",
+                partition_id,
+                log_start,
+            )
+        )
+
+    def delete_below(self, partition_id: int, first_segment_base: int, log_start: int) -> None:
+        """Drop the rows of deleted leading segments and record the new log start."""
+
+        async def work(conn: Any) -> None:
+            async with conn.transaction():
+                await conn.execute(
+                    "UPDATE log_partitions SET log_start_offset = GREATEST(log_start_offset, $2) WHERE id = $1",
+                    partition_id,
+                    log_start,
+                )
+                for table in ("log_batches", "log_aborted_txns"):
+                    await conn.execute(
+                        f"DELETE FROM {table} WHERE partition_id = $1 AND segment_base < $2",
+                        partition_id,
+                        first_segment_base,
+                    )
+
+        self._db.with_connection(work)
+
+    def rewrite_segments(
+        self, partition_id: int, old_bases: list[int], new_base: int, rows: list[BatchRow]
+    ) -> None:
+        """Compaction: the cleaned segment's rows replace the old segments' in one transaction."""
+
+        async def work(conn: Any) -> None:
+            async with conn.transaction():
+                await conn.execute(
+                    "DELETE FROM log_batches WHERE partition_id = $1 AND segment_base = ANY($2::bigint[])",
+                    partition_id,
+                    old_bases,
+                )
+                await conn.execute(
+                    "UPDATE log_aborted_txns SET segment_base = $3 "
+                    "WHERE partition_id = $1 AND segment_base = ANY($2::bigint[])",
+                    partition_id,
+                    old_bases,
+                    new_base,
+                )
+                if rows:
+                    await conn.copy_records_to_table("log_batches", records=rows, columns=_BATCH_COLUMNS)
+
+        self._db.with_connection(work)
+
+
+class PostgresMetadata:
+    """Named text documents in ``broker_metadata`` (the data directory's JSON files)."""
+
+    def __init__(self, db: DatabaseThread) -> None:
+        self._db = db
+
+    def load(self, name: str) -> str | None:
+        body = self._db.with_connection(
+            lambda conn: conn.fetchval("SELECT body FROM broker_metadata WHERE name = $1", name)
+        )
+        return None if body is None else str(body)
+
+    def save(self, name: str, body: str) -> None:
+        self._db.with_connection(
+            lambda conn: conn.execute(
+                "INSERT INTO broker_metadata (name, body) VALUES ($1, $2) "
+                "ON CONFLICT (name) DO UPDATE SET body = EXCLUDED.body",
+                name,
+                body,
+            )
+        )
