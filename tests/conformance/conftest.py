@@ -119,3 +119,9 @@ def kcat_bin() -> str:
         missing_peer("kcat not installed; run `make kcat` (apt-get install kcat)")
     assert path is not None
     return path
+
+
+@pytest.fixture(scope="module")
+def broker_process_class() -> type[BrokerProcess]:
+    """BrokerProcess itself, for modules that start brokers of their own configuration."""
+    return BrokerProcess

@@ -186,3 +186,29 @@ def test_exactly_once_sink_survives_a_failed_batch_and_a_replayed_one(
         p: admin_call(broker.bootstrap, lambda a, p=p: a.list_committed_offsets(f"{prefix}-{p}")) for p in (0, 1)
     }
     assert {p: max(c.offset for c in m.values()) for p, m in markers.items()} == {0: 1, 1: 1}
+
+
+def test_sink_and_source_over_sasl_ssl_with_spark_kafka_options(spark: Any, tmp_path: Path) -> None:
+    """Spark's Kafka security options (kafka.security.protocol, kafka.sasl.jaas.config,
+    kafka.ssl.truststore.location) reach the executors' clients."""
+    from slipstream.broker.broker import Broker
+    from slipstream.cli.certs import make_dev_certs
+
+    make_dev_certs(tmp_path)
+    with Broker(
+        storage="memory", port=0, listeners="SASL_SSL://127.0.0.1:0", ssl_certfile=str(tmp_path / "broker.pem"),
+        ssl_keyfile=str(tmp_path / "broker-key.pem"), scram_bootstrap_users="spark:spark-secret",
+    ) as broker:
+        options = {
+            "kafka.bootstrap.servers": broker.bootstrap_for("SASL_SSL"),
+            "kafka.security.protocol": "SASL_SSL",
+            "kafka.sasl.mechanism": "SCRAM-SHA-512",
+            "kafka.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                                      'username="spark" password="spark-secret";',
+            "kafka.ssl.truststore.location": str(tmp_path / "ca.pem"),
+        }
+        topic = unique("secure")
+        df = spark.createDataFrame([(f"k{i}", f"v{i}") for i in range(30)], "key string, value string")
+        df.write.format("slipstream").options(**options).option("topic", topic).mode("append").save()
+        got = spark.read.format("slipstream").options(**options).option("subscribe", topic).load().collect()
+        assert sorted(bytes(r.value).decode() for r in got) == sorted(f"v{i}" for i in range(30))

@@ -11,6 +11,7 @@ import contextlib
 import logging
 import threading
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +24,11 @@ from .fetch_sessions import FetchSessionCache
 from .gc_tuning import ServingGC
 from .group_configs import GroupConfigs
 from .groups import GroupCoordinatorAdapter
+from .listeners import Listener, advertised_endpoint, parse_advertised, parse_listeners
 from .producer_state import ProducerIdAllocator
+from .security.credentials import CredentialStore
+from .security.session import ConnectionSession
+from .security.tls import server_context, subject_name
 from .server import KafkaConnection
 from .state import BrokerState, load_cluster_id
 from .topics import TopicManager
@@ -43,6 +48,10 @@ class Broker:
         self.groups: GroupCoordinatorAdapter | None = None
         self.transactions: TransactionCoordinatorAdapter | None = None
         self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server] = []
+        # Listener name -> bound port, and "host:port" it listens on.
+        self.ports: dict[str, int] = {}
+        self.listener_addresses: dict[str, str] = {}
         self._connections: set[KafkaConnection] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._thread: threading.Thread | None = None
@@ -50,6 +59,7 @@ class Broker:
         self.cleaner: LogCleaner | None = None
         self.port = self.config.port
         self.admin: AdminListener | None = None
+        self._limits: ConnectionLimits | None = None
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -104,19 +114,12 @@ class Broker:
 
             self.admin = AdminListener(state, groups.coordinator, lambda: len(self._connections))
             await self.admin.start(config.admin_host or config.host, config.admin_port)
-        loop = asyncio.get_running_loop()
         limits = ConnectionLimits(
             config.max_connections, config.max_connections_per_ip, config.connections_max_idle_ms, lambda: state.clock()
         )
-        self._server = await loop.create_server(
-            lambda: KafkaConnection(dispatcher, config.socket_request_max_bytes, self._connections, limits),
-            host=config.host,
-            port=config.port,
-            reuse_address=True,
-        )
-        self.port = self._server.sockets[0].getsockname()[1]
-        state.advertised_host = config.advertised_host or config.host
-        state.advertised_port = config.advertised_port or self.port
+        self._limits = limits
+        await self._open_listeners(state, dispatcher, metadata)
+        loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._retention_loop()))
         self._tasks.append(loop.create_task(limits.sweep_idle(self._connections)))
         self.cleaner = LogCleaner(
@@ -130,13 +133,71 @@ class Broker:
             # postgres: acks=0/1 appends reach the database within flush_interval_ms.
             self._tasks.append(loop.create_task(self._flush_loop()))
         log.info(
-            "slipstream broker listening on %s:%d (storage=%s, data=%s)",
-            config.host,
-            self.port,
+            "slipstream broker listening on %s (storage=%s, data=%s)",
+            ", ".join(f"{n}://{self.listener_addresses[n]}" for n in self.ports),
             config.storage,
             data_dir if config.storage != "postgres" else _redacted(config.database_url or ""),
         )
         return self
+
+    async def _open_listeners(
+        self, state: BrokerState, dispatcher: Dispatcher, metadata: MetadataStore | None
+    ) -> None:
+        """Credentials, then one server per listener, each with its TLS context and sessions."""
+        config = self.config
+        credentials = CredentialStore(metadata)
+        credentials.load()
+        scram = [m for m in config.sasl_mechanisms() if m.startswith("SCRAM-")]
+        if config.scram_bootstrap_users:
+            credentials.bootstrap(config.scram_bootstrap_users, scram or ["SCRAM-SHA-512"])
+        state.credentials = credentials
+        listeners = parse_listeners(config.listeners, config.listener_security_protocol_map, config.host, config.port)
+        advertised = parse_advertised(config.advertised_listeners, listeners)
+        loop = asyncio.get_running_loop()
+        for index, listener in enumerate(listeners):
+            tls = None
+            if listener.uses_tls:
+                # KIP-684: ssl.client.auth applies to SSL listeners; SASL_SSL ones authenticate by SASL.
+                client_auth = config.ssl_client_auth if listener.security_protocol == "SSL" else "none"
+                tls = server_context(
+                    config.ssl_certfile, config.ssl_keyfile, config.ssl_cafile, client_auth, config.ssl_key_password
+                )
+            server = await loop.create_server(
+                partial(self._new_connection, dispatcher, listener, credentials),
+                host=listener.host,
+                port=listener.port,
+                reuse_address=True,
+                ssl=tls,
+            )
+            port = server.sockets[0].getsockname()[1]
+            self._servers.append(server)
+            self.ports[listener.name] = port
+            self.listener_addresses[listener.name] = f"{listener.host}:{port}"
+            state.advertised[listener.name] = advertised_endpoint(
+                listener, port, advertised, config.advertised_host, config.advertised_port, primary=index == 0
+            )
+        self._server = self._servers[0]
+        self.port = self.ports[listeners[0].name]
+        state.advertised_host, state.advertised_port = state.advertised[listeners[0].name]
+
+    def _new_connection(
+        self, dispatcher: Dispatcher, listener: Listener, credentials: CredentialStore
+    ) -> KafkaConnection:
+        mechanisms = self.config.sasl_mechanisms()
+
+        def session(transport: asyncio.BaseTransport) -> ConnectionSession:
+            cert = transport.get_extra_info("peercert") if listener.uses_tls else None
+            return ConnectionSession(listener, credentials, mechanisms, subject_name(cert) if cert else None)
+
+        return KafkaConnection(
+            dispatcher, self.config.socket_request_max_bytes, self._connections, self._limits, session_factory=session
+        )
+
+    def bootstrap_for(self, listener: str) -> str:
+        """host:port to give a client of this listener (its advertised endpoint)."""
+        assert self.state is not None, "the broker is not started"
+        host, port = self.state.advertised[listener.upper()]
+        return f"{host}:{port}"
 
     async def stop(self) -> None:
         if self.admin is not None:
@@ -152,14 +213,17 @@ class Broker:
             self.cleaner.close()
             self.cleaner = None
         if self._server is not None:
-            self._server.close()
+            for server in self._servers:
+                server.close()
             workers = [c.worker for c in self._connections if c.worker is not None]
             for conn in list(self._connections):
                 conn.close(None)
             for worker in workers:
                 worker.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
-            await self._server.wait_closed()
+            for server in self._servers:
+                await server.wait_closed()
+            self._servers.clear()
             self._server = None
         if self.state is not None:
             if self.transactions is not None:
@@ -194,6 +258,9 @@ class Broker:
 
     @property
     def bootstrap_servers(self) -> str:
+        """host:port of the first listener (the only one by default)."""
+        if self.state is not None and self.state.advertised:
+            return f"{self.state.advertised_host}:{self.state.advertised_port}"
         host = self.config.advertised_host or self.config.host
         return f"{host}:{self.port}"
 

@@ -93,6 +93,20 @@ class BrokerConfig:
     transaction_max_timeout_ms: int = 900_000
     transactional_id_expiration_ms: int = 604_800_000
     transaction_state_log_num_partitions: int = 50
+    # Listeners (see listeners.py): empty means one PLAINTEXT listener on host:port.
+    listeners: str = ""
+    advertised_listeners: str = ""
+    listener_security_protocol_map: str = ""
+    # TLS of SSL/SASL_SSL listeners, PEM files (see security/tls.py).
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_key_password: str | None = None
+    ssl_cafile: str | None = None
+    ssl_client_auth: str = "none"
+    # SASL of SASL_PLAINTEXT/SASL_SSL listeners.
+    sasl_enabled_mechanisms: str = "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN"
+    # "name:password,..." users created (for every SCRAM mechanism) when they have no credential yet.
+    scram_bootstrap_users: str = ""
     extra: dict[str, str] = field(default_factory=dict)
 
     def validate(self) -> BrokerConfig:
@@ -141,12 +155,29 @@ class BrokerConfig:
                 f"group.consumer.min/max.heartbeat.interval.ms ({self.group_consumer_min_heartbeat_interval_ms}-"
                 f"{self.group_consumer_max_heartbeat_interval_ms})"
             )
+        from .listeners import parse_advertised, parse_listeners
+        from .security.tls import CLIENT_AUTH_MODES
+
+        listeners = parse_listeners(self.listeners, self.listener_security_protocol_map, self.host, self.port)
+        parse_advertised(self.advertised_listeners, listeners)
+        if self.ssl_client_auth not in CLIENT_AUTH_MODES:
+            raise ValueError(f"ssl.client.auth must be one of {', '.join(CLIENT_AUTH_MODES)}, not {self.ssl_client_auth!r}")
+        if any(lst.uses_tls for lst in listeners) and not self.ssl_certfile:
+            raise ValueError("an SSL or SASL_SSL listener needs ssl.certfile (and ssl.keyfile unless the key is in it)")
+        bad = [m for m in self.sasl_mechanisms() if m not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")]
+        if bad:
+            raise ValueError(f"sasl.enabled.mechanisms: unsupported {', '.join(bad)} (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)")
+        if any(lst.uses_sasl for lst in listeners) and not self.sasl_mechanisms():
+            raise ValueError("a SASL listener needs at least one mechanism in sasl.enabled.mechanisms")
         unknown = [a for a in self.consumer_group_assignors() if a not in ("uniform", "range")]
         if unknown or not self.consumer_group_assignors():
             raise ValueError(
                 f"group.consumer.assignors must list assignors among uniform, range; got {self.group_consumer_assignors!r}"
             )
         return self
+
+    def sasl_mechanisms(self) -> tuple[str, ...]:
+        return tuple(m.strip().upper() for m in self.sasl_enabled_mechanisms.split(",") if m.strip())
 
     @property
     def syncs_before_ack(self) -> bool:
@@ -185,6 +216,9 @@ ALIASES = {
     "group.max.size": "group_max_size",
     "offsets.retention.minutes": "offsets_retention_minutes",
     "offset.metadata.max.bytes": "offset_metadata_max_bytes",
+    # Kafka's PEM-file forms of its keystore/truststore settings.
+    "ssl.keystore.location": "ssl_certfile",
+    "ssl.truststore.location": "ssl_cafile",
 }
 
 _FIELDS = {f.name: f for f in fields(BrokerConfig)}

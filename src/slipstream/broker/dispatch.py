@@ -16,6 +16,8 @@ from ..protocol.errors import ErrorCode
 from .groups import GroupCoordinatorAdapter
 from .handlers import HANDLERS, Handler
 from .request_context import RequestContext
+from .security.sasl_answers import AuthenticationFailed, raw_sasl_token
+from .security.session import ConnectionSession
 from .state import BrokerState
 from .transactions import TransactionCoordinatorAdapter
 
@@ -23,9 +25,23 @@ log = logging.getLogger(__name__)
 
 Buffers = list[bytes | bytearray | memoryview]
 
+# After a failed authentication the answer goes out and the connection closes this much
+# later, so the client reads the error before it sees the close (Kafka delays by
+# connection.failed.authentication.delay.ms, 100 ms by default, as well).
+FAILED_AUTHENTICATION_CLOSE_DELAY_S = 0.1
+
 
 class CloseConnection(Exception):
-    """The request cannot be answered; the connection is closed with this reason logged."""
+    """The request cannot be answered; the connection is closed with this reason logged.
+
+    ``response``, when given, is written before the connection closes (a failed SASL
+    authentication is answered, then the connection is closed).
+    """
+
+    def __init__(self, reason: str, response: Buffers | None = None, close_delay_s: float = 0.0) -> None:
+        super().__init__(reason)
+        self.response = response
+        self.close_delay_s = close_delay_s
 
 
 class Dispatcher:
@@ -46,12 +62,25 @@ class Dispatcher:
             for key, m in sorted(self.handlers.items())
         ]
 
-    async def dispatch(self, frame: bytearray, client_host: str) -> Buffers | None:
+    async def dispatch(
+        self, frame: bytearray, client_host: str, session: ConnectionSession | None = None
+    ) -> Buffers | None:
+        if session is not None and session.raw_tokens:
+            # After a v0 SaslHandshake: a bare SASL token, answered bare (no Kafka header).
+            try:
+                return raw_sasl_token(session, frame)
+            except AuthenticationFailed as exc:
+                raise CloseConnection(f"SASL authentication failed: {exc.message}") from None
         view = memoryview(frame)
         try:
             api_key, api_version, correlation_id = api.decode_request_header_prefix(view)
         except p.DecodeError as exc:
             raise CloseConnection(str(exc)) from None
+        if session is not None and not session.admits(api_key):
+            # Kafka closes a connection that sends anything else before authenticating.
+            raise CloseConnection(
+                f"API key {api_key} before SASL authentication completed on listener {session.listener.name}"
+            )
         handler = self.handlers.get(api_key)
         if handler is None:
             raise CloseConnection(f"unknown API key {api_key}")
@@ -75,12 +104,18 @@ class Dispatcher:
             request = spec.decode_request(view, pos, api_version)
         except p.DecodeError as exc:
             raise CloseConnection(f"malformed {spec.name} v{api_version} request: {exc}") from None
-        ctx = RequestContext(self.state, self.groups, header, api_version, client_host, self.transactions)
+        ctx = RequestContext(self.state, self.groups, header, api_version, client_host, self.transactions, session)
         started = perf_counter()
         try:
             response = await handler.handle(ctx, request)
         except CloseConnection:
             raise
+        except AuthenticationFailed as exc:
+            raise CloseConnection(
+                f"SASL authentication failed: {exc.message}",
+                _frame(spec, api_version, header.correlation_id, exc.response),
+                FAILED_AUTHENTICATION_CLOSE_DELAY_S,
+            ) from None
         except Exception as exc:
             log.exception("%s v%d handler failed", spec.name, api_version)
             raise CloseConnection(f"internal error handling {spec.name}: {exc}") from exc

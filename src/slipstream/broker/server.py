@@ -35,11 +35,14 @@ import contextvars
 import logging
 import struct
 from collections import deque
+from collections.abc import Callable, Coroutine
+from functools import partial
 from typing import Any, cast
 
 from .connection_gone import context_for_connection, signal_gone
 from .connection_limits import ConnectionLimits
 from .dispatch import Buffers, CloseConnection, Dispatcher
+from .security.session import ConnectionSession
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +70,7 @@ class KafkaConnection(asyncio.Protocol):
         max_request_bytes: int,
         connections: set[KafkaConnection],
         limits: ConnectionLimits | None = None,
+        session_factory: Callable[[asyncio.BaseTransport], ConnectionSession] | None = None,
     ) -> None:
         self.dispatcher = dispatcher
         self.limits = limits
@@ -74,6 +78,10 @@ class KafkaConnection(asyncio.Protocol):
         # Broker-clock time of the last byte read or written (connections.max.idle.ms).
         self.last_active_ms = 0
         self._queued_bytes = 0
+        # The listener's session (authentication state) is made once the transport exists.
+        self.session_factory = session_factory
+        self.session: ConnectionSession | None = None
+        self._dispatch: Callable[[bytearray, str], Coroutine[Any, Any, Buffers | None]] = dispatcher.dispatch
         self.max_request_bytes = max_request_bytes
         self.connections = connections
         self.transport: asyncio.Transport | None = None
@@ -121,6 +129,9 @@ class KafkaConnection(asyncio.Protocol):
         self._loop = asyncio.get_running_loop()
         self._gone = self._loop.create_future()
         self._context = context_for_connection(self._gone)
+        if self.session_factory is not None:
+            self.session = self.session_factory(transport)
+            self._dispatch = partial(self.dispatcher.dispatch, session=self.session)
 
     def data_received(self, data: bytes) -> None:
         if self._closed:
@@ -154,6 +165,8 @@ class KafkaConnection(asyncio.Protocol):
         self._eof = True
         signal_gone(self._gone)  # parked long-polls answer now with what they have
         self._pump()
+        if self.session is not None and self.session.listener.uses_tls:
+            return None  # TLS cannot half-close: the transport closes itself
         return True  # keep the transport open until queued responses are written
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -188,7 +201,7 @@ class KafkaConnection(asyncio.Protocol):
             frames.popleft()
             self._queued_bytes -= len(frame)
             assert self._loop is not None
-            task = self._loop.create_task(self.dispatcher.dispatch(frame, self.peer), context=self._context)
+            task = self._loop.create_task(self._dispatch(frame, self.peer), context=self._context)
             task.add_done_callback(self._on_done)
             in_flight.append(task)
             # Only reached with something in flight when all of it is pipelined.
@@ -218,6 +231,7 @@ class KafkaConnection(asyncio.Protocol):
         in_flight = self._in_flight
         out: Buffers = []
         failure: str | None = None
+        close_delay_s = 0.0
         while in_flight and in_flight[0].done():
             task = in_flight.popleft()
             if task.cancelled():
@@ -226,6 +240,9 @@ class KafkaConnection(asyncio.Protocol):
             exc = task.exception()
             if exc is not None:
                 failure = str(exc) if isinstance(exc, CloseConnection) else f"internal error: {exc!r}"
+                if isinstance(exc, CloseConnection) and exc.response:
+                    out.extend(exc.response)  # answered, then closed (a failed SASL authentication)
+                    close_delay_s = exc.close_delay_s
                 break
             parts = task.result()
             if parts:
@@ -235,7 +252,13 @@ class KafkaConnection(asyncio.Protocol):
             if self.limits is not None:
                 self.last_active_ms = self.limits.clock()
         if failure is not None:
-            self.close(failure)
+            if close_delay_s and self._loop is not None:
+                # Serve nothing more, but let the client read the answer before the close.
+                self._closed = True
+                self._drop_pending()
+                self._loop.call_later(close_delay_s, self.close, failure)
+            else:
+                self.close(failure)
             return
         self._pump()
 

@@ -34,6 +34,7 @@ from .metrics import BrokerMetrics
 from .mutation_quota import MutationQuotas
 from .notifier import AppendNotifier
 from .producer_state import PartitionProducerState, ProducerIdAllocator
+from .security.credentials import CredentialStore
 from .topics import TopicManager
 
 
@@ -50,6 +51,9 @@ class BrokerState:
     group_configs: GroupConfigs
     advertised_host: str = "127.0.0.1"
     advertised_port: int = 9092
+    # Listener name -> the (host, port) clients connecting through it are told about.
+    advertised: dict[str, tuple[str, int]] = field(default_factory=dict)
+    credentials: CredentialStore = field(default_factory=lambda: CredentialStore(None))
     clock: Callable[[], int] = wall_clock_ms
     notifier: AppendNotifier = field(default_factory=AppendNotifier)
     committer: GroupCommitter = field(default_factory=GroupCommitter)

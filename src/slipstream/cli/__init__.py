@@ -36,6 +36,10 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument("--advertised-host", help="host clients are told to connect to")
     p.add_argument("--advertised-port", type=int, help="port clients are told to connect to")
+    p.add_argument(
+        "--listeners", help="NAME://host:port,... (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL; Kafka's listeners)"
+    )
+    p.add_argument("--advertised-listeners", help="NAME://host:port,... told to clients of each listener")
     p.add_argument("--auto-create-topics", choices=["true", "false"], help="create topics on first metadata request")
     p.add_argument("--default-partitions", type=int, help="partitions of auto-created topics")
     p.add_argument(
@@ -78,6 +82,8 @@ def _serve(args: argparse.Namespace) -> int:
         "database_url": args.database_url,
         "advertised_host": args.advertised_host,
         "advertised_port": args.advertised_port,
+        "listeners": args.listeners,
+        "advertised_listeners": args.advertised_listeners,
         "auto_create_topics": args.auto_create_topics,
         "default_partitions": args.default_partitions,
         "durability": args.durability,
@@ -115,10 +121,12 @@ def build_parser(*, serve_only: bool = False) -> argparse.ArgumentParser:
     if serve_only:
         # The client commands import the whole client; a broker start need not pay for that.
         return parser
-    from . import client_commands, groups, pipeline
+    from . import certs, client_commands, groups, pipeline, users
 
     client_commands.add_commands(sub)
     groups.add_commands(sub)
+    users.add_commands(sub)
+    certs.add_commands(sub)
     pipeline.add_commands(sub)
     return parser
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -13,6 +14,7 @@ from ..client.admin import Admin
 from ..client.aio_consumer import AIOConsumer
 from ..client.cluster import Cluster
 from ..client.producer import AIOProducer
+from ..client.security import PLAINTEXT, ClientSecurity
 from ..protocol.compression import codec_by_name
 from ..protocol.errors import KafkaError
 from .record_format import OUTPUTS, format_record
@@ -30,6 +32,25 @@ def _bootstrap_arg(p: argparse.ArgumentParser) -> None:
         "--bootstrap-server", "-b", default=DEFAULT_BOOTSTRAP,
         help=f"host:port[,host:port...] of the cluster (default {DEFAULT_BOOTSTRAP})",
     )
+    p.add_argument(
+        "--command-config", metavar="FILE",
+        help="client security settings, key=value per line with Kafka's names "
+        "(security.protocol, sasl.mechanism, sasl.username, sasl.password, ssl.cafile, ...)",
+    )
+
+
+def security_of(args: argparse.Namespace) -> ClientSecurity:
+    path = getattr(args, "command_config", None)
+    if not path:
+        return PLAINTEXT
+    from ..broker.config import load_file
+
+    return ClientSecurity.from_config(load_file(path))
+
+
+def security_kwargs(security: ClientSecurity) -> dict[str, Any]:
+    """The settings as keyword arguments of Producer/Consumer (their names are the fields')."""
+    return dataclasses.asdict(security)
 
 
 def add_commands(sub: Sub) -> None:
@@ -90,7 +111,7 @@ def add_commands(sub: Sub) -> None:
 def _run(coro: Callable[[argparse.Namespace, Cluster], Awaitable[int]]) -> Callable[[argparse.Namespace], int]:
     def runner(args: argparse.Namespace) -> int:
         async def main() -> int:
-            cluster = Cluster(args.bootstrap_server, client_id="slipstream-cli")
+            cluster = Cluster(args.bootstrap_server, client_id="slipstream-cli", security=security_of(args))
             try:
                 return await coro(args, cluster)
             finally:
@@ -162,7 +183,8 @@ async def _produce(args: argparse.Namespace, cluster: Cluster, stdin: TextIO | N
     codec_by_name(args.compression)  # a clear error for an unknown codec before connecting
     sent = 0
     async with AIOProducer(
-        args.bootstrap_server, client_id="slipstream-cli", compression=args.compression
+        args.bootstrap_server, client_id="slipstream-cli", compression=args.compression,
+        **security_kwargs(cluster.security),
     ) as producer:
         futures = []
         for line in source:
@@ -207,6 +229,7 @@ async def _consume(args: argparse.Namespace, cluster: Cluster, out: TextIO | Non
         client_id="slipstream-cli",
         auto_offset_reset=reset,
         isolation_level=args.isolation_level,
+        **security_kwargs(cluster.security),
     ) as consumer:
         if args.group is not None:
             consumer.subscribe([args.topic])

@@ -86,6 +86,7 @@ from .cluster import BrokerNode, Cluster, TopicInfo
 from .connection import BrokerConnection, ConnectionClosed, UnsupportedApi
 from .offsets import NAMED_TOPICS_MAX_VERSION
 from .retry import DeadlineBackoff
+from .security import ClientSecurity
 
 EARLIEST = -2
 LATEST = -1
@@ -294,12 +295,17 @@ class Admin:
         retry_timeout_s: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        **security: Any,
     ) -> None:
         if isinstance(bootstrap_servers, Cluster):
             cluster = bootstrap_servers
             self._owns_cluster = False
         else:
-            cluster = Cluster(bootstrap_servers, client_id=client_id, request_timeout_s=request_timeout_ms / 1000)
+            # security_protocol, sasl_mechanism, sasl_username, ... as for the producer.
+            cluster = Cluster(
+                bootstrap_servers, client_id=client_id, request_timeout_s=request_timeout_ms / 1000,
+                security=ClientSecurity(**security),
+            )
             self._owns_cluster = True
         self.cluster = cluster
         self.retry_backoff_s = retry_backoff_s

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from ..protocol.apis.metadata import SPEC as METADATA
 from ..protocol.apis.metadata import MetadataRequest, MetadataRequestTopic
 from ..protocol.errors import ErrorCode, KafkaError
-from .connection import BrokerConnection, ConnectionClosed
+from .connection import AuthenticationFailed, BrokerConnection, ConnectionClosed
+from .security import PLAINTEXT, ClientSecurity
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,8 +58,11 @@ class Cluster:
         *,
         client_id: str = "slipstream",
         request_timeout_s: float = 30.0,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap)
+        # How every connection of this client is secured (TLS, SASL).
+        self.security = security
         self.client_id = client_id
         self.request_timeout_s = request_timeout_s
         self.brokers: dict[int, BrokerNode] = {}
@@ -73,7 +77,9 @@ class Cluster:
         self._lock = asyncio.Lock()
 
     async def _open(self, host: str, port: int) -> BrokerConnection:
-        conn = BrokerConnection(host, port, client_id=self.client_id, request_timeout_s=self.request_timeout_s)
+        conn = BrokerConnection(
+            host, port, client_id=self.client_id, request_timeout_s=self.request_timeout_s, security=self.security
+        )
         await conn.connect()  # closes itself if it fails
         self._opened.add(conn)
         return conn
@@ -96,6 +102,8 @@ class Cluster:
         for host, port in self.bootstrap:
             try:
                 conn = await self._open(host, port)
+            except AuthenticationFailed:
+                raise  # wrong credentials: another bootstrap server would refuse them too
             except (ConnectionClosed, OSError, KafkaError) as exc:
                 errors.append(str(exc))
                 continue

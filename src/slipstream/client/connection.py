@@ -21,9 +21,15 @@ from ..protocol import apis as _apis  # noqa: F401  (registers every API)
 from ..protocol.api import REGISTRY, ApiSpec
 from ..protocol.apis.api_versions import SPEC as API_VERSIONS
 from ..protocol.apis.api_versions import ApiVersionsRequest
+from ..protocol.apis.sasl_authenticate import SPEC as SASL_AUTHENTICATE
+from ..protocol.apis.sasl_authenticate import SaslAuthenticateRequest
+from ..protocol.apis.sasl_handshake import SPEC as SASL_HANDSHAKE
+from ..protocol.apis.sasl_handshake import SaslHandshakeRequest
 from ..protocol.errors import ErrorCode, KafkaError
+from ..protocol.scram import MECHANISMS, ScramClient, ScramError, plain_token
 from .core import ConnectionCore, ProtocolError, Received
 from .failure_log import RateLimitedWarnings
+from .security import PLAINTEXT, ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +52,13 @@ class UnsupportedApi(KafkaError):
         super().__init__(ErrorCode.UNSUPPORTED_VERSION, message)
 
 
+class AuthenticationFailed(KafkaError):
+    """The broker refused our SASL credentials (or we refused its proof): not retriable."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(58, message)  # SASL_AUTHENTICATION_FAILED
+
+
 class BrokerConnection:
     def __init__(
         self,
@@ -56,8 +69,10 @@ class BrokerConnection:
         max_in_flight: int = 5,
         request_timeout_s: float = 30.0,
         connect_timeout_s: float = 10.0,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         self.host = host
+        self.security = security
         self.port = port
         self.core = ConnectionCore(client_id)
         self.request_timeout_s = request_timeout_s
@@ -80,7 +95,10 @@ class BrokerConnection:
             # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation
             # that arrives as the connection completes, and connect() would go on.
             async with asyncio.timeout(self.connect_timeout_s):
-                self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
+                tls = self.security.ssl_context()
+                self._reader, self._writer = await asyncio.open_connection(
+                    self.host, self.port, ssl=tls, server_hostname=self.host if tls is not None else None
+                )
         except (OSError, TimeoutError) as exc:
             reason = str(exc) or f"no answer within {self.connect_timeout_s:g} s"
             connect_failures.warn(self.address, f"cannot connect to {self.address}: {reason}")
@@ -90,6 +108,8 @@ class BrokerConnection:
         )
         try:
             await self._negotiate()
+            if self.security.uses_sasl:
+                await self._authenticate()
         except BaseException:
             # Nobody holds a connection that failed to connect: reap its read loop now
             # (also when cancelled, e.g. a fetch loop stopped by close, mid-connect).
@@ -106,6 +126,37 @@ class BrokerConnection:
         if response.error_code != 0:
             raise KafkaError(response.error_code, f"ApiVersions failed on {self.address}")
         self.broker_versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+
+    async def _authenticate(self) -> None:
+        """SaslHandshake v1, then SaslAuthenticate rounds (PLAIN: one; SCRAM: two)."""
+        security = self.security
+        mechanism = security.sasl_mechanism
+        response = await self._send(SASL_HANDSHAKE, 1, SaslHandshakeRequest(mechanism=mechanism))
+        if response.error_code != 0:
+            raise AuthenticationFailed(
+                f"{self.address} does not accept SASL {mechanism} "
+                f"(it offers: {', '.join(response.mechanisms) or 'none'})"
+            )
+        version = self.version_for(SASL_AUTHENTICATE)
+        username, password = security.sasl_username or "", security.sasl_password or ""
+        if mechanism == "PLAIN":
+            await self._sasl_round(version, plain_token(username, password))
+            return
+        scram = ScramClient(MECHANISMS[mechanism], username, password)
+        try:
+            server_first = await self._sasl_round(version, scram.first())
+            server_final = await self._sasl_round(version, scram.final(server_first))
+            scram.verify(server_final)
+        except ScramError as exc:
+            raise AuthenticationFailed(f"SCRAM with {self.address} failed: {exc}") from None
+
+    async def _sasl_round(self, version: int, token: bytes) -> bytes:
+        response = await self._send(SASL_AUTHENTICATE, version, SaslAuthenticateRequest(auth_bytes=token))
+        if response.error_code != 0:
+            raise AuthenticationFailed(
+                f"SASL authentication with {self.address} failed: {response.error_message or response.error_code}"
+            )
+        return bytes(response.auth_bytes)
 
     def version_for(self, spec: ApiSpec, max_version: int | None = None) -> int:
         ours_max = spec.max_version if max_version is None else min(max_version, spec.max_version)

@@ -284,6 +284,7 @@ class ConsumerCore:
             config.bootstrap_servers,
             client_id=config.client_id,
             request_timeout_s=config.request_timeout_ms / 1000.0,
+            security=config.security(),
         )
         self.fetcher = Fetcher(self.cluster, config, message_type=Message)
         self.locator: CoordinatorLocator | None = None

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .assignors import DEFAULT_ASSIGNORS, Assignor, get_assignor
+from .security import ClientSecurity
 
 OffsetResetPolicy = Literal["earliest", "latest", "none"]
 IsolationLevel = Literal["read_uncommitted", "read_committed"]
@@ -102,6 +103,22 @@ class ConsumerConfig:
     isolation_level: IsolationLevel = "read_uncommitted"
     check_crcs: bool = True
     max_poll_records: int = 500
+    # ---- security (see client/security.py; Kafka's names)
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str = "PLAIN"
+    sasl_username: str | None = None
+    sasl_password: str | None = field(default=None, repr=False)
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_password: str | None = field(default=None, repr=False)
+    ssl_check_hostname: bool = True
+
+    def security(self) -> ClientSecurity:
+        return ClientSecurity(
+            self.security_protocol, self.sasl_mechanism, self.sasl_username, self.sasl_password,
+            self.ssl_cafile, self.ssl_certfile, self.ssl_keyfile, self.ssl_password, self.ssl_check_hostname,
+        )
 
     # ---- what the application sees
     key_deserializer: Callable[[bytes | None], Any] | None = None
@@ -112,6 +129,7 @@ class ConsumerConfig:
     statistics_interval_ms: int = 5000
 
     def validate(self) -> ConsumerConfig:
+        self.security()  # raises ValueError on a bad combination
         """Check the settings; raises ValueError naming the first bad one. Returns self."""
         self._validate_group_protocol()
 

@@ -598,6 +598,7 @@ class ConsumerGroup:
             bootstrap_servers,
             client_id=self.config.client_id,
             request_timeout_s=self.config.request_timeout_ms / 1000.0,
+            security=self.config.security(),
         )
         self._locator = CoordinatorLocator(self._cluster, self.config)
         # group_protocol="consumer" (KIP-848) is incremental like a cooperative assignor:

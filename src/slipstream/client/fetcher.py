@@ -493,6 +493,7 @@ class Fetcher:
             node.port,
             client_id=self.config.client_id,
             request_timeout_s=self.config.request_timeout_ms / 1000.0,
+            security=self.cluster.security,
         )
         await conn.connect()
         self._conns[node_id] = conn

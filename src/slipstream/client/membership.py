@@ -899,6 +899,7 @@ class CoordinatorLocator:
                         node.port,
                         client_id=self.config.client_id,
                         request_timeout_s=self.config.request_timeout_ms / 1000.0,
+                        security=self.cluster.security,
                     )
                     await conn.connect()
                     self.node, self._conn = node, conn

@@ -95,6 +95,7 @@ from .cluster import Cluster
 from .connection import BrokerConnection, UnsupportedApi
 from .partitioner import murmur2
 from .retry import Backoff, retry_async
+from .security import ClientSecurity
 from .serde import RecordSerializers, Serializer
 from .transactions import (
     KEY_TYPE_GROUP,
@@ -262,6 +263,15 @@ class AIOProducer:
         transaction_timeout_ms: int = 60_000,
         key_serializer: Serializer | None = None,
         value_serializer: Serializer | None = None,
+        security_protocol: str = "PLAINTEXT",
+        sasl_mechanism: str = "PLAIN",
+        sasl_username: str | None = None,
+        sasl_password: str | None = None,
+        ssl_cafile: str | None = None,
+        ssl_certfile: str | None = None,
+        ssl_keyfile: str | None = None,
+        ssl_password: str | None = None,
+        ssl_check_hostname: bool = True,
     ) -> None:
         self.serializers = RecordSerializers(key_serializer, value_serializer)
         if acks in ("all", "-1"):
@@ -310,8 +320,13 @@ class AIOProducer:
         self.topic_propagation_ms = float(topic_metadata_propagation_max_ms)
         self._backoff = Backoff(float(retry_backoff_ms), float(retry_backoff_max_ms))
         self._max_record = min(max_request_size, buffer_memory) - HEADER_SIZE
+        security = ClientSecurity(
+            security_protocol, sasl_mechanism, sasl_username, sasl_password,
+            ssl_cafile, ssl_certfile, ssl_keyfile, ssl_password, ssl_check_hostname,
+        )
         self._cluster = Cluster(
-            bootstrap_servers, client_id=client_id, request_timeout_s=request_timeout_ms / 1000
+            bootstrap_servers, client_id=client_id, request_timeout_s=request_timeout_ms / 1000,
+            security=security,
         )
         self._acc = RecordAccumulator(
             batch_size=batch_size,

@@ -56,6 +56,7 @@ behind on the broker.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -138,6 +139,7 @@ async def write_transaction(
         batch_size=opts.batch_size,
         max_request_size=opts.max_request_size,
         delivery_timeout_ms=opts.delivery_timeout_ms,
+        **dataclasses.asdict(opts.security),
     )
     await producer.start()
     try:
@@ -177,7 +179,7 @@ def end_transactions(opts: SinkOptions, messages: list[Any], *, commit: bool) ->
         return []
 
     async def main() -> list[BaseException]:
-        cluster = Cluster(opts.bootstrap, client_id=opts.client_id)
+        cluster = Cluster(opts.bootstrap, client_id=opts.client_id, security=opts.security)
         try:
             results = await asyncio.gather(
                 *(

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from ..client.admin import EARLIEST, LATEST, Admin
 from ..client.cluster import Cluster
 from ..client.connection import ConnectionClosed
+from ..client.security import PLAINTEXT, ClientSecurity
 from ..protocol.apis.fetch import SPEC as FETCH
 from ..protocol.apis.fetch import FetchRequest, FetchRequestPartition, FetchRequestTopic
 from ..protocol.errors import ErrorCode, KafkaError
@@ -64,11 +65,14 @@ def retention_loss_message(topic: str, partition: int, wanted: int, earliest: in
     )
 
 
-def run(bootstrap: str, fn: Callable[[Admin], Awaitable[T]], *, client_id: str, timeout_s: float = 30.0) -> T:
+def run(
+    bootstrap: str, fn: Callable[[Admin], Awaitable[T]], *, client_id: str, timeout_s: float = 30.0,
+    security: ClientSecurity = PLAINTEXT,
+) -> T:
     """Run ``fn(admin)`` against a fresh connection, closing it afterwards."""
 
     async def main() -> T:
-        cluster = Cluster(bootstrap, client_id=client_id, request_timeout_s=timeout_s)
+        cluster = Cluster(bootstrap, client_id=client_id, request_timeout_s=timeout_s, security=security)
         try:
             return await fn(Admin(cluster, retry_timeout_s=timeout_s))
         finally:
@@ -142,10 +146,11 @@ async def commit_offsets(admin: Admin, group_id: str, offsets: Mapping[TopicPart
 
 
 def commit_offsets_sync(
-    bootstrap: str, group_id: str, offsets: Mapping[TopicPartition, int], *, client_id: str = "slipstream-spark"
+    bootstrap: str, group_id: str, offsets: Mapping[TopicPartition, int], *, client_id: str = "slipstream-spark",
+    security: ClientSecurity = PLAINTEXT,
 ) -> None:
     if offsets:
-        run(bootstrap, lambda admin: commit_offsets(admin, group_id, offsets), client_id=client_id)
+        run(bootstrap, lambda admin: commit_offsets(admin, group_id, offsets), client_id=client_id, security=security)
 
 
 # ---------------------------------------------------------------------------- executor side
@@ -179,8 +184,10 @@ class RangeFetcher:
         max_bytes: int = 8 * 1024 * 1024,
         timeout_s: float = 30.0,
         read_committed: bool = False,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         self.bootstrap = bootstrap
+        self.security = security
         self.topic = topic
         self.partition = partition
         self.start = start
@@ -196,7 +203,9 @@ class RangeFetcher:
         if self.end <= self.start:
             return
         loop = asyncio.new_event_loop()
-        cluster = Cluster(self.bootstrap, client_id=self.client_id, request_timeout_s=self.timeout_s)
+        cluster = Cluster(
+            self.bootstrap, client_id=self.client_id, request_timeout_s=self.timeout_s, security=self.security
+        )
         try:
             yield from self._chunks(loop, cluster)
         finally:

@@ -24,6 +24,13 @@ Option names follow Spark's Kafka source, so a job can move to
 - ``kafka.isolation.level``: ``read_uncommitted`` (default, as Spark's Kafka
   source) | ``read_committed``: reads stop at the last stable offset (the first
   offset of a transaction still open) and aborted transactions' records are dropped
+- security, as Spark passes them to Kafka: ``kafka.security.protocol``,
+  ``kafka.sasl.mechanism``, ``kafka.sasl.jaas.config`` (the username and password of
+  a PlainLoginModule/ScramLoginModule line) or ``kafka.sasl.username`` /
+  ``kafka.sasl.password``, ``kafka.ssl.truststore.location`` (PEM CA file; or
+  ``kafka.ssl.cafile``), ``kafka.ssl.keystore.location`` / ``kafka.ssl.certfile``,
+  ``kafka.ssl.keyfile``, ``kafka.ssl.key.password``,
+  ``kafka.ssl.endpoint.identification.algorithm`` (empty: no host name check)
 """
 
 from __future__ import annotations
@@ -33,6 +40,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from ..client.security import PLAINTEXT, ClientSecurity
 
 EARLIEST = -2
 LATEST = -1
@@ -99,6 +108,7 @@ class SourceOptions:
     fetch_max_bytes: int = 8 * 1024 * 1024
     request_timeout_s: float = 30.0
     isolation_level: int = 0  # 1: read_committed
+    security: ClientSecurity = PLAINTEXT
 
     def matches(self, topic: str) -> bool:
         if self.subscribe:
@@ -122,6 +132,27 @@ def bootstrap_of(options: Mapping[str, str]) -> str:
     if not bootstrap:
         raise OptionError("option kafka.bootstrap.servers (or bootstrap.servers) is required")
     return bootstrap
+
+
+_JAAS_VALUE = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+def security_of(options: Mapping[str, str]) -> ClientSecurity:
+    """TLS/SASL settings from ``kafka.``-prefixed options (Spark's Kafka source names)."""
+    opts = _lower(options)
+    settings: dict[str, str] = {}
+    for key, value in opts.items():
+        name = key[len("kafka."):] if key.startswith("kafka.") else key
+        if name.startswith(("security.", "sasl.", "ssl.")):
+            settings[name] = value
+    jaas = settings.pop("sasl.jaas.config", None)
+    if jaas:
+        for field_name, value in _JAAS_VALUE.findall(jaas):
+            settings.setdefault(f"sasl.{field_name}", value.replace('\\"', '"'))
+    try:
+        return ClientSecurity.from_config(settings)
+    except (TypeError, ValueError) as exc:
+        raise OptionError(f"security options: {exc}") from None
 
 
 def group_of(options: Mapping[str, str]) -> str | None:
@@ -214,6 +245,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         fetch_max_bytes=_int(opts.get("fetch.max.bytes", str(8 * 1024 * 1024)), "fetch.max.bytes", 1024),
         request_timeout_s=_int(opts.get("kafka.request.timeout.ms", "30000"), "kafka.request.timeout.ms", 1) / 1000,
         isolation_level=ISOLATION_LEVELS[isolation],
+        security=security_of(opts),
     )
 
 

@@ -28,6 +28,7 @@ sink needs one id per task, hence a prefix, as Flink's ``transactionalIdPrefix``
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -50,8 +51,9 @@ from pyspark.sql.types import (
 )
 
 from ..client.producer import AIOProducer
+from ..client.security import PLAINTEXT, ClientSecurity
 from . import exactly_once
-from .options import OptionError, bootstrap_of
+from .options import OptionError, bootstrap_of, security_of
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +78,7 @@ class SinkOptions:
     exactly_once: bool = False
     transactional_id_prefix: str | None = None
     transaction_timeout_ms: int = 300_000
+    security: ClientSecurity = PLAINTEXT
 
 
 def _check_type(schema: StructType, name: str, allowed: tuple[type, ...], what: str) -> bool:
@@ -148,6 +151,7 @@ def parse_sink_options(options: Mapping[str, str], schema: StructType, *, stream
         exactly_once=exactly == "true",
         transactional_id_prefix=opts.get("transactionalidprefix") or None,
         transaction_timeout_ms=int(num("kafka.transaction.timeout.ms", 300_000)),
+        security=security_of(opts),
     )
 
 
@@ -224,6 +228,7 @@ async def _write(opts: SinkOptions, batches: Iterator[pa.RecordBatch]) -> Slipst
         batch_size=opts.batch_size,
         max_request_size=opts.max_request_size,
         delivery_timeout_ms=opts.delivery_timeout_ms,
+        **dataclasses.asdict(opts.security),
     )
     await producer.start()
     try:

@@ -44,6 +44,7 @@ from pyspark.sql.types import (
 )
 
 from ..client.admin import EARLIEST, LATEST, Admin
+from ..client.security import PLAINTEXT, ClientSecurity
 from ..protocol.records import Record
 from . import kafka_io
 from .kafka_io import DataLossError, RangeFetcher, data_loss_message, retention_loss_message
@@ -85,10 +86,11 @@ class OffsetRangePartition(InputPartition):
 
     def __init__(
         self, bootstrap: str, r: OffsetRange, *, fail_on_data_loss: bool, client_id: str, max_bytes: int,
-        timeout_s: float, read_committed: bool = False,
+        timeout_s: float, read_committed: bool = False, security: ClientSecurity = PLAINTEXT,
     ) -> None:
         super().__init__((r.topic, r.partition, r.start, r.end))
         self.bootstrap = bootstrap
+        self.security = security
         self.topic = r.topic
         self.partition = r.partition
         self.start = r.start
@@ -107,7 +109,7 @@ def _make_partitions(opts: SourceOptions, ranges: list[OffsetRange]) -> list[Off
     return [
         OffsetRangePartition(
             opts.bootstrap, r, fail_on_data_loss=opts.fail_on_data_loss, client_id=opts.client_id,
-            max_bytes=opts.fetch_max_bytes, timeout_s=opts.request_timeout_s,
+            max_bytes=opts.fetch_max_bytes, timeout_s=opts.request_timeout_s, security=opts.security,
             read_committed=opts.isolation_level == 1,
         )
         for r in ranges
@@ -158,6 +160,7 @@ def read_partition(partition: InputPartition, schema: StructType, include_header
         max_bytes=partition.max_bytes,
         timeout_s=partition.timeout_s,
         read_committed=partition.read_committed,
+        security=partition.security,
     )
     for chunk in fetcher:
         yield records_to_arrow(chunk, partition.topic, partition.partition, arrow_schema, include_headers)
@@ -228,7 +231,8 @@ class SlipstreamBatchReader(DataSourceReader):
             return start, end, earliest
 
         start, end, earliest = kafka_io.run(
-            opts.bootstrap, plan, client_id=opts.client_id, timeout_s=opts.request_timeout_s
+            opts.bootstrap, plan, client_id=opts.client_id, timeout_s=opts.request_timeout_s,
+            security=opts.security,
         )
         for tp, s in sorted(start.items()):
             if s < earliest[tp] and s < end[tp]:
@@ -265,7 +269,10 @@ class SlipstreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         return {"opts": self.opts, "schema": self.schema, "_target": None, "_latest": {}, "_committed": None}
 
     def _run(self, fn: Any) -> Any:
-        return kafka_io.run(self.opts.bootstrap, fn, client_id=self.opts.client_id, timeout_s=self.opts.request_timeout_s)
+        return kafka_io.run(
+            self.opts.bootstrap, fn, client_id=self.opts.client_id, timeout_s=self.opts.request_timeout_s,
+            security=self.opts.security,
+        )
 
     def initialOffset(self) -> dict:
         opts = self.opts
@@ -390,7 +397,9 @@ class SlipstreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         if not group or not offsets or offsets == self._committed:
             return
         try:
-            kafka_io.commit_offsets_sync(self.opts.bootstrap, group, offsets, client_id=self.opts.client_id)
+            kafka_io.commit_offsets_sync(
+                self.opts.bootstrap, group, offsets, client_id=self.opts.client_id, security=self.opts.security
+            )
         except Exception as exc:  # a failed commit must not fail the query: the next one retries
             log.warning("slipstream source: committing offsets to group %r failed: %s", group, exc)
             return

@@ -197,10 +197,27 @@ public final class SlipstreamDriver {
         return b == null ? "null" : q(new String(b, StandardCharsets.UTF_8));
     }
 
+    // ---- client settings -------------------------------------------------------------------
+
+    /** Every client's base settings: the properties file named by SLIPSTREAM_DRIVER_CLIENT_PROPERTIES
+     *  (security settings for a TLS/SASL listener), or none. */
+    private static Properties clientProperties() {
+        Properties p = new Properties();
+        String path = System.getenv("SLIPSTREAM_DRIVER_CLIENT_PROPERTIES");
+        if (path != null && !path.isEmpty()) {
+            try (java.io.FileInputStream in = new java.io.FileInputStream(path)) {
+                p.load(in);
+            } catch (java.io.IOException e) {
+                throw new IllegalArgumentException("cannot read " + path + ": " + e, e);
+            }
+        }
+        return p;
+    }
+
     // ---- admin ----------------------------------------------------------------------------
 
     private static Admin admin(String bootstrap) {
-        Properties p = new Properties();
+        Properties p = clientProperties();
         p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
         p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, String.valueOf(API_TIMEOUT_MS));
@@ -344,7 +361,7 @@ public final class SlipstreamDriver {
                 throw new IllegalArgumentException("unknown produce option " + a[i]);
             }
         }
-        Properties p = new Properties();
+        Properties p = clientProperties();
         p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
         p.put(ProducerConfig.ACKS_CONFIG, "all");
@@ -487,7 +504,7 @@ public final class SlipstreamDriver {
                     throw new IllegalArgumentException("unknown consume option " + a[i]);
             }
         }
-        Properties p = new Properties();
+        Properties p = clientProperties();
         p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
         p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
@@ -726,7 +743,7 @@ public final class SlipstreamDriver {
                 default: throw new IllegalArgumentException("unknown group-consume option " + a[i]);
             }
         }
-        Properties p = new Properties();
+        Properties p = clientProperties();
         p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
         p.put(ConsumerConfig.CLIENT_ID_CONFIG, clientId);

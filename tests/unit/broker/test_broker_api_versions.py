@@ -19,6 +19,9 @@ EXPECTED = {
     44: (0, 1),  # IncrementalAlterConfigs
     60: (0, 1),  # DescribeCluster
     75: (0, 0),  # DescribeTopicPartitions
+    36: (0, 2),  # SaslAuthenticate
+    50: (0, 0),  # DescribeUserScramCredentials
+    51: (0, 0),  # AlterUserScramCredentials
 }
 
 

@@ -15,6 +15,7 @@ from . import (
     add_offsets_to_txn,
     add_partitions_to_txn,
     alter_configs,
+    alter_user_scram_credentials,
     api_versions,
     consumer_group_describe,
     consumer_group_heartbeat,
@@ -30,6 +31,7 @@ from . import (
     describe_producers,
     describe_topic_partitions,
     describe_transactions,
+    describe_user_scram_credentials,
     end_txn,
     fetch,
     find_coordinator,
@@ -46,6 +48,7 @@ from . import (
     offset_delete,
     offset_fetch,
     produce,
+    sasl_authenticate,
     sasl_handshake,
     sync_group,
     txn_offset_commit,
@@ -102,6 +105,9 @@ _MODULES: tuple[Handler, ...] = (
     txn_offset_commit,
     describe_transactions,
     list_transactions,
+    sasl_authenticate,
+    describe_user_scram_credentials,
+    alter_user_scram_credentials,
 )
 
 

@@ -33,6 +33,7 @@ OPERATIONS_NOT_PROVIDED = -2147483648
 async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClusterResponse:
     state = ctx.state
     node = state.config.node_id
+    host, port = ctx.advertised_endpoint()
     response = DescribeClusterResponse(
         throttle_time_ms=0,
         error_code=0,
@@ -42,7 +43,7 @@ async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> Descri
         controller_id=node,
         brokers=[
             DescribeClusterResponseBroker(
-                broker_id=node, host=state.advertised_host, port=state.advertised_port, rack=None
+                broker_id=node, host=host, port=port, rack=None
             )
         ],
         cluster_authorized_operations=OPERATIONS_NOT_PROVIDED,

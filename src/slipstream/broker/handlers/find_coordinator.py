@@ -26,7 +26,8 @@ _REFUSAL = "this broker coordinates consumer groups (key type 0) and transaction
 
 async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
     state = ctx.state
-    node, host, port = state.config.node_id, state.advertised_host, state.advertised_port
+    node = state.config.node_id
+    host, port = ctx.advertised_endpoint()
     served = request.key_type in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION)
     if request.key_type == KEY_TYPE_TRANSACTION:
         ctx.transactions.ensure_topic()

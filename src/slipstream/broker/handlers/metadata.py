@@ -46,12 +46,9 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
         allow_create = state.config.auto_create_topics and (version < 4 or request.allow_auto_topic_creation)
         for wanted in request.topics:
             topics.append(_lookup(state, wanted.name, wanted.topic_id, allow_create, node))
+    host, port = ctx.advertised_endpoint()
     return MetadataResponse(
-        brokers=[
-            MetadataResponseBroker(
-                node_id=node, host=state.advertised_host, port=state.advertised_port, rack=None
-            )
-        ],
+        brokers=[MetadataResponseBroker(node_id=node, host=host, port=port, rack=None)],
         cluster_id=state.cluster_id,
         controller_id=node,
         topics=topics,

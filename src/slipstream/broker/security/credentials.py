@@ -1,0 +1,145 @@
+"""SCRAM credentials per user and mechanism, kept as the ``scram-credentials.json``
+document of the broker's metadata store (a file in the data dir, or a row of the
+postgres store).
+
+Only what RFC 5802 servers keep is stored: salt, iterations, StoredKey and ServerKey.
+Each change replaces the document atomically and durably (for files: temporary file,
+fsync, rename), so a kill -9 leaves either the old or the new set. A memory-storage
+broker keeps them in memory only.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...log.metadata import DirectoryMetadata, MetadataStore
+from ...protocol.scram import (
+    DEFAULT_ITERATIONS,
+    MAX_ITERATIONS,
+    MECHANISMS,
+    MIN_ITERATIONS,
+    ScramMechanism,
+    b64,
+    unb64,
+)
+
+log = logging.getLogger(__name__)
+
+FILE_NAME = "scram-credentials.json"
+
+
+@dataclass(frozen=True)
+class ScramCredential:
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+    @classmethod
+    def from_salted_password(
+        cls, mechanism: ScramMechanism, salt: bytes, salted_password: bytes, iterations: int
+    ) -> ScramCredential:
+        return cls(salt, mechanism.stored_key(salted_password), mechanism.server_key(salted_password), iterations)
+
+    @classmethod
+    def from_password(
+        cls, mechanism: ScramMechanism, password: str, iterations: int = DEFAULT_ITERATIONS
+    ) -> ScramCredential:
+        salt = secrets.token_bytes(32)
+        return cls.from_salted_password(mechanism, salt, mechanism.salted_password(password, salt, iterations), iterations)
+
+
+class CredentialError(ValueError):
+    """A credential that cannot be stored (unknown mechanism, bad iterations, empty name)."""
+
+
+def check_credential(user: str, mechanism: str, iterations: int) -> ScramMechanism:
+    if not user:
+        raise CredentialError("user name must not be empty")
+    found = MECHANISMS.get(mechanism)
+    if found is None:
+        raise CredentialError(f"unknown SCRAM mechanism {mechanism!r} ({', '.join(MECHANISMS)})")
+    if not MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
+        raise CredentialError(f"iterations must be within {MIN_ITERATIONS}..{MAX_ITERATIONS}, not {iterations}")
+    return found
+
+
+class CredentialStore:
+    def __init__(self, where: MetadataStore | Path | None) -> None:
+        """``where``: the broker's metadata store, a data directory, or None (memory only)."""
+        self.metadata: MetadataStore | None = DirectoryMetadata(where) if isinstance(where, Path) else where
+        self.path = where / FILE_NAME if isinstance(where, Path) else None
+        self._users: dict[str, dict[str, ScramCredential]] = {}
+
+    def load(self) -> None:
+        text = self.metadata.load(FILE_NAME) if self.metadata is not None else None
+        if text is None:
+            return
+        doc = json.loads(text)
+        for user, creds in doc.get("users", {}).items():
+            for mechanism, c in creds.items():
+                self._users.setdefault(user, {})[mechanism] = ScramCredential(
+                    unb64(c["salt"]), unb64(c["stored_key"]), unb64(c["server_key"]), int(c["iterations"])
+                )
+
+    def get(self, user: str, mechanism: str) -> ScramCredential | None:
+        return self._users.get(user, {}).get(mechanism)
+
+    def of_user(self, user: str) -> dict[str, ScramCredential]:
+        return dict(self._users.get(user, {}))
+
+    def users(self) -> list[str]:
+        return sorted(self._users)
+
+    def put(self, user: str, mechanism: str, credential: ScramCredential) -> None:
+        self._users.setdefault(user, {})[mechanism] = credential
+
+    def remove(self, user: str, mechanism: str) -> bool:
+        creds = self._users.get(user)
+        if creds is None or mechanism not in creds:
+            return False
+        del creds[mechanism]
+        if not creds:
+            del self._users[user]
+        return True
+
+    def save(self) -> None:
+        if self.metadata is None:
+            return
+        doc = {
+            "version": 1,
+            "users": {
+                user: {
+                    mech: {
+                        "salt": b64(c.salt),
+                        "stored_key": b64(c.stored_key),
+                        "server_key": b64(c.server_key),
+                        "iterations": c.iterations,
+                    }
+                    for mech, c in sorted(creds.items())
+                }
+                for user, creds in sorted(self._users.items())
+            },
+        }
+        self.metadata.save(FILE_NAME, json.dumps(doc, indent=1))
+
+    def bootstrap(self, spec: str, mechanisms: list[str]) -> None:
+        """Create users named in ``scram.bootstrap.users`` ("name:password,...") that have no
+        credential yet, for every enabled SCRAM mechanism; existing users are left alone."""
+        added = []
+        for entry in filter(None, (e.strip() for e in spec.split(","))):
+            user, sep, password = entry.partition(":")
+            if not sep or not user or not password:
+                raise ValueError(f"scram.bootstrap.users: {entry!r} must look like name:password")
+            if user in self._users:
+                continue
+            for mechanism in mechanisms:
+                self.put(user, mechanism, ScramCredential.from_password(MECHANISMS[mechanism], password))
+            added.append(user)
+        if added:
+            self.save()
+            log.info("created SCRAM users from scram.bootstrap.users: %s", ", ".join(added))
