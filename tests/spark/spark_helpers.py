@@ -16,6 +16,7 @@ from typing import Any
 from slipstream.client.admin import Admin
 from slipstream.client.cluster import Cluster
 from slipstream.testing.ports import free_port
+from slipstream.testing.transactions import MixedLog, write_mixed_transactions
 
 
 class BrokerProc:
@@ -161,3 +162,17 @@ def run_available_now(df: Any, path: Path, checkpoint: Path, timeout: float = 90
 def copy_tree(src: Path, dst: Path) -> Path:
     shutil.copytree(src, dst)
     return dst
+
+
+def write_mixed(bootstrap: str, topic: str) -> MixedLog:
+    """Committed, aborted and open transactions on partition 0 (testing.transactions)."""
+
+    async def main() -> MixedLog:
+        cluster = Cluster(bootstrap)
+        try:
+            conn = await cluster.leader_connection(topic, 0)
+            return await write_mixed_transactions(conn, topic)
+        finally:
+            await cluster.close()
+
+    return asyncio.run(main())

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from spark_helpers import create_topic, delete_records, produce, simple_rows, unique
+from spark_helpers import create_topic, delete_records, produce, simple_rows, unique, write_mixed
 
 pytestmark = pytest.mark.spark
 
@@ -141,3 +141,15 @@ def test_batch_read_after_retention_fail_on_data_loss(spark: Any, broker: Any) -
         read(spark, broker.bootstrap, subscribe=topic, startingOffsets=start).collect()
     rows = read(spark, broker.bootstrap, subscribe=topic, startingOffsets=start, failOnDataLoss="false").collect()
     assert sorted(r.offset for r in rows) == list(range(20, 50))
+
+
+def test_read_committed_stops_at_the_lso_and_drops_aborted_records(spark: Any, broker: Any) -> None:
+    topic = create_topic(broker.bootstrap, unique("txn-src"), 1)
+    mixed = write_mixed(broker.bootstrap, topic)
+    # A small fetch size spreads the log (and its aborted transactions) over many Fetch answers.
+    committed = read(spark, broker.bootstrap, subscribe=topic, **{"fetch.max.bytes": "1024",
+                     "kafka.isolation.level": "read_committed"}).collect()
+    assert [r.value for r in sorted(committed, key=lambda r: r.offset)] == mixed.read_committed
+    assert max(r.offset for r in committed) < mixed.last_stable_offset
+    uncommitted = read(spark, broker.bootstrap, subscribe=topic, **{"fetch.max.bytes": "1024"}).collect()
+    assert [r.value for r in sorted(uncommitted, key=lambda r: r.offset)] == mixed.read_uncommitted

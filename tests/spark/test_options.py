@@ -92,3 +92,27 @@ def test_rate_limit_is_exact_and_proportional() -> None:
     many_start = {("t", p): 0 for p in range(10)}
     many_latest = {("t", p): 3 for p in range(10)}
     assert sum(rate_limit(many_start, many_latest, 4).values()) == 4
+
+
+def test_isolation_level_option() -> None:
+    assert parse_source_options(BASE, streaming=True).isolation_level == 0
+    opts = parse_source_options({**BASE, "kafka.isolation.level": "READ_COMMITTED"}, streaming=False)
+    assert opts.isolation_level == 1
+    with pytest.raises(OptionError, match="read_uncommitted or read_committed"):
+        parse_source_options({**BASE, "kafka.isolation.level": "serializable"}, streaming=True)
+
+
+def test_sink_exactly_once_options() -> None:
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    from slipstream.spark.sink import parse_sink_options
+
+    schema = StructType([StructField("value", BinaryType())])
+    base = {"kafka.bootstrap.servers": "h:1", "topic": "t"}
+    assert not parse_sink_options(base, schema).exactly_once
+    opts = parse_sink_options({**base, "exactlyOnce": "TRUE", "transactionalIdPrefix": "job"}, schema)
+    assert opts.exactly_once and opts.transactional_id_prefix == "job" and opts.transaction_timeout_ms == 300_000
+    with pytest.raises(OptionError, match="for streaming writes"):
+        parse_sink_options({**base, "exactlyOnce": "true"}, schema, streaming=False)
+    with pytest.raises(OptionError, match="true or false"):
+        parse_sink_options({**base, "exactlyOnce": "maybe"}, schema)

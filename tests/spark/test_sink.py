@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_helpers import create_topic, produce, read_stream, simple_rows, unique
+from spark_helpers import admin_call, create_topic, produce, read_stream, simple_rows, unique
 
 pytestmark = pytest.mark.spark
 
@@ -114,6 +114,78 @@ def test_streaming_write_topic_to_topic(spark: Any, broker: Any, tmp_path: Path)
 
     assert content(got) == content(want)
     assert len(got) == 120
+
+
+def committed_values(spark: Any, bootstrap: str, topic: str, isolation: str = "read_committed") -> Counter[bytes]:
+    df = (
+        spark.read.format("slipstream")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("kafka.isolation.level", isolation)
+        .load()
+    )
+    return Counter(r.value for r in df.collect())
+
+
+def test_exactly_once_sink_survives_a_failed_batch_and_a_replayed_one(
+    spark: Any, broker: Any, tmp_path: Path
+) -> None:
+    from pyspark.errors import StreamingQueryException
+    from pyspark.sql.functions import col, udf
+
+    source = create_topic(broker.bootstrap, unique("eos-in"), 2)
+    sink = create_topic(broker.bootstrap, unique("eos-out"), 2)
+    values = [f"v-{i}".encode() for i in range(60)]
+    produce(broker.bootstrap, source, [(i % 2, None, v, []) for i, v in enumerate(values)])
+    checkpoint = tmp_path / "checkpoint"
+    prefix = unique("eos")
+    fail_flag = tmp_path / "fail"
+    fail_flag.write_text("x")
+    flag = str(fail_flag)
+
+    @udf("binary")
+    def fail_on_last(value: bytes) -> bytes:
+        import os
+
+        if value == b"v-59" and os.path.exists(flag):
+            raise RuntimeError("injected failure in the middle of batch 1")
+        return value
+
+    def run() -> Any:
+        # 2 batches: v-0..v-39 (batch 0), v-40..v-59 (batch 1); one task per input partition.
+        df = read_stream(spark, broker.bootstrap, source, startingOffsets="earliest", maxOffsetsPerTrigger=40)
+        return (
+            df.select(fail_on_last(col("value")).alias("value"))
+            .writeStream.format("slipstream")
+            .option("kafka.bootstrap.servers", broker.bootstrap)
+            .option("topic", sink)
+            .option("exactlyOnce", "true")
+            .option("transactionalIdPrefix", prefix)
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+
+    # 1. Batch 1 fails after a task wrote its rows: only batch 0 is visible.
+    with pytest.raises(StreamingQueryException):
+        run().awaitTermination(120)
+    assert committed_values(spark, broker.bootstrap, sink) == Counter(values[:40])
+
+    # 2. Restarted from the checkpoint, batch 1 runs again and is written once.
+    fail_flag.unlink()
+    assert run().awaitTermination(120)
+    assert committed_values(spark, broker.bootstrap, sink) == Counter(values)
+
+    # 3. Batch 1 committed to Kafka but not to Spark's commit log (a crash in between):
+    #    the replay finds each task's batch marker and writes nothing.
+    for name in ("1", ".1.crc"):
+        (checkpoint / "commits" / name).unlink(missing_ok=True)
+    assert run().awaitTermination(120)
+    assert committed_values(spark, broker.bootstrap, sink) == Counter(values)
+    markers = {
+        p: admin_call(broker.bootstrap, lambda a, p=p: a.list_committed_offsets(f"{prefix}-{p}")) for p in (0, 1)
+    }
+    assert {p: max(c.offset for c in m.values()) for p, m in markers.items()} == {0: 1, 1: 1}
 
 
 def test_sink_and_source_over_sasl_ssl_with_spark_kafka_options(spark: Any, tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from spark_helpers import (
     run_available_now,
     simple_rows,
     unique,
+    write_mixed,
 )
 
 pytestmark = pytest.mark.spark
@@ -207,3 +208,15 @@ def test_progress_listener_commits_each_batch_of_a_running_query(spark: Any, bro
     assert reports[-1].lag == 0
     assert "rows" in reports[-1].line() and "lag 0" in reports[-1].line()
     assert group_lag(broker.bootstrap, group) == {(topic, 0): (30, 0), (topic, 1): (30, 0)}
+
+
+def test_read_committed_stream_stops_at_the_lso(spark: Any, broker: Any, tmp_path: Path) -> None:
+    topic = create_topic(broker.bootstrap, unique("txn-stream"), 1)
+    mixed = write_mixed(broker.bootstrap, topic)
+    df = read_stream(
+        spark, broker.bootstrap, topic, startingOffsets="earliest", **{"kafka.isolation.level": "read_committed"}
+    )
+    run_available_now(df.select("offset", "value"), tmp_path / "out", tmp_path / "ckpt")
+    rows = sorted(spark.read.parquet(str(tmp_path / "out")).collect())
+    assert [r.value for r in rows] == mixed.read_committed
+    assert rows[-1].offset < mixed.last_stable_offset

@@ -860,14 +860,15 @@ class Admin:
     # ------------------------------------------------------------------ log offsets and lag
 
     async def log_offsets(
-        self, partitions: Iterable[TopicPartition], timestamp: int = LATEST
+        self, partitions: Iterable[TopicPartition], timestamp: int = LATEST, *, isolation_level: int = 0
     ) -> dict[TopicPartition, int | KafkaError]:
         """ListOffsets for many partitions at once, routed to their leaders.
 
         ``timestamp``: LATEST (-1), EARLIEST (-2) or a time in ms (the first
         offset whose record timestamp is at or after it; -1 when none is).
         Partitions that fail are answered with their KafkaError, not raised.
-        Leader changes are retried after a metadata refresh.
+        Leader changes are retried after a metadata refresh. ``isolation_level=1``
+        (read_committed): LATEST is the last stable offset.
         """
         todo = sorted(set(partitions))
         out: dict[TopicPartition, int | KafkaError] = {}
@@ -906,7 +907,7 @@ class Admin:
                             replica_id=-1,
                             # v10+: how long the broker may wait on tiered storage.
                             timeout_ms=int(conn.request_timeout_s * 1000),
-                            isolation_level=0,
+                            isolation_level=isolation_level,
                             topics=[
                                 ListOffsetsRequestTopic(
                                     name=t,

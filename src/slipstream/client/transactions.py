@@ -16,6 +16,11 @@ clients sort them:
 ``TransactionCoordinatorClient`` finds the transaction coordinator
 (FindCoordinator key_type 1) and the group coordinator for
 ``send_offsets_to_transaction``, and sends requests to them, retrying what may pass.
+
+``end_transaction`` completes a transaction another process left open, given its
+transactional id, producer id and epoch (a two-phase commit: writers flush and
+hand those three to a coordinator process, which commits or aborts; the Spark
+exactly-once sink does this).
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from enum import Enum
 from typing import Any
 
 from ..protocol.api import ApiSpec
+from ..protocol.apis.end_txn import SPEC as END_TXN
+from ..protocol.apis.end_txn import EndTxnRequest
 from ..protocol.apis.find_coordinator import SPEC as FIND_COORDINATOR
 from ..protocol.apis.find_coordinator import FindCoordinatorRequest
 from ..protocol.errors import ErrorCode, KafkaError, is_retriable
@@ -268,3 +275,36 @@ class TransactionCoordinatorClient:
             if loop.time() + delay > deadline:
                 raise TimeoutError(f"{what} did not complete within {timeout_s:.1f} s")
             await asyncio.sleep(delay)
+
+
+async def end_transaction(
+    cluster: Cluster,
+    transactional_id: str,
+    producer_id: int,
+    producer_epoch: int,
+    *,
+    commit: bool,
+    timeout_s: float = 60.0,
+    backoff: Backoff | None = None,
+) -> None:
+    """EndTxn for a transaction opened (and left open, after a flush) by another producer
+    instance with this id, producer id and epoch. Retries what may pass; a retry after a
+    lost answer is safe (the coordinator answers NONE for a transaction already completed
+    the same way). Raises TransactionError: PRODUCER_FENCED / INVALID_PRODUCER_EPOCH when
+    a newer producer took the id over (its unfinished transaction was aborted then),
+    INVALID_TXN_STATE when the transaction ended the other way or has nothing in it."""
+    if not cluster.brokers:  # a fresh Cluster: the coordinator's address comes from the broker list
+        await cluster.refresh_metadata([])
+    client = TransactionCoordinatorClient(cluster, transactional_id, backoff or Backoff())
+    what = f"{'commit' if commit else 'abort'} of transaction {transactional_id!r}"
+    response = await client.call(
+        END_TXN,
+        lambda v: EndTxnRequest(
+            transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch, committed=commit
+        ),
+        lambda r: int(r.error_code),
+        what="EndTxn",
+        timeout_s=timeout_s,
+    )
+    if response.error_code:
+        raise classify(response.error_code, what)

@@ -23,7 +23,7 @@ from ..client.security import PLAINTEXT, ClientSecurity
 from ..protocol.apis.fetch import SPEC as FETCH
 from ..protocol.apis.fetch import FetchRequest, FetchRequestPartition, FetchRequestTopic
 from ..protocol.errors import ErrorCode, KafkaError
-from ..protocol.records import Record, iter_batches
+from ..protocol.records import CONTROL_ABORT, Record, iter_batches
 from .options import OffsetMap, SourceOptions, TopicPartition, describe_offsets
 
 log = logging.getLogger(__name__)
@@ -100,11 +100,12 @@ async def resolve_partitions(admin: Admin, opts: SourceOptions) -> list[TopicPar
     return sorted(tp for tp in opts.assign if tp[0] in topics and tp[1] in topics[tp[0]].leaders)
 
 
-async def log_offsets(admin: Admin, tps: list[TopicPartition], when: int) -> OffsetMap:
-    """ListOffsets for every partition; raises the first partition error."""
+async def log_offsets(admin: Admin, tps: list[TopicPartition], when: int, isolation_level: int = 0) -> OffsetMap:
+    """ListOffsets for every partition; raises the first partition error. With
+    ``isolation_level=1`` (read_committed) latest is the last stable offset."""
     if not tps:
         return {}
-    answers = await admin.log_offsets(tps, when)
+    answers = await admin.log_offsets(tps, when, isolation_level=isolation_level)
     out: OffsetMap = {}
     for tp in tps:
         value = answers.get(tp)
@@ -116,15 +117,17 @@ async def log_offsets(admin: Admin, tps: list[TopicPartition], when: int) -> Off
     return out
 
 
-async def offsets_for_times(admin: Admin, stamps: Mapping[TopicPartition, int]) -> OffsetMap:
+async def offsets_for_times(
+    admin: Admin, stamps: Mapping[TopicPartition, int], isolation_level: int = 0
+) -> OffsetMap:
     """First offset at or after each timestamp; the latest offset where no record is that new."""
     out: OffsetMap = {}
     by_ts: dict[int, list[TopicPartition]] = {}
     for tp, ts in stamps.items():
         by_ts.setdefault(ts, []).append(tp)
-    latest = await log_offsets(admin, sorted(stamps), LATEST)
+    latest = await log_offsets(admin, sorted(stamps), LATEST, isolation_level)
     for ts, tps in by_ts.items():
-        found = await log_offsets(admin, sorted(tps), ts)
+        found = await log_offsets(admin, sorted(tps), ts, isolation_level)
         for tp in tps:
             out[tp] = found[tp] if found[tp] >= 0 else latest[tp]
     return out
@@ -160,6 +163,12 @@ class RangeFetcher:
     are released when the iterator is exhausted or closed. Control records are
     skipped, gaps (compaction, transaction markers) are normal; offsets below the
     log start are data loss, handled per ``fail_on_data_loss``.
+
+    ``read_committed``: fetches with isolation level 1 (the broker answers up to the
+    last stable offset, which bounds the planned ``end``) and drops the records of
+    aborted transactions, using each answer's aborted-transactions list as Kafka's
+    consumers do: a producer's batches are aborted from the first offset the list
+    gives for it until its ABORT marker.
     """
 
     def __init__(
@@ -174,6 +183,7 @@ class RangeFetcher:
         client_id: str = "slipstream-spark",
         max_bytes: int = 8 * 1024 * 1024,
         timeout_s: float = 30.0,
+        read_committed: bool = False,
         security: ClientSecurity = PLAINTEXT,
     ) -> None:
         self.bootstrap = bootstrap
@@ -186,6 +196,7 @@ class RangeFetcher:
         self.client_id = client_id
         self.max_bytes = max_bytes
         self.timeout_s = timeout_s
+        self.read_committed = read_committed
         self.skipped = 0  # records lost to retention when failOnDataLoss=false
 
     def __iter__(self) -> Iterator[list[Record]]:
@@ -269,7 +280,17 @@ class RangeFetcher:
                 data = b"".join(bytes(b) for b in data)
             chunk: list[Record] = []
             advanced = False
+            aborted = self._aborted_of(part)
+            aborted_producers: set[int] = set()
             for header, records in iter_batches(data or b""):
+                if aborted is not None and header.producer_id >= 0:
+                    while aborted and aborted[0][0] <= header.last_offset:
+                        aborted_producers.add(aborted.pop(0)[1])
+                    if header.is_control:
+                        if records and records[0].control_type == CONTROL_ABORT:
+                            aborted_producers.discard(header.producer_id)
+                    elif header.is_transactional and header.producer_id in aborted_producers:
+                        records = []  # an aborted transaction's batch: skipped, offsets still advance
                 if header.next_offset <= pos:
                     continue
                 advanced = True
@@ -309,6 +330,13 @@ class RangeFetcher:
                     f"(high watermark {part.high_watermark}) within {self.timeout_s}s",
                 )
 
+    def _aborted_of(self, part: Any) -> list[tuple[int, int]] | None:
+        """(first offset, producer id) of the aborted transactions in a read_committed
+        answer, sorted; None when reading uncommitted."""
+        if not self.read_committed:
+            return None
+        return sorted((a.first_offset, a.producer_id) for a in part.aborted_transactions or ())
+
     async def _fetch(self, cluster: Cluster, pos: int, partition_max: int) -> Any:
         conn = await cluster.leader_connection(self.topic, self.partition)
         topic_id = cluster.topics[self.topic].topic_id
@@ -317,7 +345,7 @@ class RangeFetcher:
             max_wait_ms=100,
             min_bytes=1,
             max_bytes=max(partition_max, 1024 * 1024),
-            isolation_level=0,
+            isolation_level=1 if self.read_committed else 0,
             session_id=0,
             session_epoch=-1,
             topics=[

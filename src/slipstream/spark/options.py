@@ -21,6 +21,9 @@ Option names follow Spark's Kafka source, so a job can move to
   ``includeHeaders`` (default false, as Spark's Kafka source)
 - ``group.id`` (or ``kafka.group.id``): the consumer group that progress is
   committed to after each completed micro-batch
+- ``kafka.isolation.level``: ``read_uncommitted`` (default, as Spark's Kafka
+  source) | ``read_committed``: reads stop at the last stable offset (the first
+  offset of a transaction still open) and aborted transactions' records are dropped
 - security, as Spark passes them to Kafka: ``kafka.security.protocol``,
   ``kafka.sasl.mechanism``, ``kafka.sasl.jaas.config`` (the username and password of
   a PlainLoginModule/ScramLoginModule line) or ``kafka.sasl.username`` /
@@ -42,6 +45,8 @@ from ..client.security import PLAINTEXT, ClientSecurity
 
 EARLIEST = -2
 LATEST = -1
+
+ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
 
 TopicPartition = tuple[str, int]
 OffsetMap = dict[TopicPartition, int]
@@ -102,6 +107,7 @@ class SourceOptions:
     client_id: str = "slipstream-spark"
     fetch_max_bytes: int = 8 * 1024 * 1024
     request_timeout_s: float = 30.0
+    isolation_level: int = 0  # 1: read_committed
     security: ClientSecurity = PLAINTEXT
 
     def matches(self, topic: str) -> bool:
@@ -217,6 +223,11 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     min_partitions = None
     if "minpartitions" in opts:
         min_partitions = _int(opts["minpartitions"], "minPartitions", 1)
+    isolation = opts.get("kafka.isolation.level", "read_uncommitted").strip().lower()
+    if isolation not in ISOLATION_LEVELS:
+        raise OptionError(
+            f"option kafka.isolation.level must be read_uncommitted or read_committed, not {isolation!r}"
+        )
     return SourceOptions(
         bootstrap=bootstrap,
         subscribe=subscribe,
@@ -233,6 +244,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         client_id=opts.get("kafka.client.id") or opts.get("client.id") or "slipstream-spark",
         fetch_max_bytes=_int(opts.get("fetch.max.bytes", str(8 * 1024 * 1024)), "fetch.max.bytes", 1024),
         request_timeout_s=_int(opts.get("kafka.request.timeout.ms", "30000"), "kafka.request.timeout.ms", 1) / 1000,
+        isolation_level=ISOLATION_LEVELS[isolation],
         security=security_of(opts),
     )
 

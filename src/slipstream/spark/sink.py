@@ -15,6 +15,14 @@ refuses fails the task with the broker's error (code and message). Options:
 ``kafka.bootstrap.servers``, ``topic``, and the producer settings
 ``kafka.compression.type``, ``kafka.linger.ms``, ``kafka.batch.size``,
 ``kafka.max.request.size``, ``kafka.delivery.timeout.ms``.
+
+``exactlyOnce=true`` (streaming writes only) writes each micro-batch in Kafka
+transactions committed by the driver, so a micro-batch replayed after a failure
+writes nothing twice (see exactly_once.py); with it, ``transactionalIdPrefix``
+(default ``slipstream-spark-<query id>``) and ``kafka.transaction.timeout.ms``
+(default 300000). The name is Spark-style camelCase like ``failOnDataLoss``; Spark's
+Kafka sink has no such mode (``kafka.transactional.id`` names one producer, and a
+sink needs one id per task, hence a prefix, as Flink's ``transactionalIdPrefix``).
 """
 
 from __future__ import annotations
@@ -44,6 +52,7 @@ from pyspark.sql.types import (
 
 from ..client.producer import AIOProducer
 from ..client.security import PLAINTEXT, ClientSecurity
+from . import exactly_once
 from .options import OptionError, bootstrap_of, security_of
 
 log = logging.getLogger(__name__)
@@ -66,6 +75,9 @@ class SinkOptions:
     max_request_size: int = 4 * 1024 * 1024
     delivery_timeout_ms: float = 120_000.0
     client_id: str = "slipstream-spark-writer"
+    exactly_once: bool = False
+    transactional_id_prefix: str | None = None
+    transaction_timeout_ms: int = 300_000
     security: ClientSecurity = PLAINTEXT
 
 
@@ -78,8 +90,13 @@ def _check_type(schema: StructType, name: str, allowed: tuple[type, ...], what: 
     return True
 
 
-def parse_sink_options(options: Mapping[str, str], schema: StructType) -> SinkOptions:
+def parse_sink_options(options: Mapping[str, str], schema: StructType, *, streaming: bool = True) -> SinkOptions:
     opts = {str(k).lower(): str(v) for k, v in options.items() if v is not None}
+    exactly = opts.get("exactlyonce", "false").strip().lower()
+    if exactly not in ("true", "false"):
+        raise OptionError(f"option exactlyOnce must be true or false, not {exactly!r}")
+    if exactly == "true" and not streaming:
+        raise OptionError("exactlyOnce=true is for streaming writes (writeStream); a batch write has no batch id")
     bootstrap = bootstrap_of(opts)
     if not _check_type(schema, "value", _KEY_TYPES, "binary or string"):
         raise OptionError(
@@ -131,6 +148,9 @@ def parse_sink_options(options: Mapping[str, str], schema: StructType) -> SinkOp
         max_request_size=int(num("kafka.max.request.size", 4 * 1024 * 1024)),
         delivery_timeout_ms=num("kafka.delivery.timeout.ms", 120_000.0),
         client_id=opts.get("kafka.client.id", "slipstream-spark-writer"),
+        exactly_once=exactly == "true",
+        transactional_id_prefix=opts.get("transactionalidprefix") or None,
+        transaction_timeout_ms=int(num("kafka.transaction.timeout.ms", 300_000)),
         security=security_of(opts),
     )
 
@@ -163,6 +183,40 @@ def _headers(value: Any) -> list[tuple[str, bytes | None]] | None:
     return out
 
 
+async def produce_rows(
+    producer: AIOProducer, opts: SinkOptions, batches: Iterator[pa.RecordBatch]
+) -> tuple[int, dict[str, set[int]]]:
+    """Send every row of ``batches`` through ``producer`` and flush; raises the first
+    delivery error. Returns the number of records and the partitions written per topic."""
+    records = 0
+    pending: list[asyncio.Future[Any]] = []
+    written: dict[str, set[int]] = {}
+    for batch in batches:
+        values = _column(batch, "value") or []
+        keys = _column(batch, "key") if opts.has_key else None
+        topics = _column(batch, "topic") if opts.has_topic and opts.topic is None else None
+        partitions = _column(batch, "partition") if opts.has_partition else None
+        headers = _column(batch, "headers") if opts.has_headers else None
+        for i, value in enumerate(values):
+            topic = opts.topic if topics is None else topics[i]
+            if topic is None:
+                raise ValueError("a row has a null 'topic' and no topic option is set")
+            fut = await producer.send(
+                topic,
+                value,
+                key=None if keys is None else keys[i],
+                headers=None if headers is None else _headers(headers[i]),
+                partition=None if partitions is None else partitions[i],
+            )
+            pending.append(fut)
+        records += len(values)
+        if len(pending) >= 50_000:
+            pending = _check(pending, written, wait=False)
+    await producer.flush()
+    _check(pending, written, wait=True)
+    return records, written
+
+
 async def _write(opts: SinkOptions, batches: Iterator[pa.RecordBatch]) -> SlipstreamCommitMessage:
     producer = AIOProducer(
         opts.bootstrap,
@@ -177,33 +231,8 @@ async def _write(opts: SinkOptions, batches: Iterator[pa.RecordBatch]) -> Slipst
         **dataclasses.asdict(opts.security),
     )
     await producer.start()
-    records = 0
-    pending: list[asyncio.Future[Any]] = []
-    written: dict[str, set[int]] = {}
     try:
-        for batch in batches:
-            values = _column(batch, "value") or []
-            keys = _column(batch, "key") if opts.has_key else None
-            topics = _column(batch, "topic") if opts.has_topic and opts.topic is None else None
-            partitions = _column(batch, "partition") if opts.has_partition else None
-            headers = _column(batch, "headers") if opts.has_headers else None
-            for i, value in enumerate(values):
-                topic = opts.topic if topics is None else topics[i]
-                if topic is None:
-                    raise ValueError("a row has a null 'topic' and no topic option is set")
-                fut = await producer.send(
-                    topic,
-                    value,
-                    key=None if keys is None else keys[i],
-                    headers=None if headers is None else _headers(headers[i]),
-                    partition=None if partitions is None else partitions[i],
-                )
-                pending.append(fut)
-            records += len(values)
-            if len(pending) >= 50_000:
-                pending = _check(pending, written, wait=False)
-        await producer.flush()
-        _check(pending, written, wait=True)
+        records, written = await produce_rows(producer, opts, batches)
     finally:
         await producer.close()
     return SlipstreamCommitMessage(records, {t: sorted(ps) for t, ps in written.items()})
@@ -257,12 +286,27 @@ class SlipstreamStreamWriter(DataSourceStreamArrowWriter):
         self.opts = opts
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        if self.opts.exactly_once:
+            transactional_id, batch_id = exactly_once.task_identity(self.opts.transactional_id_prefix)
+            loop = asyncio.new_event_loop()
+            try:
+                return loop.run_until_complete(
+                    exactly_once.write_transaction(self.opts, transactional_id, batch_id, iterator)
+                )
+            finally:
+                loop.close()
         return write_batches(self.opts, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if self.opts.exactly_once:
+            exactly_once.commit_batch(self.opts, list(messages), batchId)
+            return
         total = sum(m.records for m in messages if isinstance(m, SlipstreamCommitMessage))
         log.info("slipstream sink: batch %d wrote %d records", batchId, total)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if self.opts.exactly_once:
+            exactly_once.abort_batch(self.opts, list(messages), batchId)
+            return
         total = sum(m.records for m in messages if isinstance(m, SlipstreamCommitMessage))
         log.warning("slipstream sink: batch %d aborted after %d records were written", batchId, total)

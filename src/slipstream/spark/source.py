@@ -86,7 +86,7 @@ class OffsetRangePartition(InputPartition):
 
     def __init__(
         self, bootstrap: str, r: OffsetRange, *, fail_on_data_loss: bool, client_id: str, max_bytes: int,
-        timeout_s: float, security: ClientSecurity = PLAINTEXT,
+        timeout_s: float, read_committed: bool = False, security: ClientSecurity = PLAINTEXT,
     ) -> None:
         super().__init__((r.topic, r.partition, r.start, r.end))
         self.bootstrap = bootstrap
@@ -99,6 +99,7 @@ class OffsetRangePartition(InputPartition):
         self.client_id = client_id
         self.max_bytes = max_bytes
         self.timeout_s = timeout_s
+        self.read_committed = read_committed
 
     def __repr__(self) -> str:
         return f"OffsetRangePartition({self.topic}-{self.partition} [{self.start}, {self.end}))"
@@ -109,6 +110,7 @@ def _make_partitions(opts: SourceOptions, ranges: list[OffsetRange]) -> list[Off
         OffsetRangePartition(
             opts.bootstrap, r, fail_on_data_loss=opts.fail_on_data_loss, client_id=opts.client_id,
             max_bytes=opts.fetch_max_bytes, timeout_s=opts.request_timeout_s, security=opts.security,
+            read_committed=opts.isolation_level == 1,
         )
         for r in ranges
     ]
@@ -157,6 +159,7 @@ def read_partition(partition: InputPartition, schema: StructType, include_header
         client_id=partition.client_id,
         max_bytes=partition.max_bytes,
         timeout_s=partition.timeout_s,
+        read_committed=partition.read_committed,
         security=partition.security,
     )
     for chunk in fetcher:
@@ -175,7 +178,7 @@ async def _resolve_spec(
     if spec.kind == "earliest":
         return await kafka_io.log_offsets(admin, tps, EARLIEST)
     if spec.kind == "latest":
-        return await kafka_io.log_offsets(admin, tps, LATEST)
+        return await kafka_io.log_offsets(admin, tps, LATEST, opts.isolation_level)
     if spec.kind == "timestamp":
         if spec.timestamp is not None:
             stamps = dict.fromkeys(tps, spec.timestamp)
@@ -186,7 +189,7 @@ async def _resolve_spec(
                     f"OffsetsByTimestamp has no timestamp for {', '.join(f'{t}-{p}' for t, p in missing)}"
                 )
             stamps = {tp: spec.timestamps[tp] for tp in tps}
-        return await kafka_io.offsets_for_times(admin, stamps)
+        return await kafka_io.offsets_for_times(admin, stamps, opts.isolation_level)
     fallback = EARLIEST if spec.fallback == "earliest" else LATEST
     given: OffsetMap = {}
     if spec.kind == "group":
@@ -205,7 +208,7 @@ async def _resolve_spec(
             needs.setdefault(o, []).append(tp)
     out = {tp: o for tp, o in given.items() if o >= 0}
     for when, group in needs.items():
-        out.update(await kafka_io.log_offsets(admin, sorted(group), when))
+        out.update(await kafka_io.log_offsets(admin, sorted(group), when, opts.isolation_level))
     return {tp: out[tp] for tp in tps}
 
 
@@ -292,7 +295,7 @@ class SlipstreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def prepareForTriggerAvailableNow(self) -> None:
         async def latest(admin: Admin) -> OffsetMap:
             tps = await kafka_io.resolve_partitions(admin, self.opts)
-            return await kafka_io.log_offsets(admin, tps, LATEST)
+            return await kafka_io.log_offsets(admin, tps, LATEST, self.opts.isolation_level)
 
         self._target = self._run(latest)
         log.info("slipstream source: availableNow target %s", offsets_to_dict(self._target or {}))
@@ -307,7 +310,7 @@ class SlipstreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
         async def current(admin: Admin) -> tuple[list[TopicPartition], OffsetMap, OffsetMap]:
             tps = await kafka_io.resolve_partitions(admin, opts)
-            latest = await kafka_io.log_offsets(admin, tps, LATEST)
+            latest = await kafka_io.log_offsets(admin, tps, LATEST, opts.isolation_level)
             new = [tp for tp in tps if tp not in begin]
             earliest = await kafka_io.log_offsets(admin, new, EARLIEST)
             return tps, latest, earliest
@@ -433,7 +436,7 @@ class SlipstreamDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from .sink import SlipstreamWriter, parse_sink_options
 
-        return SlipstreamWriter(parse_sink_options(self.options, schema))
+        return SlipstreamWriter(parse_sink_options(self.options, schema, streaming=False))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         from .sink import SlipstreamStreamWriter, parse_sink_options

@@ -12,6 +12,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from slipstream.broker.broker import Broker
+from slipstream.client.cluster import Cluster
 from slipstream.client.consumer import Consumer as SlipConsumer
 from slipstream.client.producer import AIOProducer, Producer
 from slipstream.client.transactions import (
@@ -19,6 +20,7 @@ from slipstream.client.transactions import (
     TransactionError,
     TransactionStateError,
     TxnState,
+    end_transaction,
 )
 from slipstream.protocol.errors import ErrorCode
 from slipstream.protocol.records import iter_batches
@@ -157,6 +159,45 @@ async def test_new_instance_fences_the_old_one() -> None:
             old.begin_transaction()
         await old.close()
         assert await asyncio.to_thread(read_committed, broker.bootstrap_servers, topic, 1) == ["fresh"]
+
+
+async def _leave_open(bootstrap: str, tid: str, topic: str, value: bytes) -> tuple[int, int]:
+    """A producer that writes ``value`` in a transaction, flushes and closes without ending it."""
+    producer = await AIOProducer(bootstrap, transactional_id=tid, linger_ms=1).start()
+    try:
+        await producer.init_transactions()
+        producer.begin_transaction()
+        await producer.send(topic, value)
+        await producer.flush()
+        return producer.producer_id, producer.producer_epoch
+    finally:
+        await producer.close()
+
+
+async def test_end_transaction_completes_a_transaction_left_open() -> None:
+    async with Broker(storage="memory", port=0) as broker:
+        topic = _topic(broker, 1)
+        bootstrap = broker.bootstrap_servers
+        pid, epoch = await _leave_open(bootstrap, "tx-2pc", topic, b"kept")
+        cluster = Cluster(bootstrap)  # fresh: no metadata yet
+        try:
+            await end_transaction(cluster, "tx-2pc", pid, epoch, commit=True)
+            await end_transaction(cluster, "tx-2pc", pid, epoch, commit=True)  # a retry is harmless
+            with pytest.raises(TransactionError) as wrong_way:
+                await end_transaction(cluster, "tx-2pc", pid, epoch, commit=False)
+            assert wrong_way.value.code == ErrorCode.INVALID_TXN_STATE
+
+            pid, epoch = await _leave_open(bootstrap, "tx-2pc", topic, b"dropped")
+            await end_transaction(cluster, "tx-2pc", pid, epoch, commit=False)
+
+            pid, epoch = await _leave_open(bootstrap, "tx-2pc", topic, b"fenced")
+            await _leave_open(bootstrap, "tx-2pc", topic, b"newer")  # fences (and aborts) the one before
+            with pytest.raises(TransactionError) as fenced:
+                await end_transaction(cluster, "tx-2pc", pid, epoch, commit=True)
+            assert fenced.value.fatal
+        finally:
+            await cluster.close()
+        assert await asyncio.to_thread(read_committed, bootstrap, topic, 1) == ["kept"]
 
 
 def test_blocking_producer_with_offsets_of_a_group() -> None:
