@@ -43,7 +43,6 @@ from ..coordinator import (
 from ..coordinator.config import DEFAULT_RECONCILING_HEARTBEAT_INTERVAL_MS
 from ..coordinator.consumer_group_manager import ConsumerGroupTimeouts
 from ..coordinator.result import RequestContext as CoordinatorContext
-from ..log.api import OffsetOutOfRange
 from ..protocol.apis.consumer_group_describe import (
     ConsumerGroupDescribeRequest,
     ConsumerGroupDescribeResponse,
@@ -73,12 +72,11 @@ from ..protocol.records import (
 from ..protocol.schema import Struct
 from .group_configs import HEARTBEAT_INTERVAL
 from .offsets_batches import RecordTooLarge, encode_bounded
-from .offsets_replay import replayable_batches
+from .offsets_replay import log_batches
 from .state import BrokerState
 
 log = logging.getLogger(__name__)
 
-_LOAD_READ_BYTES = 1 << 20
 
 
 class _OrderedLock:
@@ -225,41 +223,29 @@ class GroupCoordinatorAdapter:
         async with self._lock:
             now = self.state.clock()
             for plog in topic.partitions:
-                offset = plog.log_start_offset
-                while offset < plog.log_end_offset:
-                    try:
-                        result = plog.read(offset, _LOAD_READ_BYTES)
-                    except OffsetOutOfRange:
-                        break
-                    if not result.size:
-                        break
-                    for chunk in result.chunks:
-                        for header, records in replayable_batches(chunk, max_uncompressed):
-                            if header.last_offset < offset:
-                                continue
-                            if header.is_control:
-                                # A transaction marker: the producer's pending offsets end.
-                                if records and records[0].control_type is not None:
-                                    commit = records[0].control_type == CONTROL_COMMIT
-                                    self._untrusted(
-                                        header.next_offset - 1,
-                                        self.coordinator.replay_end_transaction,
-                                        header.producer_id, commit, now, header.producer_epoch,
-                                    )
-                                replayed += 1
-                                offset = header.next_offset
-                                continue
-                            producer_id = header.producer_id if header.is_transactional else -1
-                            for record in records:
-                                if record.offset < offset or record.key is None:
-                                    continue
-                                replayed += self._untrusted(
-                                    record.offset,
-                                    self.coordinator.replay,
-                                    record.key, record.value, now, producer_id, header.producer_epoch,
-                                    record_time_ms=record.timestamp,
+                for batches in log_batches(plog, max_uncompressed):
+                    for header, records in batches:
+                        if header.is_control:
+                            # A transaction marker: the producer's pending offsets end.
+                            if records and records[0].control_type is not None:
+                                commit = records[0].control_type == CONTROL_COMMIT
+                                self._untrusted(
+                                    header.next_offset - 1,
+                                    self.coordinator.replay_end_transaction,
+                                    header.producer_id, commit, now, header.producer_epoch,
                                 )
-                            offset = header.next_offset
+                            replayed += 1
+                            continue
+                        producer_id = header.producer_id if header.is_transactional else -1
+                        for record in records:
+                            if record.key is None:
+                                continue
+                            replayed += self._untrusted(
+                                record.offset,
+                                self.coordinator.replay,
+                                record.key, record.value, now, producer_id, header.producer_epoch,
+                                record_time_ms=record.timestamp,
+                            )
                     await asyncio.sleep(0)  # let other connections be served while we load
             self.coordinator.finish_loading(self.state.clock())
         self._loaded.set()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 
+from ..log.api import OffsetOutOfRange, PartitionLog
 from ..protocol.compression import UnsupportedCompression
 from ..protocol.record_batch import (
     HEADER_SIZE,
@@ -50,3 +51,36 @@ def replayable_batches(
             )
             records = []
         yield header, records
+
+
+# Bytes read from the log per round of replay (callers yield to the event loop between rounds).
+READ_BYTES = 1 << 20
+
+
+def log_batches(
+    plog: PartitionLog, max_uncompressed: int
+) -> Iterator[list[tuple[BatchHeader, list[Record]]]]:
+    """A partition's batches from its log start, one list per read of ``READ_BYTES``.
+
+    Batches wholly below the read position are left out, and records below it (deleted
+    by DeleteRecords inside a batch) are dropped; an undecodable batch comes with no
+    records (see ``replayable_batches``).
+    """
+    offset = plog.log_start_offset
+    while offset < plog.log_end_offset:
+        try:
+            result = plog.read(offset, READ_BYTES)
+        except OffsetOutOfRange:
+            return
+        if not result.size:
+            return
+        batches: list[tuple[BatchHeader, list[Record]]] = []
+        for chunk in result.chunks:
+            for header, records in replayable_batches(chunk, max_uncompressed):
+                if header.last_offset < offset:
+                    continue
+                if records and records[0].offset < offset:
+                    records = [r for r in records if r.offset >= offset]
+                batches.append((header, records))
+                offset = header.next_offset
+        yield batches

@@ -32,18 +32,16 @@ from ..coordinator.transactions import (
     TxnConfig,
     TxnResult,
 )
-from ..log.api import OffsetOutOfRange
 from ..protocol.errors import ErrorCode
 from ..protocol.records import ProducerRecord, build_batch
 from ..protocol.schema import Struct
 from .groups import GroupCoordinatorAdapter
-from .offsets_replay import replayable_batches
+from .offsets_replay import log_batches
 from .state import BrokerState
 from .txn_markers import TxnMarker, write_txn_markers
 
 log = logging.getLogger(__name__)
 
-_LOAD_READ_BYTES = 1 << 20
 MARKER_RETRY_S = 0.1
 MARKER_RETRY_MAX_S = 2.0
 # A marker refused for one of these will never be accepted: the partition is done.
@@ -118,30 +116,23 @@ class TransactionCoordinatorAdapter:
         async with self._lock:
             now = self.state.clock()
             for plog in topic.partitions:
-                offset = plog.log_start_offset
-                while offset < plog.log_end_offset:
-                    try:
-                        result = plog.read(offset, _LOAD_READ_BYTES)
-                    except OffsetOutOfRange:
-                        break
-                    if not result.size:
-                        break
-                    for chunk in result.chunks:
-                        # Undecodable batches are skipped (offsets_replay.py), records that
-                        # do not replay are logged and skipped: the log is not trusted.
-                        for header, records in replayable_batches(chunk, max_uncompressed):
-                            for record in records:
-                                if record.offset < offset or record.key is None or header.is_control:
-                                    continue
-                                try:
-                                    self.coordinator.replay(record.key, record.value, now)
-                                except Exception as exc:
-                                    log.warning(
-                                        "skipping %s record at offset %d: %r", TRANSACTION_STATE_TOPIC, record.offset, exc
-                                    )
-                                    continue
-                                replayed += 1
-                            offset = max(offset, header.next_offset)
+                for batches in log_batches(plog, max_uncompressed):
+                    # Undecodable batches are skipped (offsets_replay.py), records that
+                    # do not replay are logged and skipped: the log is not trusted.
+                    for header, records in batches:
+                        if header.is_control:
+                            continue
+                        for record in records:
+                            if record.key is None:
+                                continue
+                            try:
+                                self.coordinator.replay(record.key, record.value, now)
+                            except Exception as exc:
+                                log.warning(
+                                    "skipping %s record at offset %d: %r", TRANSACTION_STATE_TOPIC, record.offset, exc
+                                )
+                                continue
+                            replayed += 1
                     await asyncio.sleep(0)
             # Group offsets must be loaded before their transactions' markers are replayed.
             await self.groups.loaded()
