@@ -101,8 +101,9 @@ def test_planted_bug_is_found(plant: str, protocol: str, capsys: pytest.CaptureF
 
 
 def test_a_seed_replays_identically() -> None:
-    first = simulate(5, "consumer")
-    again = simulate(5, "consumer")
+    first = simulate(5, "consumer", trace_limit=None)
+    again = simulate(5, "consumer", trace_limit=None)
+    assert first.digest and first.trace
     assert first.digest == again.digest
     assert first.events == again.events
     assert first.trace == again.trace

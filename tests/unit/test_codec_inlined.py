@@ -145,6 +145,25 @@ def test_absent_list_default_is_fresh_and_scalar_default_is_the_declared_one() -
     assert codec.decode(Mixed, wire, 1, True).items == []
 
 
+class Holder(Struct):
+    item: Item = field(Item)
+    tags: list[str] = field(Array(STRING), default=["a"])
+
+
+def test_constructor_defaults_match_field_defaults_and_are_never_shared() -> None:
+    # Struct.__init__ fills absent fields from a precomputed plan: same values as Field.default().
+    made = Mixed(s="given")
+    assert made.s == "given" and made.old == 7 and made.items == [] and made.ns == ""
+    assert all(getattr(Mixed(), f.name) == f.default() for f in Mixed.FIELDS)
+    one, two = Holder(), Holder()
+    assert one.item == Item() and one.item is not two.item
+    assert one.tags == ["a"] and one.tags is not two.tags
+    one.tags.append("b")
+    assert Holder().tags == ["a"]
+    with pytest.raises(TypeError, match="no field"):
+        Mixed(s="x", nope=1)
+
+
 @pytest.mark.parametrize("flexible", [False, True])
 def test_string_length_past_the_end_is_a_decode_error(flexible: bool) -> None:
     wire = bytearray(reference(Mixed(s="abc"), 1, flexible))

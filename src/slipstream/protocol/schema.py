@@ -20,7 +20,9 @@ names in snake_case.
 
 from __future__ import annotations
 
+import functools
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
@@ -147,6 +149,19 @@ def field(
     return Field(type_, Versions.parse(v), Versions.parse(nullable), tag, default)
 
 
+def _init_plan(f: Field) -> tuple[str, Any, Callable[[], Any] | None]:
+    """How ``Struct.__init__`` fills ``f`` when not given: the same values ``f.default()``
+    returns (immutable ones shared, lists and structs made fresh each time)."""
+    explicit = f._default
+    if explicit is not _AUTO:
+        return (f.name, None, functools.partial(list, explicit)) if isinstance(explicit, list) else (f.name, explicit, None)
+    if isinstance(f.type, Array):
+        return f.name, None, list
+    if isinstance(f.type, Primitive):
+        return f.name, f.type.default(), None
+    return f.name, None, f.type
+
+
 class Struct:
     """Base of every message and nested structure; fields come from the declarations."""
 
@@ -162,13 +177,23 @@ class Struct:
                 # Instances hold values in __dict__; the class keeps the declaration list.
                 delattr(cls, name)
         cls.FIELDS = tuple(fields)
+        cls._INIT = tuple(_init_plan(f) for f in fields)
+
+    # (name, shared immutable default, or a factory of fresh ones): what __init__ does per field.
+    _INIT: ClassVar[tuple[tuple[str, Any, Callable[[], Any] | None], ...]] = ()
 
     def __init__(self, **values: Any) -> None:
-        for f in self.FIELDS:
-            if f.name in values:
-                setattr(self, f.name, values.pop(f.name))
+        # Straight into __dict__ with precomputed defaults: messages are made on every request.
+        d = self.__dict__
+        if not values:
+            for name, const, fresh in self._INIT:
+                d[name] = const if fresh is None else fresh()
+            return
+        for name, const, fresh in self._INIT:
+            if name in values:
+                d[name] = values.pop(name)
             else:
-                setattr(self, f.name, f.default())
+                d[name] = const if fresh is None else fresh()
         if values:
             raise TypeError(f"{type(self).__name__} has no field(s) {', '.join(sorted(values))}")
 

@@ -63,8 +63,14 @@ class ConsumerGroupMember:
         return hash((self.member_id, self.member_epoch, self.state))
 
     def replace(self, **changes: object) -> ConsumerGroupMember:
-        """A copy with ``changes`` applied (Kafka's ``new Builder(member).setX(..).build()``)."""
-        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+        """A copy with ``changes`` applied (Kafka's ``new Builder(member).setX(..).build()``).
+
+        ``self`` when nothing changes (most heartbeats): members are immutable values, and a
+        copy costs a field-by-field rebuild with normalization."""
+        for name, value in changes.items():
+            if getattr(self, name) != value:
+                return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+        return self
 
     def with_epoch(self, epoch: int) -> ConsumerGroupMember:
         """Move to ``epoch``; the current epoch becomes the previous one (``updateMemberEpoch``)."""

@@ -90,6 +90,8 @@ class SimBroker:
         self.appends_fail_until = -1
         self.append_error: int = ErrorCode.KAFKA_STORAGE_ERROR
         self.failed_appends = 0
+        # Offset records appended so far: committed offsets change only with one (or a restart).
+        self.offset_writes = 0
         self._timer_event: Event | None = None
         self._conns: dict[int, _ConnState] = {}
         self._parked: dict[Pending, Origin | None] = {}
@@ -153,6 +155,8 @@ class SimBroker:
                     for record in result.records:
                         self.log.append((record.key, record.value))
                         self.coordinator.apply(record, now)
+                        if record.key[0] == 0 and record.key[1] < 2:
+                            self.offset_writes += 1  # key versions 0 and 1: an offset commit
                     if self.restart_after_append is not None:
                         # Crash before the answer leaves (answers take >= 1 ms on the wire).
                         crash = functools.partial(self.restart, *self.restart_after_append)
@@ -182,7 +186,7 @@ class SimBroker:
         state = self._conns.get(conn.id)
         if state is not None and state.busy:
             state.busy = False
-            self.queue.after(0, f"serve {conn}", lambda: self._serve_next(conn))
+            self.queue.after(0, ("serve ", conn), lambda: self._serve_next(conn))
 
     # ------------------------------------------------------------ timers
 

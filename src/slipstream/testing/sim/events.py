@@ -12,6 +12,14 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+# What an event says in the trace: a string, or parts joined only when a trace is kept
+# (formatting every label of every event costs more than many events do).
+Label = str | tuple[object, ...]
+
+
+def label_text(label: Label) -> str:
+    return label if isinstance(label, str) else "".join(map(str, label))
+
 
 @dataclass(slots=True)
 class Event:
@@ -19,12 +27,16 @@ class Event:
 
     at_ms: int
     seq: int
-    label: str
+    label: Label
     action: Callable[[], None] = field(compare=False)
     cancelled: bool = False
 
     def cancel(self) -> None:
         self.cancelled = True
+
+    @property
+    def text(self) -> str:
+        return label_text(self.label)
 
 
 class EventQueue:
@@ -33,13 +45,16 @@ class EventQueue:
         self._heap: list[tuple[int, int, Event]] = []
         self._seq = itertools.count()
 
-    def at(self, at_ms: int, label: str, action: Callable[[], None]) -> Event:
+    def at(self, at_ms: int, label: Label, action: Callable[[], None]) -> Event:
         # Never schedule into the past: a late event runs "now", after what is already due.
-        event = Event(max(at_ms, self.now_ms), next(self._seq), label, action)
-        heapq.heappush(self._heap, (event.at_ms, event.seq, event))
+        if at_ms < self.now_ms:
+            at_ms = self.now_ms
+        seq = next(self._seq)
+        event = Event(at_ms, seq, label, action)
+        heapq.heappush(self._heap, (at_ms, seq, event))
         return event
 
-    def after(self, delay_ms: int, label: str, action: Callable[[], None]) -> Event:
+    def after(self, delay_ms: int, label: Label, action: Callable[[], None]) -> Event:
         return self.at(self.now_ms + max(0, delay_ms), label, action)
 
     def next_time(self) -> int | None:

@@ -99,7 +99,7 @@ class Network:
             self.connections[conn.id] = conn
             on_connected(conn)
 
-        self.queue.after(delay, f"connect {owner}", done)
+        self.queue.after(delay, ("connect ", owner), done)
 
     # ------------------------------------------------------------ requests and responses
 
@@ -114,7 +114,7 @@ class Network:
         timeout_ms: int,
     ) -> None:
         if not conn.open:
-            self.queue.after(0, f"fail {api} {conn}", lambda: on_failure("connection closed"))
+            self.queue.after(0, ("fail ", api, " ", conn), lambda: on_failure("connection closed"))
             return
         corr = next(self._corr)
         flight = InFlight(corr, api, on_response, on_failure)
@@ -128,9 +128,9 @@ class Network:
             if broker is not None:
                 broker.receive(conn, corr, api, version, request)
 
-        conn.in_transit[corr] = self.queue.at(at, f"{api} -> broker ({conn})", deliver)
+        conn.in_transit[corr] = self.queue.at(at, (api, " -> broker (", conn, ")"), deliver)
         flight.timeout = self.queue.after(
-            timeout_ms, f"timeout {api} {conn}", lambda: self.close(conn, f"{api} timed out")
+            timeout_ms, ("timeout ", api, " ", conn), lambda: self.close(conn, f"{api} timed out")
         )
 
     def respond(self, conn: Connection, corr: int, response: Any) -> None:
@@ -150,7 +150,7 @@ class Network:
                 flight.timeout.cancel()
             flight.on_response(response)
 
-        self.queue.at(at, f"response {corr} -> {conn.owner}", deliver)
+        self.queue.at(at, ("response ", corr, " -> ", conn.owner), deliver)
 
     # ------------------------------------------------------------ failures
 
@@ -170,7 +170,7 @@ class Network:
         for flight in flights:
             if flight.timeout is not None:
                 flight.timeout.cancel()
-            self.queue.after(0, f"fail {flight.api} {conn}: {reason}", functools.partial(flight.on_failure, reason))
+            self.queue.after(0, ("fail ", flight.api, " ", conn, ": ", reason), functools.partial(flight.on_failure, reason))
         broker = self.broker
         if broker is not None:
             broker.connection_closed(conn)

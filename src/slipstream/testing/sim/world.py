@@ -100,6 +100,9 @@ class World(BrokerObserver):
         self.violations: list[Violation] = []
         self.offsets = OffsetWatch(self.group_id)
         self.fencing = CommitFencing(self.group_id)
+        # trace_limit 0: no trace at all (batch runs); a failing history is simulated
+        # again with its trace (see ``simulate``), which yields the same history.
+        self.tracing = trace_limit != 0
         self.trace: deque[str] | list[str] = [] if trace_limit is None else deque(maxlen=trace_limit)
         self._digest = hashlib.blake2b(digest_size=8)
         self._member_ids = itertools.count(1)
@@ -125,7 +128,7 @@ class World(BrokerObserver):
         )
         self._last_group: tuple[object, ...] = ()
         self._seen_activity = -1
-        self._seen_log: tuple[int, int] = (-1, -1)
+        self._seen_log: tuple[int, int, bool] = (-1, -1, False)
         self._last_held: dict[str, frozenset[tuple[str, int]]] = {}
         self._last_member_state: dict[str, str] = {}
         self._last_identity: dict[str, tuple[object, ...]] = {}
@@ -181,6 +184,8 @@ class World(BrokerObserver):
         self.note(f"!! VIOLATION {kind}: {message}")
 
     def note(self, text: str) -> None:
+        if not self.tracing:
+            return
         line = f"{self.queue.now_ms:>8} ms  {text}"
         self.trace.append(line)
         self._digest.update(line.encode())
@@ -215,7 +220,7 @@ class World(BrokerObserver):
                 if self.slots.get(slot) is None:
                     self._start_member(slot, topics)
 
-            self.queue.after(action.duration_ms, f"slot {slot} restarts", back)
+            self.queue.after(action.duration_ms, ("slot ", slot, " restarts"), back)
             self.faults_until = max(self.faults_until, now + action.duration_ms)
         elif kind == "subscribe" and member is not None:
             member.subscribe(list(action.topics))
@@ -259,7 +264,8 @@ class World(BrokerObserver):
         if isinstance(note, tuple) and note[0] == "probe":
             if response.error_code != REFUSAL[origin.api]:
                 self.mixed = True
-            self.note(f"   {origin.api} of {origin.conn.owner} (other protocol) answered {error_name(response.error_code)}")
+            if self.tracing:
+                self.note(f"   {origin.api} of {origin.conn.owner} (other protocol) answered {error_name(response.error_code)}")
             problem = check_answer(origin.api, bool(note[1]), response)
             if problem:
                 self.violate("mixed-group", problem)
@@ -327,7 +333,8 @@ class World(BrokerObserver):
             now_held = m.held()
             if self._last_held.get(m.label) != now_held:
                 self._last_held[m.label] = frozenset(now_held)
-                self.note(f"   {m.label} holds {sorted(now_held)}")
+                if self.tracing:
+                    self.note(f"   {m.label} holds {sorted(now_held)}")
                 changed = True
             if isinstance(m, ClassicMember):
                 core = m.core
@@ -338,13 +345,15 @@ class World(BrokerObserver):
                 ident: tuple[object, ...] = (st, core.member_id, core.generation_id)
                 if self._last_identity.get(m.label) != ident:
                     self._last_identity[m.label] = ident
-                    self.note(f"   {m.label} is {st} as {core.member_id or '-'} in generation {core.generation_id}")
+                    if self.tracing:
+                        self.note(f"   {m.label} is {st} as {core.member_id or '-'} in generation {core.generation_id}")
                     changed = True
             elif isinstance(m, ConsumerMember):
                 ident = (m.member_id, m.epoch)
                 if self._last_identity.get(m.label) != ident:
                     self._last_identity[m.label] = ident
-                    self.note(f"   {m.label} at epoch {m.epoch}")
+                    if self.tracing:
+                        self.note(f"   {m.label} at epoch {m.epoch}")
         broker = self.broker
         served = broker.activity != self._seen_activity
         group_changed = False
@@ -364,9 +373,10 @@ class World(BrokerObserver):
         if not served or not broker.up:
             return
         coordinator = broker.coordinator
-        log_mark = (broker.incarnation, len(broker.log))
+        log_mark = (broker.incarnation, broker.offset_writes, coordinator.is_group_loading(self.group_id))
         if log_mark != self._seen_log:
-            # Committed offsets change only with a record written (or a replay).
+            # Committed offsets change only with an offset record written (or a replay; the
+            # check waits for the load to finish).
             self._seen_log = log_mark
             problem = self.offsets.check(coordinator)
             if problem:
@@ -393,7 +403,8 @@ class World(BrokerObserver):
             if key[:2] != self._last_group[:2] and len(key) > 1:
                 self.coverage.group_state(str(key[0]), str(key[1]))
             self._last_group = key
-            self.note(f"   group: {' '.join(map(str, key))}")
+            if self.tracing:
+                self.note(f"   group: {' '.join(map(str, key))}")
             return True
         return False
 
@@ -410,7 +421,7 @@ class World(BrokerObserver):
 
     def run(self, steps: int, plant_name: str | None) -> History:
         for action in self.actions:
-            self.queue.at(action.at_ms, f"action {action.describe()}", functools.partial(self._do, action))
+            self.queue.at(action.at_ms, ("action ", action.describe()), functools.partial(self._do, action))
         history = History(self.seed, self.protocol, steps, plant_name, list(self.actions), profile=self.profile)
         events = 0
         same_ms, last_ms = 0, -1
@@ -440,13 +451,15 @@ class World(BrokerObserver):
             if now == last_ms:
                 same_ms += 1
                 if same_ms > STORM_LIMIT:
-                    self.violate("storm", f"more than {STORM_LIMIT} events at {now} ms (last: {event.label})")
+                    self.violate("storm", f"more than {STORM_LIMIT} events at {now} ms (last: {event.text})")
                     break
             else:
                 same_ms, last_ms = 0, now
             events += 1
-            if not event.label.endswith("tick"):
-                self.note(event.label)
+            if self.tracing:
+                text = event.text
+                if not text.endswith("tick"):
+                    self.note(text)
             try:
                 event.action()
             except Exception as exc:  # the real code raised: a finding in itself
@@ -460,7 +473,7 @@ class World(BrokerObserver):
         history.sim_ms = self.queue.now_ms
         history.trace = list(self.trace)
         history.coverage = self.coverage
-        history.digest = self._digest.hexdigest()
+        history.digest = self._digest.hexdigest() if self.tracing else ""
         return history
 
 
@@ -483,7 +496,33 @@ def simulate(
     profile: str = "default",
 ) -> History:
     """Run one history. ``keep``: indices of the drawn actions to run (None: all of them);
-    ``profile``: the workload's mix of actions (``workload.PROFILES``)."""
+    ``profile``: the workload's mix of actions (``workload.PROFILES``).
+
+    ``trace_limit``: None keeps the whole trace (and the digest) of every history; N > 0
+    the last N lines of a failing one only: the history runs without a trace, and if it
+    fails it runs again with one (same seed, same history: it is a pure function of its
+    arguments), so passing histories cost no formatting; 0 never keeps a trace."""
+    if trace_limit is not None and trace_limit > 0:
+        quick = _simulate(seed, protocol, steps, plant, keep, 0, timing, profile)
+        if quick.ok:
+            return quick
+        traced = _simulate(seed, protocol, steps, plant, keep, trace_limit, timing, profile)
+        if [v.kind for v in traced.violations] != [v.kind for v in quick.violations] or traced.events != quick.events:
+            raise AssertionError(f"seed {seed} ({protocol}) ran differently with its trace: not deterministic")
+        return traced
+    return _simulate(seed, protocol, steps, plant, keep, trace_limit, timing, profile)
+
+
+def _simulate(
+    seed: int,
+    protocol: str,
+    steps: int,
+    plant: str | None,
+    keep: list[int] | None,
+    trace_limit: int | None,
+    timing: Timing | None,
+    profile: str,
+) -> History:
     setup, actions = generate(seed, steps, timing, profile)
     if keep is not None:
         actions = [actions[i] for i in keep]

@@ -28,6 +28,14 @@ def test_member_is_immutable_and_replace_returns_a_copy() -> None:
     assert m2.member_id == "m1"
 
 
+def test_replace_with_nothing_new_is_the_same_value_and_a_change_normalizes() -> None:
+    m = ConsumerGroupMember("m1", assigned_partitions=pm({"foo": [0, 1]}))
+    assert m.replace(client_id="", assigned_partitions=pm({"foo": [0, 1]})) is m
+    changed = m.replace(assigned_partitions={tid("foo"): {2}})
+    assert changed.assigned_partitions == {tid("foo"): frozenset({2})}
+    assert isinstance(changed.assigned_partitions[tid("foo")], frozenset)
+
+
 def test_member_defaults_match_a_fresh_kafka_member() -> None:
     m = ConsumerGroupMember("m1")
     assert (m.member_epoch, m.previous_member_epoch, m.state) == (0, -1, MemberState.STABLE)
