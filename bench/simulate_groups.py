@@ -41,6 +41,27 @@ class PlantResult:
     shrunk_to: str
 
 
+class Progress:
+    """Prints how far a long run got (to stderr, flushed): it may be stopped before the end."""
+
+    def __init__(self, protocol: str, total: int, every: int) -> None:
+        self.protocol = protocol
+        self.total = total
+        self.every = max(1, every)
+        self.next_at = self.every
+
+    def __call__(self, r: BatchResult) -> None:
+        if r.histories < self.next_at and r.histories < self.total:
+            return
+        self.next_at = (r.histories // self.every + 1) * self.every
+        seeds = ", ".join(str(h.seed) for h in r.failures[:10]) or "-"
+        print(
+            f"[progress] {self.protocol}: {r.histories}/{self.total} histories in {r.seconds:.0f} s "
+            f"({r.histories_per_s:.1f}/s), {len(r.failures)} violations (seeds {seeds})",
+            file=sys.stderr, flush=True,
+        )
+
+
 def hunt(plant: str, protocol: str, start: int, budget: int, steps: int, do_shrink: bool) -> PlantResult:
     began = time.perf_counter()
     for i in range(budget):
@@ -92,6 +113,7 @@ def main() -> int:
     parser.add_argument("--trace-lines", type=int, default=0, help="with --seed: last N trace lines only")
     parser.add_argument("--quick", action="store_true", help="smoke size: 20 histories per protocol")
     parser.add_argument("--profile", choices=sorted(PROFILES), default="default", help="workload mix of actions")
+    parser.add_argument("--progress-every", type=int, default=1000, help="histories between progress lines")
     parser.add_argument("--jobs", type=int, default=default_jobs(), help="worker processes (default: up to 2)")
     args = parser.parse_args()
     # The coordinator logs planted inconsistencies loudly; the report says what matters.
@@ -115,7 +137,8 @@ def main() -> int:
     for protocol in protocols:
         print(f"running {count} {protocol} histories in {args.jobs} process(es)...", file=sys.stderr)
         r = run_histories(
-            protocol, range(args.start, args.start + count), steps=args.steps, profile=args.profile, jobs=args.jobs
+            protocol, range(args.start, args.start + count), steps=args.steps, profile=args.profile, jobs=args.jobs,
+            progress=Progress(protocol, count, args.progress_every),
         )
         for h in r.failures:
             print(f"  {h.summary()}", file=sys.stderr)
@@ -127,7 +150,7 @@ def main() -> int:
         )
     for r in results:
         print(f"\n### Coverage ({r.protocol})\n")
-        print(r.coverage.render())
+        print(r.coverage.render(r.protocol))
         if r.failures:
             print(f"\n### Violations ({r.protocol})\n")
             for h in r.failures:

@@ -48,6 +48,72 @@ FIXED_REAL_BUGS: dict[tuple[str, int, str], str] = {
 }
 
 
+# What each 250-history run (per protocol and profile) must exercise at least: a change that
+# makes histories tamer fails here. The bench prints the full tables and what a run missed.
+REQUIRED_TRANSITIONS: dict[str, set[str]] = {
+    "classic": {
+        "classic-group:Empty->PreparingRebalance",
+        "classic-group:PreparingRebalance->CompletingRebalance",
+        "classic-group:PreparingRebalance->Empty",
+        "classic-group:CompletingRebalance->Stable",
+        "classic-group:CompletingRebalance->PreparingRebalance",
+        "classic-group:Stable->PreparingRebalance",
+        "classic-member:unjoined->preparing-rebalance",
+        "classic-member:preparing-rebalance->completing-rebalance",
+        "classic-member:preparing-rebalance->unjoined",
+        "classic-member:completing-rebalance->stable",
+        "classic-member:completing-rebalance->unjoined",
+        "classic-member:stable->preparing-rebalance",
+        "classic-member:stable->unjoined",
+    },
+    "consumer": {
+        "consumer-group:Empty->Stable",
+        "consumer-group:Stable->Assigning",
+        "consumer-group:Stable->Reconciling",
+        "consumer-group:Stable->Empty",
+        "consumer-group:Assigning->Reconciling",
+        "consumer-group:Assigning->Stable",
+        "consumer-group:Reconciling->Assigning",
+        "consumer-group:Reconciling->Stable",
+        "consumer-member:STABLE->UNREVOKED_PARTITIONS",
+        "consumer-member:STABLE->UNRELEASED_PARTITIONS",
+        "consumer-member:UNREVOKED_PARTITIONS->STABLE",
+        "consumer-member:UNREVOKED_PARTITIONS->UNRELEASED_PARTITIONS",
+        "consumer-member:UNRELEASED_PARTITIONS->STABLE",
+        "consumer-member:UNRELEASED_PARTITIONS->UNREVOKED_PARTITIONS",
+        "consumer-client:unjoined->joining",
+        "consumer-client:joining->member",
+        "consumer-client:member->fenced",
+        "consumer-client:fenced->joining",
+        "consumer-client:member->unjoined",
+    },
+}
+REQUIRED_ERRORS: dict[str, set[str]] = {
+    "classic": {
+        "JoinGroup:MEMBER_ID_REQUIRED",
+        "JoinGroup:UNKNOWN_MEMBER_ID",
+        "JoinGroup:REBALANCE_IN_PROGRESS",
+        "JoinGroup:COORDINATOR_LOAD_IN_PROGRESS",
+        "SyncGroup:REBALANCE_IN_PROGRESS",
+        "SyncGroup:UNKNOWN_MEMBER_ID",
+        "SyncGroup:NOT_COORDINATOR",
+        "Heartbeat:REBALANCE_IN_PROGRESS",
+        "Heartbeat:UNKNOWN_MEMBER_ID",
+        "OffsetCommit:NOT_COORDINATOR",
+        "OffsetCommit:UNKNOWN_MEMBER_ID",
+    },
+    "consumer": {
+        "ConsumerGroupHeartbeat:COORDINATOR_LOAD_IN_PROGRESS",
+        "ConsumerGroupHeartbeat:NOT_COORDINATOR",
+        "ConsumerGroupHeartbeat:UNKNOWN_MEMBER_ID",
+        "ConsumerGroupHeartbeat:UNRELEASED_INSTANCE_ID",
+        "OffsetCommit:NOT_COORDINATOR",
+        "OffsetCommit:STALE_MEMBER_EPOCH",
+        "OffsetCommit:UNKNOWN_MEMBER_ID",
+    },
+}
+
+
 @pytest.fixture(autouse=True)
 def _quiet_coordinator_logs() -> Iterator[None]:
     # Planted bugs make the coordinator log errors by design; keep the output readable.
@@ -69,9 +135,13 @@ def test_histories_hold_every_invariant(protocol: str, profile: str, capsys: pyt
     with capsys.disabled():
         print(
             f"\n[sim] {protocol} ({profile}): {result.histories} histories, {len(result.failures)} violations, "
-            f"{result.histories_per_s:.1f} histories/s\n{result.coverage.render()}"
+            f"{result.histories_per_s:.1f} histories/s\n{result.coverage.render(protocol)}"
         )
     assert not result.failures, "\n\n".join(h.render(last=80) for h in result.failures[:2])
+    coverage = result.coverage
+    assert not REQUIRED_TRANSITIONS[protocol] - set(coverage.transitions), "transitions no longer exercised"
+    assert not REQUIRED_ERRORS[protocol] - set(coverage.errors), "error codes no longer exercised"
+    assert not coverage.unlisted_transitions(protocol), "a transition outside the tables (coverage.TRANSITIONS)"
 
 
 def test_fixed_real_bugs_stay_fixed() -> None:

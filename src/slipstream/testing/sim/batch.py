@@ -11,7 +11,7 @@ import logging
 import multiprocessing
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
@@ -75,8 +75,10 @@ def run_histories(
     steps: int = DEFAULT_STEPS,
     profile: str = "default",
     jobs: int = 1,
+    progress: Callable[[BatchResult], None] | None = None,
 ) -> BatchResult:
-    """Simulate every seed; ``jobs`` > 1 runs them in that many worker processes."""
+    """Simulate every seed; ``jobs`` > 1 runs them in that many worker processes.
+    ``progress`` hears the result so far after every chunk of seeds (in seed order)."""
     ordered: Sequence[int] = list(seeds)
     tasks = [
         _Task(protocol, tuple(ordered[i : i + CHUNK]), steps, profile) for i in range(0, len(ordered), CHUNK)
@@ -85,19 +87,27 @@ def run_histories(
     began = time.perf_counter()
     if jobs <= 1 or len(tasks) <= 1:
         outcomes = map(_run, tasks)
-        _collect(result, outcomes)
+        _collect(result, outcomes, began, progress)
     else:
         # spawn: the workers start clean (no inherited event loop, threads or patches).
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_quiet) as pool:
-            _collect(result, pool.map(_run, tasks))
+            _collect(result, pool.map(_run, tasks), began, progress)
     result.seconds = time.perf_counter() - began
     return result
 
 
-def _collect(result: BatchResult, outcomes: Iterable[tuple[int, int, Coverage, list[History]]]) -> None:
+def _collect(
+    result: BatchResult,
+    outcomes: Iterable[tuple[int, int, Coverage, list[History]]],
+    began: float,
+    progress: Callable[[BatchResult], None] | None,
+) -> None:
     for count, events, coverage, failures in outcomes:
         result.histories += count
         result.events += events
         result.coverage.merge(coverage)
         result.failures.extend(failures)
+        if progress is not None:
+            result.seconds = time.perf_counter() - began
+            progress(result)

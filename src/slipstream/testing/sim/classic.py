@@ -220,7 +220,6 @@ class ClassicMember(SimMember):
         if self.closing:
             return
         core = self.core
-        self.world.coverage.error("JoinGroup", response.error_code)
         outcome = core.on_join_response(response, sent_member, self.now / 1000.0)
         self._hb_wake()
         if not self._check(outcome):
@@ -242,7 +241,6 @@ class ClassicMember(SimMember):
         if self.closing:
             return
         core = self.core
-        self.world.coverage.error("SyncGroup", response.error_code)
         outcome, assigned = core.on_sync_response(response, sent)
         if not self._check(outcome):
             return
@@ -353,7 +351,6 @@ class ClassicMember(SimMember):
     def _on_heartbeat(self, response: Any, sent: tuple[int, str]) -> None:
         if self.closing:
             return
-        self.world.coverage.error("Heartbeat", response.error_code)
         outcome = self.core.on_heartbeat_response(response, sent, self.now / 1000.0)
         if outcome.action is Action.REDISCOVER:
             self.locator.mark_unknown(outcome.reason)

@@ -200,7 +200,6 @@ class ConsumerMember(SimMember):
     def _on_response(self, response: Any, token: int) -> None:
         if self.closing:
             return
-        self.world.coverage.error("ConsumerGroupHeartbeat", response.error_code)
         outcome = self.core.on_heartbeat_response(response, token, self.now / 1000.0)
         self._act(outcome)
         if not self.gone:

@@ -256,7 +256,6 @@ class SimMember:
         def on_response(response: Any) -> None:
             group = response.groups[0]
             if group.error_code:
-                self.world.coverage.error("OffsetFetch", group.error_code)
                 retry("error")
                 return
             committed = {(t.name, p.partition_index): p.committed_offset for t in group.topics for p in t.partitions}
@@ -338,7 +337,6 @@ class SimMember:
             for t in response.topics:
                 for p in t.partitions:
                     if p.error_code:
-                        self.world.coverage.error("OffsetCommit", p.error_code)
                         self.on_commit_error(p.error_code, creds)
                         return
 

@@ -9,22 +9,25 @@ waits (bounded) for the group to become quiet.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import itertools
 import random
 import traceback
 from collections import deque
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ...coordinator import CoordinatorConfig, GroupCoordinator, ManualTimer
+from ...coordinator import CoordinatorConfig, GroupCoordinator, GroupState, ManualTimer
+from ...coordinator.group import ClassicGroup
 from ...protocol.errors import ErrorCode
 from ...protocol.errors import name as error_name
 from .broker import BrokerObserver, Origin, SimBroker
 from .classic import ClassicMember
 from .consumer import ConsumerMember
-from .coverage import Coverage
+from .coverage import API_NAMES, Coverage
 from .diagnosis import diagnose
 from .events import EventQueue
 from .history import History
@@ -270,6 +273,9 @@ class World(BrokerObserver):
             if problem:
                 self.violate("mixed-group", problem)
             return
+        api_name = API_NAMES.get(origin.api, origin.api)
+        for code in _answer_codes(origin.api, response):
+            self.coverage.error(api_name, code)
         if append_error and not getattr(response, "error_code", 0):
             # Success answered for a change the log refused: remembered for the diagnosis.
             self.acked_unwritten.append(f"{origin.api} from {origin.conn.owner} at {self.queue.now_ms} ms")
@@ -339,9 +345,12 @@ class World(BrokerObserver):
             if isinstance(m, ClassicMember):
                 core = m.core
                 st = core.state.value
-                if self._last_member_state.get(m.label) != st:
+                before = self._last_member_state.get(m.label)
+                if before != st:
                     self._last_member_state[m.label] = st
                     self.coverage.member_state("classic", st)
+                    if before is not None:
+                        self.coverage.transition("classic-member", before, st)
                 ident: tuple[object, ...] = (st, core.member_id, core.generation_id)
                 if self._last_identity.get(m.label) != ident:
                     self._last_identity[m.label] = ident
@@ -349,6 +358,12 @@ class World(BrokerObserver):
                         self.note(f"   {m.label} is {st} as {core.member_id or '-'} in generation {core.generation_id}")
                     changed = True
             elif isinstance(m, ConsumerMember):
+                phase = m.core.phase.value
+                # A core starts unjoined (and joins within the step that starts it).
+                before = self._last_member_state.get(m.label, "unjoined")
+                if before != phase:
+                    self._last_member_state[m.label] = phase
+                    self.coverage.transition("consumer-client", before, phase)
                 ident = (m.member_id, m.epoch)
                 if self._last_identity.get(m.label) != ident:
                     self._last_identity[m.label] = ident
@@ -394,14 +409,19 @@ class World(BrokerObserver):
             key = ("consumer", group.state.value, group.group_epoch, group.target_assignment_epoch, len(group.members))
             for m in group.members.values():
                 name = f"cg:{m.member_id}"
-                if self._last_member_state.get(name) != m.state.name:
+                before = self._last_member_state.get(name)
+                if before != m.state.name:
                     self._last_member_state[name] = m.state.name
                     self.coverage.member_state("coordinator", m.state.name)
+                    if before is not None:
+                        self.coverage.transition("consumer-member", before, m.state.name)
         else:
             key = ("none",)
         if key != self._last_group:
             if key[:2] != self._last_group[:2] and len(key) > 1:
                 self.coverage.group_state(str(key[0]), str(key[1]))
+                if key[0] == "consumer" and self._last_group[:1] == ("consumer",):
+                    self.coverage.transition("consumer-group", self._last_group[1], key[1])
             self._last_group = key
             if self.tracing:
                 self.note(f"   group: {' '.join(map(str, key))}")
@@ -420,6 +440,29 @@ class World(BrokerObserver):
     # ------------------------------------------------------------ running
 
     def run(self, steps: int, plant_name: str | None) -> History:
+        with self._watching_classic_transitions():
+            return self._run(steps, plant_name)
+
+    @contextlib.contextmanager
+    def _watching_classic_transitions(self) -> Iterator[None]:
+        """Count every classic group transition as the coordinator takes it (between steps
+        a group may pass through a state unseen). Observation only: the method still runs,
+        and still raises on a move outside ``VALID_PREVIOUS_STATES``."""
+        original = ClassicGroup.transition_to
+        coverage = self.coverage
+
+        def transition_to(self: ClassicGroup, target: GroupState, now_ms: int) -> None:
+            before = self.state
+            original(self, target, now_ms)
+            coverage.transition("classic-group", before, target)
+
+        ClassicGroup.transition_to = transition_to  # type: ignore[method-assign]
+        try:
+            yield
+        finally:
+            ClassicGroup.transition_to = original  # type: ignore[method-assign]
+
+    def _run(self, steps: int, plant_name: str | None) -> History:
         for action in self.actions:
             self.queue.at(action.at_ms, ("action ", action.describe()), functools.partial(self._do, action))
         history = History(self.seed, self.protocol, steps, plant_name, list(self.actions), profile=self.profile)
@@ -475,6 +518,21 @@ class World(BrokerObserver):
         history.coverage = self.coverage
         history.digest = self._digest.hexdigest() if self.tracing else ""
         return history
+
+
+def _answer_codes(api: str, response: Any) -> Iterable[int]:
+    """The distinct error codes in one answer: top level, and per group, member or partition."""
+    codes = {getattr(response, "error_code", 0)}
+    if api == "offset_commit":
+        codes.update(p.error_code for t in response.topics for p in t.partitions)
+    elif api == "offset_fetch":
+        for g in response.groups:
+            codes.add(g.error_code)
+            codes.update(p.error_code for t in g.topics for p in t.partitions)
+    elif api == "leave_group":
+        codes.update(m.error_code for m in response.members)
+    codes.discard(0)
+    return sorted(codes)
 
 
 def generate(
