@@ -72,11 +72,13 @@ TRANSITIONS: dict[str, frozenset[Transition]] = {
         (Phase.MEMBER, Phase.UNJOINED),
         (Phase.JOINING, Phase.UNJOINED),
     ),
+    # The group's type: an empty group changes type when a member of the other protocol joins.
+    "group-type": frozenset({("classic", "consumer"), ("consumer", "classic")}),
 }
 # The machines each protocol's histories run.
 MACHINES = {
-    "classic": ("classic-group", "classic-member"),
-    "consumer": ("consumer-group", "consumer-member", "consumer-client"),
+    "classic": ("classic-group", "classic-member", "group-type"),
+    "consumer": ("consumer-group", "consumer-member", "consumer-client", "group-type"),
 }
 
 _E = ErrorCode

@@ -173,6 +173,11 @@ def durable_view(coordinator: GroupCoordinator, group_id: str) -> dict[str, Any]
         "offsets": {tp: (om.offset, om.metadata) for tp, om in sorted(coordinator.committed_offsets(group_id).items())}
     }
     classic = coordinator.group(group_id)
+    if classic is not None and classic.state is GroupState.EMPTY and classic.generation_id == 0 and not classic.members:
+        # Made by a JoinGroup that never completed a generation (a classic member's first
+        # join of an empty, possibly just converted, group): never written, as in Kafka;
+        # after a restart the group does not exist, which is the same thing.
+        classic = None
     if classic is not None and classic.state in (GroupState.STABLE, GroupState.EMPTY):
         view["classic"] = (
             classic.state.value,

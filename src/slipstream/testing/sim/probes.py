@@ -11,6 +11,7 @@ the world's group had members must be refused with exactly that error.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...coordinator import GroupCoordinator, GroupState
@@ -42,8 +43,16 @@ def group_has_members(coordinator: GroupCoordinator, group_id: str, protocol: st
     return group is not None and bool(group.members)
 
 
-def send_probe(world: World, number: int, topics: tuple[str, ...]) -> None:
+def send_probe(
+    world: World, number: int, topics: tuple[str, ...], done: Callable[[], None] | None = None
+) -> None:
+    """One member of the other protocol tries the group; ``done`` runs once it went away."""
     owner = f"{PROBE_PREFIX}{number}"
+
+    def finished(_why: object = None) -> None:
+        if done is not None:
+            done()
+
     rng = world.network.rng_for(owner)
     api = "consumer_group_heartbeat" if world.protocol == "classic" else "join_group"
 
@@ -79,15 +88,81 @@ def send_probe(world: World, number: int, topics: tuple[str, ...]) -> None:
             if api == "consumer_group_heartbeat" and code == ErrorCode.NONE:
                 # In (the group was empty and changed type): leave at once.
                 leave = ConsumerGroupHeartbeatRequest(group_id=world.group_id, member_id=owner, member_epoch=-1)
-                world.network.request(conn, api, 1, leave, lambda _r: world.network.close(conn, "probe done"),
-                                      lambda _w: None, 5_000)
+
+                def left(_r: object) -> None:
+                    world.network.close(conn, "probe done")
+                    finished()
+
+                world.network.request(conn, api, 1, leave, left, finished, 5_000)
                 return
             # A classic probe told MEMBER_ID_REQUIRED goes away: its pending id expires.
             world.network.close(conn, "probe done")
+            finished()
 
-        world.network.request(conn, api, version, request, answered, lambda _w: None, 30_000)
+        world.network.request(conn, api, version, request, answered, finished, 30_000)
 
-    world.network.connect(owner, rng, connected, lambda _w: None)
+    world.network.connect(owner, rng, connected, finished)
+
+
+# How often a conversion waits for the group to empty, and for how long at most.
+EMPTY_POLL_MS = 100
+EMPTY_WAIT_MS = 60_000
+
+
+def convert_when_empty(world: World, number: int, rejoin_after_ms: int) -> None:
+    """The ``convert`` action: every member leaves; once the coordinator's group is empty a
+    member of the other protocol joins it (the empty group changes type, its offsets stay)
+    and leaves; once the group is empty again the members come back, and it changes type
+    back.
+
+    Kafka converts an *empty* group either way (a classic JoinGroup to an empty consumer
+    group, a ConsumerGroupHeartbeat to an empty classic group). Invariants meanwhile:
+    committed offsets survive both conversions; old generations and epochs stay fenced."""
+    leavers = world.leave_all()
+    world.extend_faults(world.queue.now_ms + 2 * EMPTY_WAIT_MS + 40_000)
+    topics = tuple(sorted({t for _slot, sub in leavers for t in sub})) or ("t0",)
+
+    def rejoin() -> None:
+        world.note(f"   convert #{number}: members come back")
+        for slot, sub in leavers:
+            world.rejoin(slot, sub)
+
+    def back_later() -> None:
+        world.queue.after(rejoin_after_ms, "rejoin after convert", rejoin)
+
+    def probe() -> None:
+        world.note(f"   convert #{number}: the group is empty; a member of the other protocol joins")
+        world.coverage.action("convert:probe")
+        # Back once the probe is gone and the group is empty again (a classic probe's
+        # pending member id lingers until it expires).
+        send_probe(world, number, topics, lambda: when_empty(back_later))
+
+    def when_empty(then: Callable[[], None]) -> None:
+        started = world.queue.now_ms
+
+        def poll() -> None:
+            coordinator = world.broker.coordinator
+            ready = world.broker.up and not coordinator.is_group_loading(world.group_id)
+            if ready and group_is_empty(coordinator, world.group_id):
+                then()
+            elif world.queue.now_ms - started > EMPTY_WAIT_MS:
+                world.note(f"   convert #{number}: the group did not empty; members come back")
+                rejoin()
+            else:
+                world.queue.after(EMPTY_POLL_MS, "convert waits for an empty group", poll)
+
+        world.queue.after(EMPTY_POLL_MS, "convert waits for an empty group", poll)
+
+    when_empty(probe)
+
+
+def group_is_empty(coordinator: GroupCoordinator, group_id: str) -> bool:
+    """Empty as a conversion needs it: no members, and (classic) nobody half-joined."""
+    classic = coordinator.group(group_id)
+    if classic is not None and classic.state is not GroupState.DEAD:
+        return classic.state is GroupState.EMPTY and not classic.pending_join_members
+    group = coordinator.consumer_group(group_id)
+    return group is None or not group.members
 
 
 def check_answer(api: str, had_members: bool, response: Any) -> str | None:

@@ -28,18 +28,23 @@ KINDS = (
     "delete_topic",
     "restart_after_append",
     "foreign_join",
+    "convert",
 )
 # Relative weights of the actions after the initial joins, per workload profile. New kinds
 # come last with weight 0 in the older profiles, so their seeds draw what they always did.
 PROFILES: dict[str, tuple[int, ...]] = {
-    "default": (14, 8, 6, 6, 7, 7, 4, 4, 8, 3, 0, 0, 0, 0),
+    "default": (14, 8, 6, 6, 7, 7, 4, 4, 8, 3, 0, 0, 0, 0, 0),
     # The log refusing writes often: after_append error paths and timer writes.
-    "append-heavy": (14, 8, 6, 6, 7, 7, 4, 4, 8, 20, 0, 0, 0, 0),
+    "append-heavy": (14, 8, 6, 6, 7, 7, 4, 4, 8, 20, 0, 0, 0, 0, 0),
     # A changing cluster: topics created and deleted (subscriptions may name topics that
     # do not exist yet, patterns match them when they appear), and the coordinator
     # crashing right after an append, before its answer leaves; members of the other
     # group protocol trying the same group id.
-    "wide": (14, 8, 6, 6, 7, 7, 4, 3, 8, 3, 5, 4, 4, 5),
+    "wide": (14, 8, 6, 6, 7, 7, 4, 3, 8, 3, 5, 4, 4, 5, 0),
+    # Groups changing type: all members leave, a member of the other protocol joins the empty
+    # group (it converts) and leaves, the members come back (it converts back); plus the
+    # default mix, restarts and failing appends around the conversions.
+    "convert": (14, 8, 6, 6, 7, 7, 4, 4, 8, 3, 0, 0, 3, 3, 8),
 }
 # Names a "wide" history may create (t0..t2 exist at the start).
 WIDE_TOPICS = ("t0", "t1", "t2", "t3", "t4")
@@ -162,6 +167,10 @@ def draw_actions(seed: int, setup: Setup, steps: int, session_ms: int, profile: 
             continue
         if kind == "foreign_join":
             actions.append(Action(t, kind, topics=_subscription(rng, setup, wide), extra=len(actions)))
+            continue
+        if kind == "convert":
+            # extra: the probe's number; duration: how long the members stay away after it.
+            actions.append(Action(t, kind, duration_ms=rng.randrange(2_000), extra=len(actions)))
             continue
         if kind == "restart_after_append":
             actions.append(Action(t, kind, duration_ms=rng.randrange(3_000), extra=rng.randrange(300)))

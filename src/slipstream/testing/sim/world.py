@@ -46,7 +46,7 @@ from .invariants import (
 from .members import SimMember
 from .network import Network
 from .planted import PLANTS, Plant
-from .probes import REFUSAL, check_answer, group_has_members, send_probe
+from .probes import REFUSAL, check_answer, convert_when_empty, group_has_members, send_probe
 from .topics import Topics
 from .workload import Action, Setup, draw_actions, draw_setup
 
@@ -130,6 +130,7 @@ class World(BrokerObserver):
             None if plant is None else plant.replay_filter,
         )
         self._last_group: tuple[object, ...] = ()
+        self._last_type = "none"  # the type the group last had (classic or consumer)
         self._seen_activity = -1
         self._seen_log: tuple[int, int, bool] = (-1, -1, False)
         self._last_held: dict[str, frozenset[tuple[str, int]]] = {}
@@ -248,6 +249,26 @@ class World(BrokerObserver):
             self.faults_until = max(self.faults_until, now + action.duration_ms)
         elif kind == "disconnect" and member is not None:
             member.drop_connection()
+        elif kind == "convert":
+            convert_when_empty(self, action.extra, action.duration_ms)
+
+    def leave_all(self) -> list[tuple[int, tuple[str, ...]]]:
+        """Every live member leaves (a clean close); their slots and subscriptions."""
+        leavers = []
+        for slot, member in sorted(self.slots.items()):
+            if member is not None and not member.gone and not member.closing:
+                leavers.append((slot, member.subscription))
+                self.touch(member)
+                member.leave()
+                self.slots[slot] = None
+        return leavers
+
+    def rejoin(self, slot: int, topics: tuple[str, ...]) -> None:
+        if self.slots.get(slot) is None:
+            self._start_member(slot, topics)
+
+    def extend_faults(self, until_ms: int) -> None:
+        self.faults_until = max(self.faults_until, until_ms)
 
     # ------------------------------------------------------------ broker observer
 
@@ -422,6 +443,10 @@ class World(BrokerObserver):
                 self.coverage.group_state(str(key[0]), str(key[1]))
                 if key[0] == "consumer" and self._last_group[:1] == ("consumer",):
                     self.coverage.transition("consumer-group", self._last_group[1], key[1])
+                if key[0] != "none" and self._last_type not in ("none", key[0]):
+                    self.coverage.transition("group-type", self._last_type, key[0])
+                if key[0] != "none":
+                    self._last_type = str(key[0])
             self._last_group = key
             if self.tracing:
                 self.note(f"   group: {' '.join(map(str, key))}")
