@@ -4,7 +4,9 @@ and every planted bug must be found within its budget.
 ``make test`` runs 1,000 histories here (HISTORIES per protocol and workload profile:
 "default"; "wide" with topics created and deleted, pattern subscriptions, members of
 the other protocol trying the group, crashes right after an append; "convert" with every
-member leaving so the empty group changes type and back), spread over two
+member leaving so the empty group changes type and back; "multi" with three groups on one
+coordinator, sharing topics and the offsets partition, invariants checked per group),
+spread over two
 worker processes (each history is a pure function of its seed, so the split
 changes nothing but the time). For more, run ``python bench/simulate_groups.py
 --histories N``.
@@ -21,7 +23,7 @@ from slipstream.testing.sim import PLANTS, diagnosis, shrink, simulate
 from slipstream.testing.sim.batch import default_jobs, run_histories
 
 # Histories per protocol and workload profile: 500 per protocol, 1,000 in all.
-HISTORIES = {"default": 200, "wide": 200, "convert": 100}
+HISTORIES = {"default": 200, "wide": 200, "convert": 50, "multi": 50}
 PLANT_BUDGET = 60  # histories; bench/simulate_groups.py uses the same
 
 # Real bugs the simulator found, not fixed on this branch (fixes belong on main; see the
@@ -144,7 +146,7 @@ def test_histories_hold_every_invariant(protocol: str, profile: str, capsys: pyt
     if profile == "convert":
         # Groups change type while empty, both ways, and back.
         assert {"group-type:classic->consumer", "group-type:consumer->classic"} <= set(coverage.transitions)
-    else:
+    elif profile == "default" or profile == "wide":
         assert not REQUIRED_TRANSITIONS[protocol] - set(coverage.transitions), "transitions no longer exercised"
         assert not REQUIRED_ERRORS[protocol] - set(coverage.errors), "error codes no longer exercised"
     assert not coverage.unlisted_transitions(protocol), "a transition outside the tables (coverage.TRANSITIONS)"
@@ -174,6 +176,24 @@ def test_planted_bug_is_found(plant: str, protocol: str, capsys: pytest.CaptureF
                 print(f"\n[sim] planted {plant} ({protocol}) found after {i + 1} histories: {history.violations[0].kind}")
             return
     pytest.fail(f"planted bug {plant} ({protocol}) not found in {PLANT_BUDGET} histories")
+
+
+@pytest.mark.parametrize(
+    ("plant", "protocol"), [(name, protocol) for name, plant in PLANTS.items() for protocol in plant.protocols]
+)
+def test_planted_bug_is_found_among_several_groups(plant: str, protocol: str) -> None:
+    # The invariants hold per group: a bug in any of the three groups is found.
+    for i in range(PLANT_BUDGET):
+        if not simulate(i, protocol, plant=plant, profile="multi").ok:
+            return
+    pytest.fail(f"planted bug {plant} ({protocol}) not found among several groups in {PLANT_BUDGET} histories")
+
+
+def test_several_groups_share_one_coordinator() -> None:
+    history = simulate(3, "consumer", profile="multi", trace_limit=None)
+    assert history.ok, history.summary()
+    for group_id in ("sim-group", "sim-group-1", "sim-group-2"):
+        assert any(f"group {group_id}: consumer Stable" in line for line in history.trace), group_id
 
 
 def test_a_seed_replays_identically() -> None:

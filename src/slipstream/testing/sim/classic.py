@@ -42,7 +42,7 @@ class ClassicMember(SimMember):
         super().__init__(world, slot, incarnation, topics, instance_id)
         t = world.timing
         self.config = ConsumerConfig(
-            group_id=world.group_id,
+            group_id=world.group_of(slot),
             client_id=self.label,
             group_instance_id=instance_id,
             session_timeout_ms=t.session_ms,

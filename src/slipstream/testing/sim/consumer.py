@@ -49,7 +49,7 @@ class ConsumerMember(SimMember):
         super().__init__(world, slot, incarnation, topics, instance_id)
         t = world.timing
         self.config = ConsumerConfig(
-            group_id=world.group_id,
+            group_id=world.group_of(slot),
             client_id=self.label,
             group_protocol="consumer",
             group_instance_id=instance_id,

@@ -114,7 +114,7 @@ class SimMember:
         self.instance_id = instance_id
         self.rng = random.Random(f"{world.seed}/member/{self.label}")
         self.net_rng = world.network.rng_for(self.label)
-        self.group_id = world.group_id
+        self.group_id = world.group_of(slot)
         self.locator = Locator(self)
         self.gone = False  # crashed, closed or failed: the process is over
         self.closing = False

@@ -45,7 +45,12 @@ PROFILES: dict[str, tuple[int, ...]] = {
     # group (it converts) and leaves, the members come back (it converts back); plus the
     # default mix, restarts and failing appends around the conversions.
     "convert": (14, 8, 6, 6, 7, 7, 4, 4, 8, 3, 0, 0, 3, 3, 8),
+    # Three groups on one coordinator (see GROUPS), with the default mix.
+    "multi": (14, 8, 6, 6, 7, 7, 4, 4, 8, 3, 0, 0, 0, 0, 0),
 }
+# Groups per world, by profile (1 unless listed): members of slot s join group s % n; the
+# groups share the coordinator, the topics and the offsets partition.
+GROUPS: dict[str, int] = {"multi": 3}
 # Names a "wide" history may create (t0..t2 exist at the start).
 WIDE_TOPICS = ("t0", "t1", "t2", "t3", "t4")
 

@@ -48,7 +48,7 @@ from .network import Network
 from .planted import PLANTS, Plant
 from .probes import REFUSAL, check_answer, convert_when_empty, group_has_members, send_probe
 from .topics import Topics
-from .workload import Action, Setup, draw_actions, draw_setup
+from .workload import GROUPS, Action, Setup, draw_actions, draw_setup
 
 PROTOCOLS = ("classic", "consumer")
 # Fatal answers a correct member can get. FENCED_INSTANCE_ID: a static member whose id
@@ -75,6 +75,18 @@ class Timing:
     liveness_ms: int = 120_000
 
 
+@dataclass
+class GroupWatch:
+    """What the world tracks of one group: its invariants' memory and its last seen state."""
+
+    group_id: str
+    offsets: OffsetWatch
+    fencing: CommitFencing
+    last_key: tuple[object, ...] = ()
+    last_type: str = "none"  # the type the group last had (classic or consumer)
+    seen_log: tuple[int, int, bool] = (-1, -1, False)
+
+
 class World(BrokerObserver):
     def __init__(
         self,
@@ -85,6 +97,7 @@ class World(BrokerObserver):
         plant: Plant | None = None,
         timing: Timing | None = None,
         trace_limit: int | None = 400,
+        groups: int = 1,
     ) -> None:
         if protocol not in PROTOCOLS:
             raise ValueError(f"protocol must be one of {PROTOCOLS}")
@@ -94,15 +107,17 @@ class World(BrokerObserver):
         self.setup = setup
         self.plant = plant
         self.timing = timing or Timing()
-        self.group_id = "sim-group"
+        # Several groups share the coordinator, the topics and the offsets partition; slot s
+        # belongs to group s % groups. Probes and conversions use the first group.
+        self.group_ids = ["sim-group"] + [f"sim-group-{i}" for i in range(1, groups)]
+        self.group_id = self.group_ids[0]
+        self.watches = {g: GroupWatch(g, OffsetWatch(g), CommitFencing(g)) for g in self.group_ids}
         self.profile = "default"
         self.queue = EventQueue()
         self.network = Network(self.queue, seed)
         self.topics = Topics(dict(setup.topics))
         self.coverage = Coverage()
         self.violations: list[Violation] = []
-        self.offsets = OffsetWatch(self.group_id)
-        self.fencing = CommitFencing(self.group_id)
         # trace_limit 0: no trace at all (batch runs); a failing history is simulated
         # again with its trace (see ``simulate``), which yields the same history.
         self.tracing = trace_limit != 0
@@ -129,10 +144,7 @@ class World(BrokerObserver):
             self,
             None if plant is None else plant.replay_filter,
         )
-        self._last_group: tuple[object, ...] = ()
-        self._last_type = "none"  # the type the group last had (classic or consumer)
         self._seen_activity = -1
-        self._seen_log: tuple[int, int, bool] = (-1, -1, False)
         self._last_held: dict[str, frozenset[tuple[str, int]]] = {}
         self._last_member_state: dict[str, str] = {}
         self._last_identity: dict[str, tuple[object, ...]] = {}
@@ -156,6 +168,9 @@ class World(BrokerObserver):
         if self.plant is not None and self.plant.wrap is not None:
             self.plant.wrap(coordinator)
         return coordinator
+
+    def group_of(self, slot: int) -> str:
+        return self.group_ids[slot % len(self.group_ids)]
 
     def partition_counts(self, topics: list[str]) -> dict[str, int]:
         return {t: self.topics.counts[t] for t in topics if t in self.topics.counts}
@@ -279,9 +294,12 @@ class World(BrokerObserver):
             return ("probe", group_has_members(self.broker.coordinator, self.group_id, self.protocol))
         if api != "offset_commit":
             return None
-        self.fencing.observe(self.broker.coordinator)
+        watch = self.watches.get(request.group_id)
+        if watch is None:
+            return None
+        watch.fencing.observe(self.broker.coordinator)
         generation = request.generation_id_or_member_epoch
-        return generation >= 0 and self.fencing.is_fenced(request.member_id, generation)
+        return generation >= 0 and watch.fencing.is_fenced(request.member_id, generation)
 
     def answered(self, origin: Origin, response: Any, append_error: int) -> None:
         note = origin.note
@@ -323,10 +341,11 @@ class World(BrokerObserver):
 
     def restarted(self, old: GroupCoordinator, new: GroupCoordinator) -> None:
         self.note(f"coordinator replayed {len(self.broker.log)} records")
-        problem = compare_views(durable_view(old, self.group_id), durable_view(new, self.group_id))
-        if problem:
-            self.violate("replay", problem)
-        self.fencing.after_restart(new)
+        for watch in self.watches.values():
+            problem = compare_views(durable_view(old, watch.group_id), durable_view(new, watch.group_id))
+            if problem:
+                self.violate("replay", self._in_group(watch.group_id, problem))
+            watch.fencing.after_restart(new)
 
     # ------------------------------------------------------------ observing and checking
 
@@ -353,7 +372,7 @@ class World(BrokerObserver):
             self.members = [m for m in self.members if not m.gone]
         # Ownership can only break when what someone holds (or, classic, the generation
         # it holds it in) changed, or (consumer protocol) the coordinator's members did.
-        changed = False
+        changed: set[str] = set()  # groups whose members' holdings or identities changed
         for m in touched:
             if m.gone:
                 continue
@@ -362,7 +381,7 @@ class World(BrokerObserver):
                 self._last_held[m.label] = frozenset(now_held)
                 if self.tracing:
                     self.note(f"   {m.label} holds {sorted(now_held)}")
-                changed = True
+                changed.add(m.group_id)
             if isinstance(m, ClassicMember):
                 core = m.core
                 st = core.state.value
@@ -377,7 +396,7 @@ class World(BrokerObserver):
                     self._last_identity[m.label] = ident
                     if self.tracing:
                         self.note(f"   {m.label} is {st} as {core.member_id or '-'} in generation {core.generation_id}")
-                    changed = True
+                    changed.add(m.group_id)
             elif isinstance(m, ConsumerMember):
                 phase = m.core.phase.value
                 # A core starts unjoined (and joins within the step that starts it).
@@ -392,37 +411,43 @@ class World(BrokerObserver):
                         self.note(f"   {m.label} at epoch {m.epoch}")
         broker = self.broker
         served = broker.activity != self._seen_activity
-        group_changed = False
         if served:
             self._seen_activity = broker.activity
-            group_changed = self._observe_group(broker.coordinator)
-        if changed or (group_changed and self.protocol == "consumer"):
-            # Consumer protocol: the coordinator may also have fenced (or, replayed,
-            # restored) a holder; every such change moves the group's epoch or size.
+            for watch in self.watches.values():
+                # Consumer protocol: the coordinator may also have fenced (or, replayed,
+                # restored) a holder; every such change moves the group's epoch or size.
+                if self._observe_group(broker.coordinator, watch) and self.protocol == "consumer":
+                    changed.add(watch.group_id)
+        for group_id in sorted(changed):
+            members = self.members if len(self.group_ids) == 1 else [m for m in self.members if m.group_id == group_id]
             if self.protocol == "classic":
-                problem, zombies = classic_ownership(self.members)
+                problem, zombies = classic_ownership(members)
             else:
-                problem, zombies = consumer_ownership(self.members, broker.coordinator, self.group_id)
+                problem, zombies = consumer_ownership(members, broker.coordinator, group_id)
             self.coverage.zombie_overlaps += zombies
             if problem:
-                self.violate("ownership", problem)
+                self.violate("ownership", self._in_group(group_id, problem))
         if not served or not broker.up:
             return
         coordinator = broker.coordinator
-        log_mark = (broker.incarnation, broker.offset_writes, coordinator.is_group_loading(self.group_id))
-        if log_mark != self._seen_log:
-            # Committed offsets change only with an offset record written (or a replay; the
-            # check waits for the load to finish).
-            self._seen_log = log_mark
-            problem = self.offsets.check(coordinator)
-            if problem:
-                self.violate("offsets", problem)
-        self.fencing.observe(coordinator)
+        for watch in self.watches.values():
+            log_mark = (broker.incarnation, broker.offset_writes, coordinator.is_group_loading(watch.group_id))
+            if log_mark != watch.seen_log:
+                # Committed offsets change only with an offset record written (or a replay; the
+                # check waits for the load to finish).
+                watch.seen_log = log_mark
+                problem = watch.offsets.check(coordinator)
+                if problem:
+                    self.violate("offsets", self._in_group(watch.group_id, problem))
+            watch.fencing.observe(coordinator)
 
-    def _observe_group(self, coordinator: GroupCoordinator) -> bool:
-        """Note and cover the group's state; True when it (epoch, size, state) changed."""
-        classic = coordinator.group(self.group_id)
-        group = coordinator.consumer_group(self.group_id)
+    def _in_group(self, group_id: str, text: str) -> str:
+        return text if len(self.group_ids) == 1 else f"{group_id}: {text}"
+
+    def _observe_group(self, coordinator: GroupCoordinator, watch: GroupWatch) -> bool:
+        """Note and cover a group's state; True when it (epoch, size, state) changed."""
+        classic = coordinator.group(watch.group_id)
+        group = coordinator.consumer_group(watch.group_id)
         key: tuple[object, ...]
         if classic is not None:
             key = ("classic", classic.state.value, classic.generation_id, len(classic.members))
@@ -438,29 +463,38 @@ class World(BrokerObserver):
                         self.coverage.transition("consumer-member", before, m.state.name)
         else:
             key = ("none",)
-        if key != self._last_group:
-            if key[:2] != self._last_group[:2] and len(key) > 1:
+        last = watch.last_key
+        if key != last:
+            if key[:2] != last[:2] and len(key) > 1:
                 self.coverage.group_state(str(key[0]), str(key[1]))
-                if key[0] == "consumer" and self._last_group[:1] == ("consumer",):
-                    self.coverage.transition("consumer-group", self._last_group[1], key[1])
-                if key[0] != "none" and self._last_type not in ("none", key[0]):
-                    self.coverage.transition("group-type", self._last_type, key[0])
+                if key[0] == "consumer" and last[:1] == ("consumer",):
+                    self.coverage.transition("consumer-group", last[1], key[1])
+                if key[0] != "none" and watch.last_type not in ("none", key[0]):
+                    self.coverage.transition("group-type", watch.last_type, key[0])
                 if key[0] != "none":
-                    self._last_type = str(key[0])
-            self._last_group = key
+                    watch.last_type = str(key[0])
+            watch.last_key = key
             if self.tracing:
-                self.note(f"   group: {' '.join(map(str, key))}")
+                named = "" if len(self.group_ids) == 1 else f" {watch.group_id}"
+                self.note(f"   group{named}: {' '.join(map(str, key))}")
             return True
         return False
 
     def _quiet_problems(self) -> list[str]:
-        if not self.broker.up or self.broker.coordinator.is_group_loading(self.group_id):
+        coordinator = self.broker.coordinator
+        if not self.broker.up or any(coordinator.is_group_loading(g) for g in self.group_ids):
             return ["coordinator not serving"]
         members = live(self.members)
         if any(m.paused for m in members):
             return ["a member is paused"]
         check = classic_quiet_problems if self.protocol == "classic" else consumer_quiet_problems
-        return check(self.broker.coordinator, self.group_id, members, self.topics)
+        if len(self.group_ids) == 1:
+            return check(coordinator, self.group_id, members, self.topics)
+        problems = []
+        for group_id in self.group_ids:
+            mine = [m for m in members if m.group_id == group_id]
+            problems += [f"{group_id}: {p}" for p in check(coordinator, group_id, mine, self.topics)]
+        return problems
 
     # ------------------------------------------------------------ running
 
@@ -614,7 +648,7 @@ def _simulate(
         planted = PLANTS[plant]
         if protocol not in planted.protocols:
             raise ValueError(f"plant {plant!r} applies to {planted.protocols}, not {protocol!r}")
-    world = World(seed, protocol, actions, setup, planted, timing, trace_limit)
+    world = World(seed, protocol, actions, setup, planted, timing, trace_limit, GROUPS.get(profile, 1))
     world.profile = profile
     if planted is None:
         return world.run(steps, None)
