@@ -136,6 +136,17 @@ class SimBroker:
 
     def _carry_out(self, result: CoordinatorResult, origin: Origin | None) -> bool:
         """Carry ``result`` out; True when ``origin`` (if any) got its answer now."""
+        if (
+            origin is not None
+            and result.response is not None
+            and result.pending is None
+            and not result.records
+            and not result.completions
+            and result.after_append is None
+        ):
+            # Most requests: a plain answer, nothing written, parked or completed.
+            self._answer(origin, result.response)
+            return True
         waiting = origin
         now = self.queue.now_ms
         while True:

@@ -55,7 +55,7 @@ class EventQueue:
         return event
 
     def after(self, delay_ms: int, label: Label, action: Callable[[], None]) -> Event:
-        return self.at(self.now_ms + max(0, delay_ms), label, action)
+        return self.at(self.now_ms + delay_ms if delay_ms > 0 else self.now_ms, label, action)
 
     def next_time(self) -> int | None:
         while self._heap and self._heap[0][2].cancelled:

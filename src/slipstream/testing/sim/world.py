@@ -10,6 +10,7 @@ waits (bounded) for the group to become quiet.
 from __future__ import annotations
 
 import contextlib
+import enum
 import functools
 import hashlib
 import itertools
@@ -20,6 +21,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ...client.consumer_membership import Phase
 from ...coordinator import CoordinatorConfig, GroupCoordinator, GroupState, ManualTimer
 from ...coordinator.group import ClassicGroup
 from ...protocol.errors import ErrorCode
@@ -146,7 +148,7 @@ class World(BrokerObserver):
         )
         self._seen_activity = -1
         self._last_held: dict[str, frozenset[tuple[str, int]]] = {}
-        self._last_member_state: dict[str, str] = {}
+        self._last_member_state: dict[str, enum.Enum] = {}
         self._last_identity: dict[str, tuple[object, ...]] = {}
         self.acked_unwritten: list[str] = []
         self.mixed = False  # a member of the other protocol got into the group once
@@ -361,11 +363,15 @@ class World(BrokerObserver):
         state changes only in its own callbacks and in the world's actions, which touch it);
         coordinator-side work is skipped when the coordinator did not run."""
         touched = self._touched
-        if touched:
-            self._touched = []
-            for m in touched:
-                m.touched = False
-        if any(m.gone for m in touched):
+        broker = self.broker
+        if not touched and broker.activity == self._seen_activity:
+            return  # nobody ran and the coordinator did not: nothing to look at
+        self._touched = []
+        someone_gone = False
+        for m in touched:
+            m.touched = False
+            someone_gone = someone_gone or m.gone
+        if someone_gone:
             for m in self.members:
                 if m.gone and m.label in self._last_held and self._last_held.pop(m.label):
                     self.note(f"   {m.label} holds []")
@@ -384,24 +390,24 @@ class World(BrokerObserver):
                 changed.add(m.group_id)
             if isinstance(m, ClassicMember):
                 core = m.core
-                st = core.state.value
+                state = core.state
                 before = self._last_member_state.get(m.label)
-                if before != st:
-                    self._last_member_state[m.label] = st
-                    self.coverage.member_state("classic", st)
+                if before is not state:
+                    self._last_member_state[m.label] = state
+                    self.coverage.member_state("classic", state.value)
                     if before is not None:
-                        self.coverage.transition("classic-member", before, st)
-                ident: tuple[object, ...] = (st, core.member_id, core.generation_id)
+                        self.coverage.transition("classic-member", before, state)
+                ident: tuple[object, ...] = (state, core.member_id, core.generation_id)
                 if self._last_identity.get(m.label) != ident:
                     self._last_identity[m.label] = ident
                     if self.tracing:
-                        self.note(f"   {m.label} is {st} as {core.member_id or '-'} in generation {core.generation_id}")
+                        self.note(f"   {m.label} is {state.value} as {core.member_id or '-'} in generation {core.generation_id}")
                     changed.add(m.group_id)
             elif isinstance(m, ConsumerMember):
-                phase = m.core.phase.value
+                phase = m.core.phase
                 # A core starts unjoined (and joins within the step that starts it).
-                before = self._last_member_state.get(m.label, "unjoined")
-                if before != phase:
+                before = self._last_member_state.get(m.label, Phase.UNJOINED)
+                if before is not phase:
                     self._last_member_state[m.label] = phase
                     self.coverage.transition("consumer-client", before, phase)
                 ident = (m.member_id, m.epoch)
@@ -409,7 +415,6 @@ class World(BrokerObserver):
                     self._last_identity[m.label] = ident
                     if self.tracing:
                         self.note(f"   {m.label} at epoch {m.epoch}")
-        broker = self.broker
         served = broker.activity != self._seen_activity
         if served:
             self._seen_activity = broker.activity
@@ -454,13 +459,13 @@ class World(BrokerObserver):
         elif group is not None:
             key = ("consumer", group.state.value, group.group_epoch, group.target_assignment_epoch, len(group.members))
             for m in group.members.values():
-                name = f"cg:{m.member_id}"
+                name = "cg:" + m.member_id
                 before = self._last_member_state.get(name)
-                if before != m.state.name:
-                    self._last_member_state[name] = m.state.name
+                if before is not m.state:
+                    self._last_member_state[name] = m.state
                     self.coverage.member_state("coordinator", m.state.name)
                     if before is not None:
-                        self.coverage.transition("consumer-member", before, m.state.name)
+                        self.coverage.transition("consumer-member", before, m.state)
         else:
             key = ("none",)
         last = watch.last_key
