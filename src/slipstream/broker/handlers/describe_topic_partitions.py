@@ -34,6 +34,7 @@ from ...protocol.apis.describe_topic_partitions import (
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.primitives import ZERO_UUID
 from ..request_context import RequestContext
+from ..security.acl import Operation
 from ..topics import Topic, check_topic_name
 
 MIN_VERSION = 0
@@ -75,6 +76,11 @@ async def handle(
                 topic_name=name, partition_index=0
             )
             break
+        if not ctx.topic_allowed(Operation.DESCRIBE, name):
+            # Kafka's rule: left out of the all-topics form, refused when named.
+            if not fetch_all:
+                response.topics.append(_error_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            continue
         topic = state.topics.get(name)
         if topic is None:
             if not fetch_all:

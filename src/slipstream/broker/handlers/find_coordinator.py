@@ -3,6 +3,8 @@
 This node coordinates every group (key_type 0) and every transactional id
 (key_type 1; asking creates ``__transaction_state``, as in Kafka). Other key
 types (2, share groups) answer INVALID_REQUEST. v4+ batches keys (coordinator_keys).
+With an authorizer a key needs Describe on its group (else GROUP_AUTHORIZATION_FAILED) or
+transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED), as Kafka checks.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from ...protocol.apis.find_coordinator import (
 )
 from ...protocol.errors import ErrorCode
 from ..request_context import RequestContext
+from ..security.acl import Operation, ResourceType
 
 MIN_VERSION = 0
 MAX_VERSION = 6
@@ -37,22 +40,41 @@ async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCo
             request.coordinator_keys if ctx.api_version >= 4 else [request.key], ctx.client_host
         )
     if ctx.api_version >= 4:
-        return FindCoordinatorResponse(
-            coordinators=[
+        coordinators = []
+        for key in request.coordinator_keys:
+            denied = served and _denied(ctx, request.key_type, key)
+            if denied:
+                coordinators.append(
+                    FindCoordinatorResponseCoordinator(
+                        key=key, node_id=-1, host="", port=-1, error_code=denied, error_message=None
+                    )
+                )
+                continue
+            coordinators.append(
                 FindCoordinatorResponseCoordinator(
                     key=key, node_id=node if served else -1, host=host if served else "",
                     port=port if served else -1,
                     error_code=0 if served else ErrorCode.INVALID_REQUEST,
                     error_message=None if served else _REFUSAL,
                 )
-                for key in request.coordinator_keys
-            ]
-        )
+            )
+        return FindCoordinatorResponse(coordinators=coordinators)
+    denied = served and _denied(ctx, request.key_type, request.key)
+    if denied:
+        return FindCoordinatorResponse(error_code=denied, error_message=None, node_id=-1, host="", port=-1)
     if not served:
         return FindCoordinatorResponse(
             error_code=ErrorCode.INVALID_REQUEST, error_message=_REFUSAL, node_id=-1, host="", port=-1
         )
     return FindCoordinatorResponse(error_code=0, error_message=None, node_id=node, host=host, port=port)
+
+
+def _denied(ctx: RequestContext, key_type: int, key: str) -> int:
+    """The authorization error for the key, or 0 when Describe on it is allowed."""
+    if key_type == KEY_TYPE_TRANSACTION:
+        allowed = ctx.authorized(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key)
+        return 0 if allowed else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    return 0 if ctx.group_allowed(Operation.DESCRIBE, key) else ErrorCode.GROUP_AUTHORIZATION_FAILED
 
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "SPEC", "handle"]
