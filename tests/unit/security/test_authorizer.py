@@ -22,14 +22,14 @@ from slipstream.broker.security.authorizer import Authorizer, parse_super_users
 T, G, C, X = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER, ResourceType.TRANSACTIONAL_ID
 LIT, PRE = PatternType.LITERAL, PatternType.PREFIXED
 ALLOW, DENY = Permission.ALLOW, Permission.DENY
-O = Operation
+Op = Operation
 ALICE, BOB = "User:alice", "User:bob"
 HOST = "10.0.0.1"
 
 
 def acl(
     rtype: ResourceType = T, name: str = "orders", ptype: PatternType = LIT, principal: str = ALICE,
-    host: str = "*", op: Operation = O.READ, perm: Permission = ALLOW,
+    host: str = "*", op: Operation = Op.READ, perm: Permission = ALLOW,
 ) -> AclBinding:
     return AclBinding(rtype, name, ptype, principal, host, op, perm)
 
@@ -43,21 +43,21 @@ def may(auth: Authorizer, op: Operation, name: str = "orders", rtype: ResourceTy
 
 
 def test_no_acl_denies_by_default_and_allow_everyone_opens_it() -> None:
-    assert not may(Authorizer(), O.READ)
-    assert may(Authorizer(allow_everyone_if_no_acl_found=True), O.READ)
+    assert not may(Authorizer(), Op.READ)
+    assert may(Authorizer(allow_everyone_if_no_acl_found=True), Op.READ)
 
 
 def test_allow_everyone_only_applies_when_no_acl_names_the_resource() -> None:
     # Bob has an ACL on the topic: alice is then denied even with allow.everyone.
     auth = Authorizer(allow_everyone_if_no_acl_found=True, bindings=[acl(principal=BOB)])
-    assert not may(auth, O.READ)
-    assert may(auth, O.READ, name="other")
-    assert may(auth, O.READ, principal=BOB)
+    assert not may(auth, Op.READ)
+    assert may(auth, Op.READ, name="other")
+    assert may(auth, Op.READ, principal=BOB)
 
 
 def test_super_users_may_do_anything_even_against_deny() -> None:
-    auth = Authorizer(super_users=parse_super_users("User:admin; User:ops"), bindings=[acl(principal="User:*", op=O.ALL, perm=DENY)])
-    for op in (O.READ, O.WRITE, O.ALTER, O.CLUSTER_ACTION):
+    auth = Authorizer(super_users=parse_super_users("User:admin; User:ops"), bindings=[acl(principal="User:*", op=Op.ALL, perm=DENY)])
+    for op in (Op.READ, Op.WRITE, Op.ALTER, Op.CLUSTER_ACTION):
         assert may(auth, op, principal="User:admin")
         assert may(auth, op, principal="User:ops")
         assert not may(auth, op)
@@ -84,14 +84,14 @@ def test_super_users_may_do_anything_even_against_deny() -> None:
     ],
 )
 def test_pattern_matching(binding: AclBinding, resource: str, applies: bool) -> None:
-    assert may(Authorizer(bindings=[binding]), O.READ, name=resource) is applies
+    assert may(Authorizer(bindings=[binding]), Op.READ, name=resource) is applies
 
 
 def test_resource_types_do_not_mix() -> None:
     auth = Authorizer(bindings=[acl(rtype=G, name="orders")])
-    assert may(auth, O.READ, rtype=G)
-    assert not may(auth, O.READ, rtype=T)
-    assert not may(auth, O.READ, rtype=X)
+    assert may(auth, Op.READ, rtype=G)
+    assert not may(auth, Op.READ, rtype=T)
+    assert not may(auth, Op.READ, rtype=X)
 
 
 # ---------------------------------------------------------------- principals and hosts
@@ -111,33 +111,33 @@ def test_resource_types_do_not_mix() -> None:
 )
 def test_principal_and_host_matching(principal: str, host: str, allowed: bool) -> None:
     auth = Authorizer(bindings=[acl(principal=principal, host=host)])
-    assert may(auth, O.READ) is allowed
+    assert may(auth, Op.READ) is allowed
 
 
 # ---------------------------------------------------------------- operations
 
 
 ALL_OPS = [
-    O.READ, O.WRITE, O.CREATE, O.DELETE, O.ALTER, O.DESCRIBE, O.CLUSTER_ACTION,
-    O.DESCRIBE_CONFIGS, O.ALTER_CONFIGS, O.IDEMPOTENT_WRITE,
+    Op.READ, Op.WRITE, Op.CREATE, Op.DELETE, Op.ALTER, Op.DESCRIBE, Op.CLUSTER_ACTION,
+    Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS, Op.IDEMPOTENT_WRITE,
 ]
 IMPLIED = {
-    O.DESCRIBE: {O.READ, O.WRITE, O.DELETE, O.ALTER, O.DESCRIBE},
-    O.DESCRIBE_CONFIGS: {O.ALTER_CONFIGS, O.DESCRIBE_CONFIGS},
+    Op.DESCRIBE: {Op.READ, Op.WRITE, Op.DELETE, Op.ALTER, Op.DESCRIBE},
+    Op.DESCRIBE_CONFIGS: {Op.ALTER_CONFIGS, Op.DESCRIBE_CONFIGS},
 }
 
 
-@pytest.mark.parametrize(("granted", "asked"), list(itertools.product(ALL_OPS + [O.ALL], ALL_OPS)))
+@pytest.mark.parametrize(("granted", "asked"), list(itertools.product([*ALL_OPS, Op.ALL], ALL_OPS)))
 def test_allow_grants_its_operation_all_and_the_implied_ones(granted: Operation, asked: Operation) -> None:
     auth = Authorizer(bindings=[acl(op=granted)])
-    expected = granted in (O.ALL, asked) or granted in IMPLIED.get(asked, set())
+    expected = granted in (Op.ALL, asked) or granted in IMPLIED.get(asked, set())
     assert may(auth, asked) is expected
 
 
-@pytest.mark.parametrize(("denied", "asked"), list(itertools.product(ALL_OPS + [O.ALL], ALL_OPS)))
+@pytest.mark.parametrize(("denied", "asked"), list(itertools.product([*ALL_OPS, Op.ALL], ALL_OPS)))
 def test_deny_wins_for_its_operation_and_all_but_implies_nothing(denied: Operation, asked: Operation) -> None:
-    auth = Authorizer(bindings=[acl(op=O.ALL), acl(op=denied, perm=DENY)])
-    assert may(auth, asked) is not (denied in (O.ALL, asked))
+    auth = Authorizer(bindings=[acl(op=Op.ALL), acl(op=denied, perm=DENY)])
+    assert may(auth, asked) is not (denied in (Op.ALL, asked))
 
 
 def test_deny_anywhere_wins_over_allow_elsewhere() -> None:
@@ -148,16 +148,16 @@ def test_deny_anywhere_wins_over_allow_elsewhere() -> None:
         acl(principal="User:*", perm=DENY),
         acl(host=HOST, perm=DENY),
     ):
-        assert not may(Authorizer(bindings=[acl(), deny]), O.READ), deny
+        assert not may(Authorizer(bindings=[acl(), deny]), Op.READ), deny
     # A deny for another host or principal does not apply.
-    assert may(Authorizer(bindings=[acl(), acl(host="10.9.9.9", perm=DENY)]), O.READ)
-    assert may(Authorizer(bindings=[acl(), acl(principal=BOB, perm=DENY)]), O.READ)
+    assert may(Authorizer(bindings=[acl(), acl(host="10.9.9.9", perm=DENY)]), Op.READ)
+    assert may(Authorizer(bindings=[acl(), acl(principal=BOB, perm=DENY)]), Op.READ)
 
 
 def test_acls_on_the_resource_for_others_deny_by_default() -> None:
     auth = Authorizer(allow_everyone_if_no_acl_found=True, bindings=[acl(name="ord", ptype=PRE, principal=BOB)])
-    assert not may(auth, O.READ, name="orders")  # an ACL applies to it (for bob): not "no ACL"
-    assert may(auth, O.READ, name="payments")
+    assert not may(auth, Op.READ, name="orders")  # an ACL applies to it (for bob): not "no ACL"
+    assert may(auth, Op.READ, name="payments")
 
 
 # ---------------------------------------------------------------- the ACL set
@@ -165,7 +165,7 @@ def test_acls_on_the_resource_for_others_deny_by_default() -> None:
 
 def test_add_remove_and_matching_with_filters() -> None:
     auth = Authorizer()
-    a, b, c = acl(), acl(name="ord", ptype=PRE, op=O.WRITE), acl(rtype=G, name="g1", principal=BOB)
+    a, b, c = acl(), acl(name="ord", ptype=PRE, op=Op.WRITE), acl(rtype=G, name="g1", principal=BOB)
     assert auth.add(a) and auth.add(b) and auth.add(c)
     assert not auth.add(a)
     assert auth.bindings() == sorted([a, b, c])
@@ -176,45 +176,45 @@ def test_add_remove_and_matching_with_filters() -> None:
     assert auth.matching(make_filter(2, "orders", 2, None, None, 1, 1)) == sorted([a, b])  # MATCH
     assert auth.matching(make_filter(2, "ord", 4, None, None, 1, 1)) == [b]
     assert auth.matching(make_filter(1, None, 1, BOB, None, 1, 1)) == [c]
-    assert auth.matching(make_filter(1, None, 1, None, None, int(O.WRITE), 1)) == [b]
+    assert auth.matching(make_filter(1, None, 1, None, None, int(Op.WRITE), 1)) == [b]
     assert auth.matching(make_filter(1, None, 1, None, "*", 1, int(DENY))) == []
     assert auth.remove(b) and not auth.remove(b)
-    assert not may(auth, O.WRITE, name="orders")
+    assert not may(auth, Op.WRITE, name="orders")
     assert auth.remove(a)
-    assert not may(auth, O.READ)
+    assert not may(auth, Op.READ)
 
 
 def test_prefix_index_survives_removal_of_one_of_two_same_length_prefixes() -> None:
     auth = Authorizer(bindings=[acl(name="ab", ptype=PRE), acl(name="cd", ptype=PRE)])
     auth.remove(acl(name="ab", ptype=PRE))
-    assert may(auth, O.READ, name="cde")
-    assert not may(auth, O.READ, name="abc")
+    assert may(auth, Op.READ, name="cde")
+    assert not may(auth, Op.READ, name="abc")
 
 
 # ---------------------------------------------------------------- by resource type
 
 
 def test_authorize_any_finds_an_allowed_topic_unless_denied_over_it() -> None:
-    assert not Authorizer().authorize_any(ALICE, HOST, O.WRITE, T)
-    assert Authorizer(allow_everyone_if_no_acl_found=True).authorize_any(ALICE, HOST, O.WRITE, T)
-    assert Authorizer(bindings=[acl(op=O.WRITE)]).authorize_any(ALICE, HOST, O.WRITE, T)
-    assert Authorizer(bindings=[acl(op=O.ALL)]).authorize_any(ALICE, HOST, O.WRITE, T)
-    assert not Authorizer(bindings=[acl(op=O.READ)]).authorize_any(ALICE, HOST, O.WRITE, T)
-    assert not Authorizer(bindings=[acl(op=O.WRITE, principal=BOB)]).authorize_any(ALICE, HOST, O.WRITE, T)
-    assert not Authorizer(bindings=[acl(op=O.WRITE), acl(op=O.WRITE, perm=DENY)]).authorize_any(ALICE, HOST, O.WRITE, T)
+    assert not Authorizer().authorize_any(ALICE, HOST, Op.WRITE, T)
+    assert Authorizer(allow_everyone_if_no_acl_found=True).authorize_any(ALICE, HOST, Op.WRITE, T)
+    assert Authorizer(bindings=[acl(op=Op.WRITE)]).authorize_any(ALICE, HOST, Op.WRITE, T)
+    assert Authorizer(bindings=[acl(op=Op.ALL)]).authorize_any(ALICE, HOST, Op.WRITE, T)
+    assert not Authorizer(bindings=[acl(op=Op.READ)]).authorize_any(ALICE, HOST, Op.WRITE, T)
+    assert not Authorizer(bindings=[acl(op=Op.WRITE, principal=BOB)]).authorize_any(ALICE, HOST, Op.WRITE, T)
+    assert not Authorizer(bindings=[acl(op=Op.WRITE), acl(op=Op.WRITE, perm=DENY)]).authorize_any(ALICE, HOST, Op.WRITE, T)
     # A prefix deny covering the allowed literal, or a wildcard deny, denies.
     assert not Authorizer(
-        bindings=[acl(op=O.WRITE), acl(name="or", ptype=PRE, op=O.WRITE, perm=DENY)]
-    ).authorize_any(ALICE, HOST, O.WRITE, T)
+        bindings=[acl(op=Op.WRITE), acl(name="or", ptype=PRE, op=Op.WRITE, perm=DENY)]
+    ).authorize_any(ALICE, HOST, Op.WRITE, T)
     assert not Authorizer(
-        bindings=[acl(op=O.WRITE), acl(name="*", op=O.WRITE, perm=DENY)]
-    ).authorize_any(ALICE, HOST, O.WRITE, T)
+        bindings=[acl(op=Op.WRITE), acl(name="*", op=Op.WRITE, perm=DENY)]
+    ).authorize_any(ALICE, HOST, Op.WRITE, T)
     # A deny on another topic leaves the allowed one.
     assert Authorizer(
-        bindings=[acl(op=O.WRITE), acl(name="pay", ptype=PRE, op=O.WRITE, perm=DENY)]
-    ).authorize_any(ALICE, HOST, O.WRITE, T)
-    assert Authorizer(bindings=[acl(name="*", op=O.WRITE)]).authorize_any(ALICE, HOST, O.WRITE, T)
-    assert Authorizer(super_users={ALICE}).authorize_any(ALICE, HOST, O.WRITE, T)
+        bindings=[acl(op=Op.WRITE), acl(name="pay", ptype=PRE, op=Op.WRITE, perm=DENY)]
+    ).authorize_any(ALICE, HOST, Op.WRITE, T)
+    assert Authorizer(bindings=[acl(name="*", op=Op.WRITE)]).authorize_any(ALICE, HOST, Op.WRITE, T)
+    assert Authorizer(super_users={ALICE}).authorize_any(ALICE, HOST, Op.WRITE, T)
 
 
 # ---------------------------------------------------------------- validation
@@ -222,7 +222,7 @@ def test_authorize_any_finds_an_allowed_topic_unless_denied_over_it() -> None:
 
 def test_make_binding_accepts_what_kafka_accepts() -> None:
     b = make_binding(2, "orders", 4, "User:alice", "*", 3, 3)
-    assert b == AclBinding(T, "orders", PRE, "User:alice", "*", O.READ, ALLOW)
+    assert b == AclBinding(T, "orders", PRE, "User:alice", "*", Op.READ, ALLOW)
     assert AclBinding.from_json(b.to_json()) == b
     assert make_binding(4, "kafka-cluster", 3, "User:bob", "1.2.3.4", 7, 2).resource_type == C
 
