@@ -338,6 +338,8 @@ async def test_init_producer_id_rules(secured: Secured) -> None:
     bob = await secured.conn("bob")
     found = await bob.request(fc.SPEC, fc.FindCoordinatorRequest(key_type=1, coordinator_keys=["tx"]))
     assert found.coordinators[0].error_code == TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    # A refused lookup has no effect: __transaction_state is not created for it.
+    assert secured.broker.state is not None and secured.broker.state.topics.get("__transaction_state") is None
 
 
 async def test_write_txn_markers_needs_cluster_action(secured: Secured) -> None:
@@ -446,3 +448,35 @@ async def test_admin_apis_need_their_rights(secured: Secured) -> None:
     # Created, but its configs stay unsaid without DescribeConfigs on it.
     assert created.topics[0].error_code == 0
     assert created.topics[0].configs is None and created.topics[0].topic_config_error_code == TOPIC_AUTHORIZATION_FAILED
+
+
+async def test_topic_ids_reveal_nothing_without_describe(secured: Secured) -> None:
+    await secured.topic("orders")
+    assert secured.broker.state is not None
+    topic_id = secured.broker.state.topics.topics["orders"].topic_id
+    admin = await secured.conn("admin")
+    commit = oc.OffsetCommitRequest(group_id="g1", generation_id_or_member_epoch=-1, member_id="", topics=[
+        oc.OffsetCommitRequestTopic(name="orders", partitions=[
+            oc.OffsetCommitRequestPartition(partition_index=0, committed_offset=5, committed_metadata="m")])])
+    assert (await admin.request(oc.SPEC, commit, version=NAMED_COMMIT)).topics[0].partitions[0].error_code == 0
+    alice = await secured.conn("alice")
+    by_id = await alice.request(md.SPEC, md.MetadataRequest(topics=[md.MetadataRequestTopic(topic_id=topic_id, name=None)]))
+    assert (by_id.topics[0].error_code, by_id.topics[0].name) == (TOPIC_AUTHORIZATION_FAILED, None)
+    deleted = await alice.request(dt.SPEC, dt.DeleteTopicsRequest(
+        topics=[dt.DeleteTopicsRequestTopic(name=None, topic_id=topic_id)], timeout_ms=1000), version=6)
+    assert (deleted.responses[0].error_code, deleted.responses[0].name) == (TOPIC_AUTHORIZATION_FAILED, None)
+    request = produce_request("orders")
+    request.topic_data[0].topic_id = topic_id
+    produced = await alice.request(pr.SPEC, request, version=13)
+    assert produced.responses[0].partition_responses[0].error_code == TOPIC_AUTHORIZATION_FAILED
+    fetch = fetch_request("orders")
+    fetch.topics[0].topic_id = topic_id
+    fetched = await alice.request(fe.SPEC, fetch, version=13)
+    assert fetched.responses[0].partitions[0].error_code == TOPIC_AUTHORIZATION_FAILED
+    # OffsetFetch v10 (topics by id) with Read on the group only: the partition is refused.
+    await secured.grant(allow("User:alice", Operation.READ, G, "g1"))
+    offsets = await alice.request(of.SPEC, of.OffsetFetchRequest(groups=[of.OffsetFetchRequestGroup(
+        group_id="g1", topics=[of.OffsetFetchRequestTopics(topic_id=topic_id, partition_indexes=[0])])]), version=10)
+    part = offsets.groups[0].topics[0].partitions[0]
+    assert (part.error_code, part.committed_offset, part.metadata) == (TOPIC_AUTHORIZATION_FAILED, -1, None)
+    assert secured.broker.state.topics.get("orders") is not None

@@ -32,13 +32,14 @@ async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCo
     node = state.config.node_id
     host, port = ctx.advertised_endpoint()
     served = request.key_type in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION)
-    if request.key_type == KEY_TYPE_TRANSACTION:
+    keys = request.coordinator_keys if ctx.api_version >= 4 else [request.key]
+    # Only a key the principal may describe has effects (as in Kafka, which checks first).
+    allowed = [k for k in keys if served and not _denied(ctx, request.key_type, k)]
+    if request.key_type == KEY_TYPE_TRANSACTION and allowed:
         ctx.transactions.ensure_topic()
-    elif served:
+    elif allowed:
         # Lookups hint that members are on their way (group.initial.rebalance.delay.ms).
-        ctx.groups.note_coordinator_lookup(
-            request.coordinator_keys if ctx.api_version >= 4 else [request.key], ctx.client_host
-        )
+        ctx.groups.note_coordinator_lookup(allowed, ctx.client_host)
     if ctx.api_version >= 4:
         coordinators = []
         for key in request.coordinator_keys:
