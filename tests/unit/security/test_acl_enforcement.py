@@ -289,6 +289,14 @@ async def test_produce_needs_write_and_fetch_needs_read(secured: Secured) -> Non
     fetched = await bob.request(fe.SPEC, fetch_request("orders"), version=NAMED_FETCH)
     part = fetched.responses[0].partitions[0]
     assert part.error_code == 0 and b"secret-value" in bytes(part.records)
+    # A follower's fetch (replica id >= 0) needs ClusterAction, Read on the topic is not enough.
+    as_follower = fetch_request("orders")
+    as_follower.replica_id = 1
+    follower = (await bob.request(fe.SPEC, as_follower, version=NAMED_FETCH)).responses[0].partitions[0]
+    assert follower.error_code == TOPIC_AUTHORIZATION_FAILED and not follower.records
+    await secured.grant(allow("User:bob", Operation.CLUSTER_ACTION, C, "kafka-cluster"))
+    follower = (await bob.request(fe.SPEC, as_follower, version=NAMED_FETCH)).responses[0].partitions[0]
+    assert follower.error_code == 0
     # Read implies Describe: bob may list offsets; alice (Write) may too; nobody else.
     offsets = lo.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[lo.ListOffsetsRequestTopic(
         name="orders", partitions=[lo.ListOffsetsRequestPartition(partition_index=0, timestamp=-1)])])
@@ -480,3 +488,18 @@ async def test_topic_ids_reveal_nothing_without_describe(secured: Secured) -> No
     part = offsets.groups[0].topics[0].partitions[0]
     assert (part.error_code, part.committed_offset, part.metadata) == (TOPIC_AUTHORIZATION_FAILED, -1, None)
     assert secured.broker.state.topics.get("orders") is not None
+
+
+async def test_acls_survive_a_restart_on_postgres(postgres_url: str) -> None:
+    settings: dict[str, Any] = {**SECURED, "storage": "postgres", "database_url": postgres_url}
+    binding = allow("User:alice", Operation.WRITE, T, "pay", PatternType.PREFIXED)
+    async with (
+        Broker(port=0, **settings) as broker,
+        Admin(broker.bootstrap_for("SASL_PLAINTEXT"), **vars(sasl("admin"))) as admin,
+    ):
+        await admin.create_acls([binding])
+    async with (
+        Broker(port=0, **settings) as broker,
+        Admin(broker.bootstrap_for("SASL_PLAINTEXT"), **vars(sasl("admin"))) as admin,
+    ):
+        assert await admin.describe_acls() == [binding]
