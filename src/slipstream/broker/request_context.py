@@ -5,6 +5,7 @@ an authorizer checks)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..coordinator.result import RequestContext as CoordinatorContext
@@ -71,6 +72,15 @@ class RequestContext:
 
     def authorized_cluster(self, operation: Operation) -> bool:
         return self.authorized(operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+    def authorized_operations(self, resource_type: ResourceType, name: str, operations: Iterable[Operation]) -> int:
+        """Kafka's authorized-operations bit field: bit ``op`` set for each of ``operations``
+        the principal may do on the resource (asked only when an authorizer is configured)."""
+        field = 0
+        for op in operations:
+            if self.authorized(op, resource_type, name):
+                field |= 1 << int(op)
+        return field
 
     def authorized_any(self, operation: Operation, resource_type: ResourceType) -> bool:
         """May the principal do ``operation`` on at least one resource of the type?"""

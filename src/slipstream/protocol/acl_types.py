@@ -51,6 +51,19 @@ class Permission(IntEnum):
     ALLOW = 3
 
 
+# The operations each resource type supports (what authorized-operations fields report).
+TOPIC_OPERATIONS = (
+    Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DELETE, Operation.ALTER, Operation.DESCRIBE,
+    Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS,
+)
+GROUP_OPERATIONS = (
+    Operation.READ, Operation.DESCRIBE, Operation.DELETE, Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS,
+)
+CLUSTER_OPERATIONS = (
+    Operation.CREATE, Operation.CLUSTER_ACTION, Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS,
+    Operation.IDEMPOTENT_WRITE, Operation.ALTER, Operation.DESCRIBE,
+)
+
 WILDCARD = "*"
 WILDCARD_PRINCIPAL = "User:*"
 CLUSTER_NAME = "kafka-cluster"

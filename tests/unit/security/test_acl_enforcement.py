@@ -503,3 +503,32 @@ async def test_acls_survive_a_restart_on_postgres(postgres_url: str) -> None:
         Admin(broker.bootstrap_for("SASL_PLAINTEXT"), **vars(sasl("admin"))) as admin,
     ):
         assert await admin.describe_acls() == [binding]
+
+
+async def test_authorized_operations_are_what_the_principal_may_do(secured: Secured) -> None:
+    await secured.topic("orders")
+    await secured.grant(
+        allow("User:alice", Operation.WRITE, T, "orders"),
+        allow("User:alice", Operation.DESCRIBE_CONFIGS, T, "orders"),
+        allow("User:alice", Operation.IDEMPOTENT_WRITE, C, "kafka-cluster"),
+        allow("User:alice", Operation.DESCRIBE, C, "kafka-cluster"),
+        allow("User:alice", Operation.READ, G, "g1"),
+    )
+    alice = await secured.conn("alice")
+    bits = lambda *ops: sum(1 << int(op) for op in ops)  # noqa: E731
+    meta = await alice.request(md.SPEC, md.MetadataRequest(
+        topics=[md.MetadataRequestTopic(name="orders")], include_topic_authorized_operations=True,
+        include_cluster_authorized_operations=True), version=10)
+    # Write implies Describe.
+    assert meta.topics[0].topic_authorized_operations == bits(Operation.WRITE, Operation.DESCRIBE, Operation.DESCRIBE_CONFIGS)
+    assert meta.cluster_authorized_operations == bits(Operation.IDEMPOTENT_WRITE, Operation.DESCRIBE)
+    cluster = await alice.request(dc.SPEC, dc.DescribeClusterRequest(include_cluster_authorized_operations=True))
+    assert cluster.cluster_authorized_operations == bits(Operation.IDEMPOTENT_WRITE, Operation.DESCRIBE)
+    # (v5: a group nobody joined is described as Dead, without an error.)
+    groups = await alice.request(
+        dgr.SPEC, dgr.DescribeGroupsRequest(groups=["g1"], include_authorized_operations=True), version=5
+    )
+    assert groups.groups[0].authorized_operations == bits(Operation.READ, Operation.DESCRIBE)
+    # Without asking: "not requested".
+    plain = await alice.request(md.SPEC, md.MetadataRequest(topics=[md.MetadataRequestTopic(name="orders")]), version=10)
+    assert plain.topics[0].topic_authorized_operations == -(2**31)

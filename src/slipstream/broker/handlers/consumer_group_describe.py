@@ -16,12 +16,21 @@ from ...protocol.apis.consumer_group_describe import (
 from ...protocol.errors import ErrorCode
 from ..request_context import RequestContext
 from ..security.acl import Operation
+from .describe_groups import authorized_group_operations
 
 MIN_VERSION = 0
 MAX_VERSION = 1
 
 
 async def handle(ctx: RequestContext, request: ConsumerGroupDescribeRequest) -> ConsumerGroupDescribeResponse:
+    response = await _describe(ctx, request)
+    if ctx.authorizing:
+        for group in response.groups:
+            group.authorized_operations = authorized_group_operations(ctx, group.group_id, group.authorized_operations)
+    return response
+
+
+async def _describe(ctx: RequestContext, request: ConsumerGroupDescribeRequest) -> ConsumerGroupDescribeResponse:
     wanted = request.group_ids
     allowed = [g for g in wanted if ctx.group_allowed(Operation.DESCRIBE, g)]
     if len(allowed) == len(wanted):

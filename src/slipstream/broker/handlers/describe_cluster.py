@@ -12,6 +12,7 @@ UNSUPPORTED_ENDPOINT_TYPE, each with a message.
 
 from __future__ import annotations
 
+from ...protocol.acl_types import CLUSTER_OPERATIONS
 from ...protocol.apis.describe_cluster import (
     SPEC,
     DescribeClusterRequest,
@@ -19,7 +20,7 @@ from ...protocol.apis.describe_cluster import (
     DescribeClusterResponseBroker,
 )
 from ..request_context import RequestContext
-from ..security.acl import Operation
+from ..security.acl import CLUSTER_NAME, Operation, ResourceType
 
 MIN_VERSION = 0
 MAX_VERSION = 1
@@ -50,6 +51,10 @@ async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> Descri
         ],
         cluster_authorized_operations=OPERATIONS_NOT_PROVIDED,
     )
+    if ctx.authorizing and request.include_cluster_authorized_operations:
+        response.cluster_authorized_operations = ctx.authorized_operations(
+            ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS
+        )
     if not ctx.authorized_cluster(Operation.DESCRIBE):
         response.error_code = CLUSTER_AUTHORIZATION_FAILED
         response.error_message = "Describe on the cluster is not allowed"

@@ -4,7 +4,8 @@ One node leads every partition. Topics: null (v1+) or an empty list in v0 means
 all topics; otherwise unknown topics are auto-created when the broker allows it
 and the request does (allow_auto_topic_creation, v4+; implied before v4).
 v10+ carries topic ids; v12 lets a topic be named by id alone (name null).
-Authorized-operations fields answer "not requested" (-2147483648).
+Authorized-operations fields answer "not requested" (-2147483648) unless an authorizer
+is configured, which answers them when asked (v8+).
 With an authorizer (Kafka's rules): the all-topics form lists only topics the principal
 may Describe; a named topic it may not Describe is TOPIC_AUTHORIZATION_FAILED (nothing
 else said about it, existing or not); auto-creating one needs Create on the cluster or
@@ -17,6 +18,7 @@ from __future__ import annotations
 import logging
 import uuid
 
+from ...protocol.acl_types import CLUSTER_OPERATIONS, TOPIC_OPERATIONS
 from ...protocol.apis.metadata import (
     SPEC,
     MetadataRequest,
@@ -28,7 +30,7 @@ from ...protocol.apis.metadata import (
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.primitives import ZERO_UUID
 from ..request_context import RequestContext
-from ..security.acl import Operation
+from ..security.acl import CLUSTER_NAME, Operation, ResourceType
 from ..state import BrokerState
 from ..topics import Topic, check_topic_name
 
@@ -54,12 +56,23 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
         for wanted in request.topics:
             topics.append(_authorized_lookup(ctx, wanted.name, wanted.topic_id, allow_create, node))
     host, port = ctx.advertised_endpoint()
+    cluster_operations = OPERATIONS_NOT_REQUESTED
+    if ctx.authorizing and version >= 8:
+        # With an authorizer, what was asked for is answered (without one: "not requested").
+        if request.include_topic_authorized_operations:
+            for described in topics:
+                if not described.error_code and described.name is not None:
+                    described.topic_authorized_operations = ctx.authorized_operations(
+                        ResourceType.TOPIC, described.name, TOPIC_OPERATIONS
+                    )
+        if version <= 10 and request.include_cluster_authorized_operations:
+            cluster_operations = ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS)
     return MetadataResponse(
         brokers=[MetadataResponseBroker(node_id=node, host=host, port=port, rack=None)],
         cluster_id=state.cluster_id,
         controller_id=node,
         topics=topics,
-        cluster_authorized_operations=OPERATIONS_NOT_REQUESTED,
+        cluster_authorized_operations=cluster_operations,
     )
 
 
