@@ -142,7 +142,8 @@ function decoded(field, format) {
     try {
       return el("span", {}, cut, el("pre", { class: "json" }, JSON.stringify(JSON.parse(field.text), null, 2)));
     } catch (_) {
-      return el("span", {}, el("span", { class: "tag" }, "not JSON"), cut, el("pre", {}, field.text));
+      // Keys are mostly plain strings: text that is not JSON shows as text, marked by its style.
+      return el("span", {}, cut, el("pre", { class: "text not-json", title: "not JSON: shown as text" }, field.text));
     }
   }
   return el("span", {}, cut, el("pre", { class: "text" }, field.text));
@@ -334,7 +335,7 @@ function groupPage(id) {
         const list = document.getElementById("timeline");
         const atBottom = list.scrollTop + list.clientHeight >= list.scrollHeight - 4;
         replace("timeline", timeline.entries.length === 0 ? el("li", { class: "muted" }, "No rebalances recorded.") :
-          timeline.entries.map((e) => el("li", { class: e.kind }, e.time ? el("span", { class: "time" }, e.time) : null, e.text)));
+          timeline.entries.map((e) => el("li", { class: e.kind }, e.time ? el("span", { class: "time" }, e.time) : null, el("span", { class: "text" }, e.text))));
         if (atBottom) list.scrollTop = list.scrollHeight;
       }
     },
