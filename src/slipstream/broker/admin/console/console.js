@@ -349,7 +349,12 @@ let timer = null;
 
 function route() {
   const hash = location.hash.replace(/^#/, "") || "/";
-  const parts = hash.split("/").filter(Boolean).map(decodeURIComponent);
+  let parts;
+  try {
+    parts = hash.split("/").filter(Boolean).map(decodeURIComponent);
+  } catch (_) {
+    parts = []; // a malformed %-escape: the overview
+  }
   if (parts[0] === "topics" && parts.length >= 2) return topicPage(parts.slice(1).join("/"));
   if (parts[0] === "groups" && parts.length >= 2) return groupPage(parts.slice(1).join("/"));
   return overviewPage();
