@@ -24,7 +24,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from test_groups_harness import Member, start_python_member
 
-from slipstream.testing.broker_process import GROUP_BROKER_ARGS, BrokerProcess, running_broker
+from slipstream.testing.broker_process import CONSUMER_BROKER_ARGS, BrokerProcess, running_broker
 from slipstream.testing.peers import missing_peer
 from slipstream.testing.ports import free_port
 
@@ -42,7 +42,7 @@ WAIT_MS = 30_000  # how long a page may take to show what a step expects
 @pytest.fixture(scope="module")
 def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProcess, str]]:
     port = free_port()
-    args = (*GROUP_BROKER_ARGS, "--admin-port", str(port), "--set", "group.initial.rebalance.delay.ms=0")
+    args = (*CONSUMER_BROKER_ARGS, "--admin-port", str(port), "--set", "group.initial.rebalance.delay.ms=0")
     for broker in running_broker(tmp_path_factory.mktemp("console-broker"), args):
         base = f"http://127.0.0.1:{port}"
         _wait_ready(base)
@@ -226,6 +226,33 @@ def test_group_page_follows_real_rebalances(console, page) -> None:
         page.goto(base + "/")
         expect(page.locator(f'#groups-table tr[data-group="{group}"] td').nth(2)).to_have_text("Empty", timeout=WAIT_MS)
         screenshot(page, "overview")
+    finally:
+        for member in members:
+            member.reap()
+
+
+def test_consumer_protocol_group_page_shows_epochs_and_reconciliations(console, page) -> None:
+    from playwright.sync_api import expect
+
+    broker, base = console
+    topic, group = "console-kip848", "console-848"
+    create_topic(broker.bootstrap, topic, 4)
+    members: list[Member] = []
+    try:
+        for name in ("console-k1", "console-k2"):
+            members.append(start_python_member("confluent", name, broker.bootstrap, topic, group, group_protocol="consumer"))
+        page.goto(f"{base}/#/groups/{group}")
+        expect(page.locator("#group-type")).to_have_text("consumer", timeout=WAIT_MS)
+        expect(page.locator("#members-table tbody tr")).to_have_count(2, timeout=WAIT_MS)
+        expect(page.locator("#members-table th").nth(4)).to_have_text("Epoch")
+        rows = page.locator("#assignment-grid tbody tr")
+        for i in range(2):  # the uniform assignor: two partitions each once reconciled
+            expect(rows.nth(i).locator("td.assigned")).to_have_count(2, timeout=WAIT_MS)
+        expect(page.locator("#group-state")).to_have_text("Stable", timeout=WAIT_MS)
+        expect(page.locator("#lag-chart-empty")).to_be_visible()  # nothing consumed, nothing committed
+        reconciled = page.locator("#timeline li.summary span.text", has_text=re.compile(r"^epoch \d+: reconciled in "))
+        expect(reconciled.last).to_contain_text("after member", timeout=WAIT_MS)
+        screenshot(page, "group-consumer-protocol")
     finally:
         for member in members:
             member.reap()

@@ -239,7 +239,9 @@ function topicPage(name) {
 function lagChart(lag) {
   const width = 640, height = 180, left = 48, right = 10, top = 10, bottom = 22;
   const samples = lag.samples;
-  if (samples.length === 0) return el("p", { class: "muted", id: "lag-chart-empty" }, "No lag samples yet (the group has committed no offsets).");
+  if (samples.length === 0 || lag.partitions.length === 0) {
+    return el("p", { class: "muted", id: "lag-chart-empty" }, "No lag to show yet (the group has committed no offsets).");
+  }
   const first = samples[0].at_ms, last = samples[samples.length - 1].at_ms;
   const span = Math.max(1, last - first);
   let max = 1;
