@@ -92,11 +92,15 @@ def page(browser: Any) -> Iterator[Any]:
     page = browser.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
+    # Console errors too: a Content-Security-Policy violation or a failed load shows there.
+    # A 404 from the JSON API is an answer the page shows (a group not there yet).
+    page.on("console", lambda msg: errors.append(f"{msg.text} ({msg.location.get('url')})")
+            if msg.type == "error" and "/api/" not in (msg.location.get("url") or "") else None)
     try:
         yield page
     finally:
         page.close()
-    assert not errors, f"the page's script failed: {errors}"
+    assert not errors, f"the page reported errors: {errors}"
 
 
 def screenshot(page: Any, name: str) -> Path:
@@ -136,6 +140,7 @@ def test_overview_and_record_browser_show_what_was_produced(console, page) -> No
     expect(row.locator("td").nth(1)).to_have_text("3")  # partitions
     expect(row.locator('td[data-col="records"]')).to_have_text("9", timeout=WAIT_MS)
     expect(row.locator('td[data-col="throughput"]')).to_contain_text("rec/s")
+    expect(row.locator('td[data-col="rate-chart"] svg polyline')).to_have_count(1)
 
     row.locator("a").click()
     expect(page.locator("h1")).to_have_text(f"Topic {topic}")

@@ -53,6 +53,8 @@ async def test_console_pages_and_404s_over_http(broker: Broker):
     port = broker.admin.port
     status, headers, body = await get(port, "/")
     assert status == 200 and headers["content-type"].startswith("text/html") and b"/console/console.js" in body
+    assert "script-src" not in headers["content-security-policy"]  # default-src 'self': no inline script
+    assert "default-src 'self'" in headers["content-security-policy"] and headers["x-content-type-options"] == "nosniff"
     status, headers, _ = await get(port, "/console/console.css")
     assert status == 200 and headers["content-type"].startswith("text/css")
     for path in ("/console/../listener.py", "/console/%2e%2e/listener.py", "/console/%2e%2e%2flistener.py", "/nope"):

@@ -154,7 +154,7 @@ class AdminListener:
         # The raw path: "/console/" must not lose its slash to the normalising above.
         static = static_files.lookup(self.console_files, request.path)
         if static is not None:
-            return HttpResponse(200, static.body, static.content_type, headers={"Cache-Control": "no-cache"})
+            return HttpResponse(200, static.body, static.content_type, headers=dict(static_files.CONSOLE_HEADERS))
         return HttpResponse(404, f"no such endpoint: {request.path}\n".encode())
 
     def _group_known(self, group_id: str) -> bool:
@@ -166,4 +166,6 @@ class AdminListener:
 
 
 def _json(status: int, document: Any) -> HttpResponse:
-    return HttpResponse(status, json.dumps(document, indent=1).encode() + b"\n", _JSON)
+    return HttpResponse(
+        status, json.dumps(document, indent=1).encode() + b"\n", _JSON, headers={"X-Content-Type-Options": "nosniff"}
+    )

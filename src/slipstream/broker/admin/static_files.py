@@ -22,6 +22,16 @@ _TYPES = {
 }
 
 
+# The pages show what clients wrote (record keys, values, member ids): the script sets it
+# as text, and the policy allows only the console's own script and styles, no framing.
+CONSOLE_HEADERS = {
+    "Cache-Control": "no-cache",
+    "X-Content-Type-Options": "nosniff",
+    "Content-Security-Policy": "default-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "object-src 'none'; base-uri 'none'; frame-ancestors 'none'",
+}
+
+
 @dataclass(frozen=True)
 class StaticFile:
     body: bytes

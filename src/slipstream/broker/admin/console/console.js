@@ -12,6 +12,8 @@ function el(tag, attrs, ...children) {
   for (const [name, value] of Object.entries(attrs || {})) {
     if (value === null || value === undefined || value === false) continue;
     if (name === "class") node.className = value;
+    // Through the CSSOM, which the page's Content-Security-Policy allows (style attributes it does not).
+    else if (name === "style") node.style.cssText = value;
     else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
     else node.setAttribute(name, value === true ? "" : String(value));
   }
@@ -71,8 +73,21 @@ function stateBadge(state) {
 
 // ------------------------------------------------------------------ overview
 
+const SPARK_POINTS = 40; // the last minute of produce rates at one refresh every 1.5 s
+
+function sparkline(values) {
+  const width = 80, height = 18;
+  const max = Math.max(1, ...values);
+  const step = width / (SPARK_POINTS - 1);
+  const offset = SPARK_POINTS - values.length;
+  const points = values.map((v, i) => `${((offset + i) * step).toFixed(1)},${(height - 1 - (height - 2) * v / max).toFixed(1)}`);
+  return svg("svg", { class: "spark", width, height, viewBox: `0 0 ${width} ${height}`, "aria-hidden": "true" },
+    svg("polyline", { points: points.join(" "), fill: "none", stroke: "#2563eb", "stroke-width": 1.2 }));
+}
+
 function overviewPage() {
   const previous = new Map(); // topic -> {at, records_in, bytes_in}: throughput from the last refresh
+  const rates = new Map(); // topic -> the last SPARK_POINTS produce rates (records/s)
   return {
     mount(root) {
       root.replaceChildren(
@@ -95,6 +110,9 @@ function overviewPage() {
         const recordsPerS = seconds > 0 ? Math.max(0, t.records_in - before.records_in) / seconds : 0;
         const bytesPerS = seconds > 0 ? Math.max(0, t.bytes_in - before.bytes_in) / seconds : 0;
         previous.set(t.name, { at: now, records_in: t.records_in, bytes_in: t.bytes_in });
+        const history = rates.get(t.name) || [];
+        if (before) history.push(recordsPerS);
+        rates.set(t.name, history.slice(-SPARK_POINTS));
         const records = t.partitions.reduce((sum, p) => sum + (p.log_end_offset - p.log_start_offset), 0);
         return el("tr", { "data-topic": t.name },
           el("td", {}, el("a", { href: `#/topics/${encodeURIComponent(t.name)}` }, t.name)),
@@ -105,11 +123,12 @@ function overviewPage() {
           el("td", { class: "num", "data-col": "records-in" }, t.records_in.toLocaleString()),
           el("td", { class: "num", "data-col": "throughput" }, `${rate(recordsPerS)} rec/s`, el("br"),
             el("span", { class: "muted" }, `${bytes(Math.round(bytesPerS))}/s`)),
+          el("td", { "data-col": "rate-chart" }, sparkline(rates.get(t.name))),
           el("td", { class: "num" }, t.records_out.toLocaleString()));
       });
       replace("topics", shown.length === 0 ? el("p", { class: "muted" }, "No topics yet.") : table(
         ["Topic", { label: "Partitions", num: true }, { label: "Records", num: true }, { label: "Size", num: true },
-          { label: "Records in", num: true }, { label: "Produce rate", num: true }, { label: "Records out", num: true }],
+          { label: "Records in", num: true }, { label: "Produce rate", num: true }, "Last minute", { label: "Records out", num: true }],
         rows, { id: "topics-table" }));
       replace("groups", groups.length === 0 ? el("p", { class: "muted" }, "No consumer groups yet.") : table(
         ["Group", "Type", "State", "Protocol", { label: "Members", num: true }, { label: "Lag", num: true }],
