@@ -145,6 +145,7 @@ def test_overview_and_record_browser_show_what_was_produced(console, page) -> No
     row.locator("a").click()
     expect(page.locator("h1")).to_have_text(f"Topic {topic}")
     expect(page.locator('#partitions-table tr[data-partition="1"] td').nth(2)).to_have_text("9")
+    expect(page.locator("#records-range")).to_have_text("Partition 0 is empty (next offset 0).", timeout=WAIT_MS)
     page.select_option("#browse-partition", "1")
     order7 = page.locator('#records-table tr[data-offset="7"]')
     expect(order7.locator("td.key")).to_have_text("order-7", timeout=WAIT_MS)

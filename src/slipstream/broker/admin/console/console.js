@@ -190,8 +190,10 @@ function topicPage(name) {
       el("td", { class: "headers" }, r.headers.length === 0 ? el("span", { class: "muted" }, "-") :
         r.headers.map((h) => el("div", {}, el("span", { class: "tag" }, h.name), decoded(h.value, browser.format))))));
     replace("records",
-      el("p", { class: "muted" }, `Partition ${page.partition}: offsets ${page.log_start_offset} to ${page.log_end_offset - 1}; ` +
-        `showing ${page.records.length} record(s) from offset ${page.offset}.`),
+      el("p", { class: "muted", id: "records-range" }, page.log_start_offset === page.log_end_offset
+        ? `Partition ${page.partition} is empty (next offset ${page.log_end_offset}).`
+        : `Partition ${page.partition}: offsets ${page.log_start_offset} to ${page.log_end_offset - 1}; ` +
+          `showing ${page.records.length} record(s) from offset ${page.offset}.`),
       page.records.length === 0 ? el("p", { class: "muted" }, "No records here.") :
         table(["Offset", "Timestamp (UTC)", "Key", "Value", "Headers"], rows, { id: "records-table" }));
     if (!browser.follow) browser.next = page.next_offset;
