@@ -34,6 +34,8 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    # Containers often give /dev/shm 64 MB, too little for Chromium's renderer.
+    "--disable-dev-shm-usage",
 ]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "console"
 WAIT_MS = 30_000  # how long a page may take to show what a step expects
@@ -163,13 +165,16 @@ def test_overview_and_record_browser_show_what_was_produced(console, page) -> No
     page.select_option("#browse-format", "text")
     expect(order7.locator("td.value pre.text")).to_have_text('{"order": 7, "item": "tea"}')
 
-    # Paging from an offset: the first two records of the partition.
+    # Paging from an offset: the whole partition from its start.
     page.uncheck("#browse-follow")
     page.select_option("#browse-limit", "10")
     page.fill("#browse-offset", "0")
     page.press("#browse-offset", "Enter")
     expect(page.locator("#records-table tbody tr")).to_have_count(9, timeout=WAIT_MS)
     expect(page.locator("#records-table tbody tr").first).to_have_attribute("data-offset", "0")
+
+    page.goto(base + "/#/topics/no-such-topic")
+    expect(page.locator("#topic-missing")).to_have_text("no topic 'no-such-topic'", timeout=WAIT_MS)
 
 
 def test_group_page_follows_real_rebalances(console, page) -> None:

@@ -229,7 +229,13 @@ function topicPage(name) {
       );
     },
     async refresh() {
-      const topic = await api(`/api/topics/${encodeURIComponent(name)}`);
+      let topic;
+      try {
+        topic = await api(`/api/topics/${encodeURIComponent(name)}`);
+      } catch (error) {
+        replace("topic-facts", el("p", { class: "error", id: "topic-missing" }, error.message));
+        return;
+      }
       replace("topic-facts", fact("Partitions", topic.partitions.length), fact("Size", bytes(topic.size_bytes)),
         fact("Records in", topic.records_in.toLocaleString()), fact("Records out", topic.records_out.toLocaleString()),
         fact("Topic id", el("span", { class: "mono" }, topic.topic_id)));
