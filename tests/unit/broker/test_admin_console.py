@@ -14,6 +14,13 @@ from slipstream.broker.admin.lag_history import LagHistory
 from slipstream.broker.broker import Broker
 from slipstream.client.aio_consumer import AIOConsumer
 from slipstream.client.producer import AIOProducer
+from slipstream.protocol.record_batch import ATTRIBUTES_OFFSET, CRC_OFFSET, compute_crc
+from slipstream.protocol.records import (
+    CONTROL_COMMIT,
+    ProducerRecord,
+    build_batch,
+    build_control_batch,
+)
 
 
 async def get(port: int, path: str) -> tuple[int, dict[str, str], bytes]:
@@ -116,6 +123,36 @@ async def test_record_pages_are_bounded_and_decoded(broker: Broker):
     status, _, body = await get(port, "/api/topics/browse")
     assert status == 200 and json.loads(body)["name"] == "browse"
     assert (await get(port, "/api/topics/missing"))[0] == 404
+
+
+def _compacted(batch: bytes, last_offset_delta: int) -> bytes:
+    """The batch as compaction leaves it: its offset range kept, its tail records gone."""
+    out = bytearray(batch)
+    out[ATTRIBUTES_OFFSET + 2 : ATTRIBUTES_OFFSET + 6] = last_offset_delta.to_bytes(4, "big")
+    out[CRC_OFFSET : CRC_OFFSET + 4] = compute_crc(bytes(out)).to_bytes(4, "big")
+    return bytes(out)
+
+
+async def test_record_pages_skip_markers_and_compaction_gaps(broker: Broker):
+    assert broker.admin is not None and broker.state is not None
+    broker.state.topics.create("mixed", 1, {})
+    plog = broker.state.topics.partition("mixed", 0)
+    assert plog is not None
+    records = [ProducerRecord(b"k%d" % i, b"v%d" % i, timestamp_ms=1000 + i) for i in range(2)]
+    plog.append_with_offsets([
+        _compacted(build_batch(records, base_offset=0), last_offset_delta=3),  # offsets 0-3, records 0 and 1
+        build_control_batch(CONTROL_COMMIT, producer_id=7, producer_epoch=0, timestamp_ms=0, base_offset=4),
+        build_batch([ProducerRecord(b"k5", b"v5", timestamp_ms=1005)], base_offset=5),
+    ])  # fmt: skip
+    port = broker.admin.port
+    page = json.loads((await get(port, "/api/topics/mixed/records?offset=0&limit=10"))[2])
+    assert [(r["offset"], r["value"]["text"]) for r in page["records"]] == [(0, "v0"), (1, "v1"), (5, "v5")]
+    assert page["next_offset"] == 6 and page["log_end_offset"] == 6
+    # From inside the compacted gap: past the gap and the marker to the next record.
+    page = json.loads((await get(port, "/api/topics/mixed/records?offset=2&limit=1"))[2])
+    assert [r["offset"] for r in page["records"]] == [5] and page["next_offset"] == 6
+    page = json.loads((await get(port, "/api/topics/mixed/records?offset=0&limit=1"))[2])
+    assert [r["offset"] for r in page["records"]] == [0] and page["next_offset"] == 1
 
 
 # ---------------------------------------------------------------- lag ring

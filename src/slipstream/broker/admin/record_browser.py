@@ -4,8 +4,9 @@ records for the console's record browser, keys, values and headers each given as
 
 Bounded on every side: at most ``MAX_LIMIT`` records and ``MAX_READ_BYTES`` of log per
 request, each field's text and hex cut at ``MAX_FIELD_BYTES`` (``truncated`` says so).
-Without ``offset`` the page is the partition's last ``limit`` records. Control records
-(transaction markers) are left out; their offsets still count.
+Without ``offset`` the page is the partition's last ``limit`` records. The log as stored
+(read_uncommitted: aborted transactions' records show too); control records
+(transaction markers) are left out, their offsets still count.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from ...log.api import OffsetOutOfRange
 from ...protocol.record_batch import InvalidBatch
-from ...protocol.records import iter_records
+from ...protocol.records import iter_batches
 from ..state import BrokerState
 
 DEFAULT_LIMIT = 20
@@ -88,17 +89,23 @@ def records_document(state: BrokerState, topic: str, query: dict[str, list[str]]
         advanced = position
         try:
             for chunk in read.chunks:
-                for record in iter_records(chunk, include_control=True):
-                    advanced = max(advanced, record.offset + 1)
-                    if record.offset < offset or record.is_control or len(records) >= limit:
+                for header, batch in iter_batches(chunk):
+                    # The batch's end, not its last record's: compaction may have removed the tail.
+                    advanced = max(advanced, header.next_offset)
+                    if header.is_control:
                         continue
-                    records.append(_record_document(record.offset, record.timestamp, record.key, record.value, record.headers))
-                    next_offset = record.offset + 1
+                    for record in batch:
+                        if record.offset < offset or len(records) >= limit:
+                            continue
+                        records.append(_record_document(record.offset, record.timestamp, record.key, record.value, record.headers))
+                        next_offset = record.offset + 1
         except InvalidBatch as exc:
             raise BadRecordsQuery(f"cannot decode the batch at offset {position}: {exc}") from None
         if advanced <= position:
             break  # nothing decodable past here
         position = advanced
+    if len(records) < limit:
+        next_offset = min(position, end)  # everything up to here was read (control batches too)
     return {
         "topic": topic,
         "partition": partition,
