@@ -50,7 +50,8 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument(
         "--admin-port",
         type=int,
-        help="serve /metrics, /healthz, /readyz and the JSON API over HTTP on this port (default: off)",
+        help="serve the web console (/), /metrics, /healthz, /readyz and the JSON API over HTTP on this port "
+        "(default: off)",
     )
     p.add_argument("--admin-host", help="address of the admin listener (default: --host)")
     p.add_argument(
