@@ -152,8 +152,17 @@ def test_histories_hold_every_invariant(protocol: str, profile: str, capsys: pyt
     assert not coverage.unlisted_transitions(protocol), "a transition outside the tables (coverage.TRANSITIONS)"
 
 
+# Histories the simulator's own model judged wrongly once (fixed in the simulator): they
+# must keep passing. 1422 (found by the 100,000-history run): a classic LeaveGroup empties
+# the group while appends fail; the coordinator goes on with the unwritten Empty group,
+# as Kafka's classic coordinator does, so a restart brings back the generation before.
+FIXED_MODEL_ERRORS: dict[tuple[str, int, str], str] = {
+    ("classic", 1422, "default"): "replay compared an unwritten classic group",
+}
+
+
 def test_fixed_real_bugs_stay_fixed() -> None:
-    for (protocol, seed, profile), bug in sorted(FIXED_REAL_BUGS.items()):
+    for (protocol, seed, profile), bug in sorted({**FIXED_REAL_BUGS, **FIXED_MODEL_ERRORS}.items()):
         history = simulate(seed, protocol, profile=profile)
         assert history.ok, f"{protocol} seed {seed} fails again ({bug}):\n{history.render(last=60)}"
 

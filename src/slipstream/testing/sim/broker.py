@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...coordinator import CoordinatorResult, GroupCoordinator, ManualTimer, Pending, RequestContext
+from ...protocol import group_records as gr
 from ...protocol.errors import ErrorCode
 from .events import Event, EventQueue
 from .network import Connection, Network
@@ -92,6 +93,10 @@ class SimBroker:
         self.failed_appends = 0
         # Offset records appended so far: committed offsets change only with one (or a restart).
         self.offset_writes = 0
+        # Classic groups whose latest metadata record failed to append: the coordinator goes
+        # on with the unwritten state (Kafka's classic coordinator logs the failure and does
+        # the same), so until a later write succeeds a restart brings back the older one.
+        self.unwritten_classic: set[str] = set()
         self._timer_event: Event | None = None
         self._conns: dict[int, _ConnState] = {}
         self._parked: dict[Pending, Origin | None] = {}
@@ -162,12 +167,14 @@ class SimBroker:
                     # appended, nothing replayed; after_append hears the error.
                     error = self.append_error
                     self.failed_appends += 1
+                    self.unwritten_classic.update(_classic_groups(result.records))
                 else:
                     for record in result.records:
                         self.log.append((record.key, record.value))
                         self.coordinator.apply(record, now)
                         if record.key[0] == 0 and record.key[1] < 2:
                             self.offset_writes += 1  # key versions 0 and 1: an offset commit
+                    self.unwritten_classic.difference_update(_classic_groups(result.records))
                     if self.restart_after_append is not None:
                         # Crash before the answer leaves (answers take >= 1 ms on the wire).
                         crash = functools.partial(self.restart, *self.restart_after_append)
@@ -256,6 +263,7 @@ class SimBroker:
         self.up = True
         self.activity += 1
         self.observer.restarted(old, self.coordinator)
+        self.unwritten_classic.clear()  # the new coordinator holds what the log holds
         coordinator = self.coordinator
 
         def loaded() -> None:
@@ -265,3 +273,14 @@ class SimBroker:
                 self._arm_timer()
 
         self.queue.after(load_ms, "coordinator loaded", loaded)
+
+
+def _classic_groups(records: list[Any]) -> set[str]:
+    """The classic groups whose metadata ``records`` write (key version 2)."""
+    out = set()
+    for record in records:
+        if record.key[:2] == b"\x00\x02":
+            key = gr.decode_key(record.key)
+            if isinstance(key, gr.GroupMetadataKey):
+                out.add(key.group)
+    return out
