@@ -223,7 +223,7 @@ def _timestamp_window(configs: dict[str, str], clock: Callable[[], int]) -> tupl
 
 
 def _recompressed(
-    batch: memoryview, header: BatchHeader, codec: int, topic: str, raw: bytes | bytearray
+    batch: memoryview, header: BatchHeader, codec: int, topic: str, raw: bytes | bytearray | memoryview
 ) -> memoryview:
     try:
         return memoryview(recompress(batch, header, codec, raw))
