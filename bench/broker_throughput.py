@@ -8,7 +8,13 @@ Measures, for every broker, with confluent-kafka (librdkafka) as the client:
 
 * produce throughput (acks=all, idempotence on where the broker accepts it) and
   consume throughput (assign every partition from the beginning, no commits),
-  100-byte and 1 KiB values, 1 and 8 partitions, with Slipstream/peer ratios;
+  100-byte and 1 KiB values, 1 and 8 partitions, with Slipstream/peer ratios; the
+  median of ``--runs`` runs (3) per test;
+* the broker's CPU seconds per million records in each test (user + system time of
+  the broker process across the test's timed part: the client shares the cores, so a
+  cheaper broker leaves more of them to the client);
+* a ceiling: the same client against ``bench/stub_broker.py``, a stub that answers
+  without storing anything, i.e. about the most the client can do on this machine;
 * process start-up: spawn -> first answer to a raw Metadata request (median);
 * Slipstream's in-process start (``Broker(storage="memory", port=0)``);
 * peak resident memory of each broker process, and its RSS after 200k x 1 KiB.
@@ -16,6 +22,8 @@ Measures, for every broker, with confluent-kafka (librdkafka) as the client:
 Brokers run one after another (never side by side) as subprocesses listening on
 127.0.0.1 only; every wait is bounded and every process is killed on exit.
 Progress goes to stderr; the Markdown report (paste into the README) to stdout.
+``--profile DIR`` also records Slipstream's throughput phase with py-spy (a flame graph
+SVG and the raw collapsed stacks in DIR).
 """
 
 from __future__ import annotations
@@ -60,6 +68,8 @@ RSS_TOPIC = "bench-rss"
 RSS_VALUE_SIZE = 1024
 # noida-db ignores fetch size limits: one response can hold a whole partition.
 NOIDA_RECEIVE_MAX = 2_000_000_000
+# The stub of bench/stub_broker.py: a column of its own, never a peer in the ratios.
+CEILING = "ceiling"
 
 
 class BenchError(Exception):
@@ -363,8 +373,29 @@ def discover_brokers(wanted: list[str]) -> tuple[list[BrokerSpec], list[str]]:
                     consumer_overrides={"receive.message.max.bytes": NOIDA_RECEIVE_MAX},
                 )
             )
+        elif key == CEILING:
+            stub = str(Path(__file__).with_name("stub_broker.py"))
+            specs.append(
+                BrokerSpec(
+                    key=CEILING,
+                    label="ceiling (stub)",
+                    version="-",
+                    describe="`bench/stub_broker.py`: answers Produce by counting records and"
+                    " Fetch with made-up batches of the same offsets; stores and checks nothing",
+                    command=lambda port, _work, exe=stub: [  # type: ignore[misc]
+                        sys.executable,
+                        exe,
+                        "--host",
+                        HOST,
+                        "--port",
+                        str(port),
+                    ],
+                )
+            )
         else:
-            raise SystemExit(f"unknown broker {key!r} (choose slipstream, tansu, noida-db)")
+            raise SystemExit(
+                f"unknown broker {key!r} (choose slipstream, tansu, noida-db, {CEILING})"
+            )
     return specs, missing
 
 
@@ -391,14 +422,30 @@ class Rate:
 
 @dataclass
 class Cell:
-    """One test on one broker: every repetition's rate; the best one is reported."""
+    """One test on one broker: every run's rate and broker CPU; the median is reported."""
 
     rates: list[Rate] = field(default_factory=list)
+    # Broker CPU seconds (user + system) during each run's timed part, when measured.
+    cpu_seconds: list[float] = field(default_factory=list)
     error: str | None = None
 
     @property
     def rate(self) -> Rate | None:
-        return max(self.rates, key=lambda r: r.msgs_per_s) if self.rates else None
+        """The median run by msg/s (the lower middle one for an even count: a real run)."""
+        if not self.rates:
+            return None
+        ranked = sorted(self.rates, key=lambda r: r.msgs_per_s)
+        return ranked[(len(ranked) - 1) // 2]
+
+    @property
+    def cpu_per_million(self) -> float | None:
+        """Median broker CPU seconds per million records over the runs."""
+        per_run = [
+            cpu / rate.messages * 1_000_000
+            for cpu, rate in zip(self.cpu_seconds, self.rates, strict=False)
+            if rate.messages
+        ]
+        return statistics.median(per_run) if per_run else None
 
 
 def _quiet_logger(_err: Any) -> None:
@@ -635,6 +682,7 @@ class Options:
     repeat: int = 1
     sizes: tuple[int, ...] = DEFAULT_VALUE_SIZES
     partitions: tuple[int, ...] = DEFAULT_PARTITION_COUNTS
+    profile_dir: Path | None = None
 
 
 def count_for(opts: Options, size: int) -> int:
@@ -679,7 +727,9 @@ def running(
 
 def measure_startup(spec: BrokerSpec, opts: Options, result: BrokerResult) -> None:
     try:
-        for run in range(opts.startup_runs + 1):  # run 0 warms the page cache and .pyc files
+        # Run 0 warms the page cache and .pyc files; the stub's start-up is not measured.
+        runs = 0 if spec.key == CEILING else opts.startup_runs
+        for run in range(runs + 1):
             with running(spec, opts, f"start{run}") as proc:
                 if run and proc.ready_after is not None:
                     result.startup.append(proc.ready_after)
@@ -698,6 +748,11 @@ def measure_throughput(spec: BrokerSpec, opts: Options, result: BrokerResult) ->
     with running(spec, opts, "throughput") as proc:
         sampler = RssSampler(proc.pid)
         cpu_before: float | None = None
+        profiler = (
+            start_profiler(proc.pid, opts.profile_dir)
+            if opts.profile_dir is not None and spec.key == "slipstream"
+            else None
+        )
         try:
             topics = {WARMUP_TOPIC: 1}
             for size in opts.sizes:
@@ -719,11 +774,13 @@ def measure_throughput(spec: BrokerSpec, opts: Options, result: BrokerResult) ->
                         topic = topic_name(size, parts, run)
                         what = f"{size} B x {parts}p, run {run + 1}/{opts.repeat}"
                         try:
+                            cpu_start = sampler.cpu_seconds()
                             rate = produce_phase(
                                 proc.bootstrap, topic, parts, size, count_for(opts, size),
                                 idempotent, opts.timeout,
                             )  # fmt: skip
                             produced.rates.append(rate)
+                            _add_cpu(produced, cpu_start, sampler.cpu_seconds())
                             result.busy_seconds += rate.seconds
                             log(f"{spec.label}: produce {what}: {rate}")
                         except Exception as exc:
@@ -731,11 +788,13 @@ def measure_throughput(spec: BrokerSpec, opts: Options, result: BrokerResult) ->
                             _check_alive(proc)
                             raise BenchError(f"produce {what}: {exc}") from exc
                         try:
+                            cpu_start = sampler.cpu_seconds()
                             rate = consume_phase(
                                 proc.bootstrap, topic, parts, count_for(opts, size),
                                 spec.consumer_overrides, opts.timeout,
                             )  # fmt: skip
                             consumed.rates.append(rate)
+                            _add_cpu(consumed, cpu_start, sampler.cpu_seconds())
                             result.busy_seconds += rate.seconds
                             log(f"{spec.label}: consume {what}: {rate}")
                         except Exception as exc:
@@ -753,8 +812,15 @@ def measure_throughput(spec: BrokerSpec, opts: Options, result: BrokerResult) ->
             cpu = sampler.cpu_seconds()
             if cpu is not None and cpu_before is not None:
                 result.cpu_seconds = cpu - cpu_before
+            if profiler is not None:
+                stop_profiler(profiler)
             peak = sampler.stop()
             result.peak_rss = max(peak, proc.kernel_peak_rss() or 0) or None
+
+
+def _add_cpu(cell: Cell, before: float | None, after: float | None) -> None:
+    if before is not None and after is not None:
+        cell.cpu_seconds.append(after - before)
 
 
 def _check_alive(proc: BrokerProcess) -> None:
@@ -763,6 +829,37 @@ def _check_alive(proc: BrokerProcess) -> None:
             f"{proc.spec.label} exited with code {proc.popen.returncode};"
             f" log tail:\n{proc.log_tail()}"
         )
+
+
+def start_profiler(pid: int, out_dir: Path) -> list[subprocess.Popen[bytes]]:
+    """py-spy on the broker: a flame graph SVG and the raw collapsed stacks, both written
+    when stopped (two samplers at 100 Hz each; the SVG is what a reader opens)."""
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not os.access(spy, os.X_OK):
+        raise SystemExit("--profile needs py-spy (pip install -e '.[bench]')")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    procs = []
+    for fmt, name in (("flamegraph", "slipstream-throughput.svg"), ("raw", "slipstream-throughput.txt")):
+        cmd = [spy, "record", "-p", str(pid), "-r", "100", "-f", fmt, "-o", str(out_dir / name)]
+        procs.append(
+            subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+        )
+    log(f"profiling Slipstream (pid {pid}) into {out_dir}")
+    return procs
+
+
+def stop_profiler(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+    for proc in procs:
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
 
 
 def measure_memory(spec: BrokerSpec, opts: Options, result: BrokerResult) -> None:
@@ -893,6 +990,54 @@ def verdict(ok: bool | None) -> str:
     return "" if ok is None else (" ✓" if ok else " ✗")
 
 
+def fmt_cpu(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f} s"
+
+
+def cpu_table(
+    results: list[BrokerResult],
+    ours: BrokerResult | None,
+    peers: list[BrokerResult],
+    opts: Options,
+) -> list[str]:
+    """Broker CPU seconds per million records, per test (median over the runs)."""
+    out = [
+        "Broker CPU seconds per million records (user + system time of the broker process"
+        " during each test's timed part, median of the runs; lower is better; the stub's"
+        " own cost is its column):",
+        "",
+    ]
+    header = ["Test", *(r.spec.label for r in results)]
+    if ours is not None and peers:
+        header.append("Slipstream / cheaper peer")
+    out.append("| " + " | ".join(header) + " |")
+    out.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
+    for op in ("produce", "consume"):
+        for size in opts.sizes:
+            for parts in opts.partitions:
+                key = (op, size, parts)
+                size_text = "1 KiB" if size == 1024 else f"{size} B"
+                row = [f"{op} {size_text}, {parts} partition{'s' if parts > 1 else ''}"]
+                values = {}
+                for r in results:
+                    cell = r.cells.get(key)
+                    values[r.spec.key] = cell.cpu_per_million if cell is not None else None
+                    row.append(fmt_cpu(values[r.spec.key]))
+                if ours is not None and peers:
+                    theirs = [v for p in peers if (v := values.get(p.spec.key)) is not None]
+                    mine = values.get("slipstream")
+                    if mine is None or not theirs or min(theirs) <= 0:
+                        row.append("-")
+                    else:
+                        ratio = mine / min(theirs)
+                        text = f"{ratio:.2f}x"
+                        if size == 1024:
+                            text += verdict(ratio <= 1.0)
+                        row.append(text)
+                out.append("| " + " | ".join(row) + " |")
+    return out
+
+
 def report(
     results: list[BrokerResult],
     embedded: EmbeddedResult | None,
@@ -903,7 +1048,9 @@ def report(
 ) -> str:
     out: list[str] = []
     ours = next((r for r in results if r.spec.key == "slipstream"), None)
-    peers = [r for r in results if r.spec.key != "slipstream"]
+    ceiling = next((r for r in results if r.spec.key == CEILING), None)
+    peers = [r for r in results if r.spec.key not in ("slipstream", CEILING)]
+    brokers = [r for r in results if r.spec.key != CEILING]
     lib = confluent_kafka.libversion()[0]
     load_end = load_average()
     out.append(f"Command: `{shlex.join(['python', *sys.argv])}`")
@@ -928,7 +1075,7 @@ def report(
         out.append(f"- not installed, skipped: {m}")
     out.append("")
     out.append(
-        f"Best of {opts.repeat} run{'s' if opts.repeat > 1 else ''} per test, each into its own"
+        f"Median of {opts.repeat} run{'s' if opts.repeat > 1 else ''} per test, each into its own"
         " topic; producer acks=all, idempotence on, linger.ms=5, no compression,"
         " partitions round-robin; consumer assigns every partition from the earliest offset"
         " (no group, no commits), fetch.queue.backoff.ms=10. MB = 10^6 bytes of record values."
@@ -939,6 +1086,8 @@ def report(
         header += [f"Slipstream / {p.spec.label}" for p in peers]
         if len(peers) > 1:
             header.append("Slipstream / faster peer")
+        if ceiling is not None:
+            header.append("Slipstream / ceiling")
     out.append("| " + " | ".join(header) + " |")
     out.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
     for op in ("produce", "consume"):
@@ -957,12 +1106,18 @@ def report(
                     row += [fmt_ratio(mine, [p.cells.get(key)]) for p in peers]
                     if len(peers) > 1:
                         ratio = fmt_ratio(mine, [p.cells.get(key) for p in peers])
-                        if size == 1024 and ratio != "-":
-                            ratio += verdict(float(ratio.rstrip("x")) >= 1.0)
+                        if ratio != "-":
+                            target = 1.2 if size == 1024 else 1.0
+                            ratio += verdict(float(ratio.rstrip("x")) >= target)
                         row.append(ratio)
+                    if ceiling is not None:
+                        row.append(fmt_ratio(mine, [ceiling.cells.get(key)]))
                 out.append("| " + " | ".join(row) + " |")
     out.append("")
+    out.extend(cpu_table(results, ours, peers, opts))
+    out.append("")
 
+    results = brokers  # the stub has no start-up or memory figures
     header = ["Start-up and memory", *(r.spec.label for r in results)]
     if ours is not None:
         header.append("Slipstream target")
@@ -1093,7 +1248,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="1 KiB messages written before reading RSS (default 200000; quick 20000)",
     )
     parser.add_argument(
-        "--repeat", type=int, help="runs of each test, best reported (default 3; quick 1)"
+        "--runs",
+        "--repeat",
+        dest="repeat",
+        type=int,
+        help="runs of each test, the median reported (default 3; quick 1)",
     )
     parser.add_argument(
         "--startup-runs", type=int, help="process starts to time (default 7; quick 3)"
@@ -1108,8 +1267,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument(
         "--brokers",
-        default="slipstream,tansu,noida-db",
-        help="comma-separated subset of slipstream,tansu,noida-db",
+        default=f"slipstream,tansu,noida-db,{CEILING}",
+        help=f"comma-separated subset of slipstream,tansu,noida-db,{CEILING}",
     )
     parser.add_argument(
         "--sizes",
@@ -1124,6 +1283,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="partition counts (default 1,8)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the work directory and logs")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="record Slipstream's throughput phase with py-spy into DIR (SVG + raw stacks)",
+    )
     parser.add_argument("--embedded-probe", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     for name in ("messages", "rss_messages", "repeat", "startup_runs", "embedded_runs"):
@@ -1151,6 +1316,7 @@ def main(argv: list[str] | None = None) -> int:
         repeat=args.repeat or (1 if quick else 3),
         sizes=args.sizes,
         partitions=args.partitions,
+        profile_dir=args.profile,
     )
     wanted = [b.strip() for b in args.brokers.split(",") if b.strip()]
     began = time.perf_counter()
@@ -1167,8 +1333,9 @@ def main(argv: list[str] | None = None) -> int:
             if result.startup_error is None:
                 log(f"{spec.label}: throughput")
                 measure_throughput(spec, opts, result)
-                log(f"{spec.label}: memory, {opts.rss_messages:,} x 1 KiB")
-                measure_memory(spec, opts, result)
+                if spec.key != CEILING:  # the stub keeps nothing: its memory says nothing
+                    log(f"{spec.label}: memory, {opts.rss_messages:,} x 1 KiB")
+                    measure_memory(spec, opts, result)
             else:
                 log(f"{spec.label}: start-up FAILED: {result.startup_error}")
             if spec.key == "slipstream":
