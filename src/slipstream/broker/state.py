@@ -11,7 +11,6 @@ from typing import Any
 from ..coordinator.result import RequestContext as CoordinatorContext
 from ..log.api import AppendInfo, PartitionLog
 from ..log.metadata import MetadataStore
-from ..protocol import compression
 from ..protocol.apis.api_versions import ApiVersionsResponseApiVersion
 from ..protocol.compression import CorruptCompressedData, UnsupportedCompression
 from ..protocol.errors import ErrorCode, KafkaError
@@ -24,6 +23,7 @@ from ..protocol.record_batch import (
     validate_batch,
 )
 from . import topic_config
+from .append_policy import AppendPolicies
 from .batch_checks import CheckedRecords, check_batch_records
 from .config import BrokerConfig
 from .durability import GroupCommitter
@@ -68,6 +68,8 @@ class BrokerState:
     mutation_quotas: MutationQuotas = field(default_factory=MutationQuotas)
     # Request, byte and record counts (read by the admin listener's /metrics).
     metrics: BrokerMetrics = field(default_factory=BrokerMetrics)
+    # Each topic's produce-time configs, parsed once per change (append_policy.py).
+    append_policies: AppendPolicies = field(default_factory=AppendPolicies)
 
     def producer_state(self, topic: str, partition: int) -> PartitionProducerState:
         key = (topic, partition)
@@ -97,26 +99,27 @@ class BrokerState:
 
         Raises KafkaError with the code the produce response should carry.
         """
-        plog = self.topics.partition(topic, partition)
-        if plog is None:
+        found = self.topics.topics.get(topic)
+        if found is None or not 0 <= partition < len(found.partitions):
             raise KafkaError(
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 f"topic {topic!r} partition {partition} does not exist",
             )
+        plog = found.partitions[partition]
         refuse_client_append(topic)
-        configs = self.topics.effective_configs(self.topics.topics[topic])
-        max_batch = int(configs["max.message.bytes"])
-        compacted = "compact" in configs["cleanup.policy"]
-        if acks == -1 and configs["min.insync.replicas"] != "1":
+        policy = self.append_policies.for_topic(self.topics, found)
+        max_batch = policy.max_batch_bytes
+        compacted = policy.compacted
+        if acks == -1 and policy.min_insync_replicas is not None:
             # One replica is all there is: acks=all cannot meet a higher minimum (as Kafka).
             raise KafkaError(
                 ErrorCode.NOT_ENOUGH_REPLICAS,
-                f"topic {topic!r} has min.insync.replicas={configs['min.insync.replicas']} but this "
+                f"topic {topic!r} has min.insync.replicas={policy.min_insync_replicas} but this "
                 "broker keeps one replica; acks=all cannot be satisfied",
             )
-        timestamp_window = _timestamp_window(configs, self.clock)
+        timestamp_window = _timestamp_window(policy.timestamp_bounds, self.clock)
         # compression.type "producer" (the default) stores batches as sent: zero-copy.
-        topic_codec = _TOPIC_CODECS.get(configs["compression.type"])
+        topic_codec = policy.topic_codec
         batches = []
         headers = []
         try:
@@ -174,7 +177,7 @@ class BrokerState:
                         "a request mixing new and already-written batches cannot be deduplicated",
                     )
 
-        log_append_time = configs["message.timestamp.type"] == "LogAppendTime"
+        log_append_time = policy.log_append_time
         # The request buffer is writable (we read frames into bytearrays): stamp in place.
         info = plog.append(batches, now_ms=self.clock(), log_append_time=log_append_time)  # type: ignore[arg-type]
         offset = info.base_offset
@@ -201,25 +204,13 @@ class BrokerState:
         return topic_config.log_config(self.topics.effective_configs(t))
 
 
-_LONG_MAX = str((1 << 63) - 1)
-# A topic's compression.type -> the codec its batches are stored with (absent: as produced).
-_TOPIC_CODECS = {
-    "uncompressed": compression.NONE,
-    "gzip": compression.GZIP,
-    "snappy": compression.SNAPPY,
-    "lz4": compression.LZ4,
-    "zstd": compression.ZSTD,
-}
-
-
-def _timestamp_window(configs: dict[str, str], clock: Callable[[], int]) -> tuple[int, int] | None:
+def _timestamp_window(bounds: tuple[int, int] | None, clock: Callable[[], int]) -> tuple[int, int] | None:
     """(earliest, latest) CreateTime accepted, or None when neither bound is set (the default:
     no clock read, no per-batch check)."""
-    before, after = configs["message.timestamp.before.max.ms"], configs["message.timestamp.after.max.ms"]
-    if before == _LONG_MAX and after == _LONG_MAX:
+    if bounds is None:
         return None
     now_ms = clock()
-    return now_ms - int(before), now_ms + int(after)
+    return now_ms - bounds[0], now_ms + bounds[1]
 
 
 def _recompressed(

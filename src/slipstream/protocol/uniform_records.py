@@ -27,6 +27,7 @@ _OFFSET_DELTA_WIDTHS = (1, 2, 3)
 # Shapes whose pattern is kept (a broker sees a few shapes per producer, over and over).
 _MAX_CACHED_SHAPES = 256
 _NULL = -1
+_HEAD_BYTES = 32
 
 _patterns: dict[tuple[int, int], re.Pattern[bytes]] = {}
 
@@ -57,17 +58,20 @@ def _read_varint(data: bytes | bytearray | memoryview, pos: int) -> tuple[int, i
 def first_record_shape(data: bytes | bytearray | memoryview) -> tuple[int, int] | None:
     """(key length, value length) of the first record, -1 for null; None if that record
     has headers or does not frame (the full walk then decides)."""
+    # The fields before the key take at most 5 + 1 + 10 + 10 + 5 bytes: read them from a
+    # short copy (indexing bytes is cheaper than indexing a view), then skip the key.
     try:
-        length, pos = _read_varint(data, 0)
+        head = bytes(data[:_HEAD_BYTES])
+        length, pos = _read_varint(head, 0)
         stop = pos + length
         pos += 1  # attributes
-        _, pos = _read_varint(data, pos)  # timestamp delta
-        _, pos = _read_varint(data, pos)  # offset delta
-        key_length, pos = _read_varint(data, pos)
+        _, pos = _read_varint(head, pos)  # timestamp delta
+        _, pos = _read_varint(head, pos)  # offset delta
+        key_length, pos = _read_varint(head, pos)
         pos += max(key_length, 0)
-        value_length, pos = _read_varint(data, pos)
-        pos += max(value_length, 0)
-        if data[pos] != 0 or pos + 1 != stop or stop > len(data):
+        value_length, width = _read_varint(bytes(data[pos : pos + 5]), 0)
+        pos += width + max(value_length, 0)
+        if stop > len(data) or pos + 1 != stop or data[pos] != 0:
             return None
     except (IndexError, ValueError):
         return None
