@@ -128,10 +128,21 @@ def _pattern_for(shape: tuple[int, int]) -> re.Pattern[bytes]:
 def check_uniform_records(data: bytes | bytearray | memoryview, count: int) -> list[int] | None:
     """The keyless record indices if ``data`` is exactly ``count`` well-framed records of
     the first record's shape; None when that does not hold (run the full walk)."""
-    shape = first_record_shape(data)
-    if shape is None:
-        return None
-    left, matched = _pattern_for(shape).subn(b"", data)
+    global _last
+    # Batches come in runs of one shape: try the last one's pattern before parsing the
+    # first record (a mismatch costs one scan in C, then the shape is read as usual).
+    shape, pattern = _last
+    left, matched = pattern.subn(b"", data)
     if left or matched != count:
-        return None
+        found = first_record_shape(data)
+        if found is None or found == shape:
+            return None
+        shape, pattern = found, _pattern_for(found)
+        left, matched = pattern.subn(b"", data)
+        if left or matched != count:
+            return None
+        _last = (shape, pattern)
     return list(range(count)) if shape[0] == _NULL else []
+
+
+_last: tuple[tuple[int, int], re.Pattern[bytes]] = ((0, 0), _pattern_for((0, 0)))
