@@ -4,7 +4,7 @@
     python bench/request_path.py            # Heartbeat, Produce and Fetch, a few seconds
     python bench/request_path.py --quick    # fewer iterations
 
-An embedded broker (memory storage) is driven through its own layers with pre-encoded
+An embedded broker (disk storage in a temporary directory, as `slipstream serve`) is driven through its own layers with pre-encoded
 request frames; each stage is timed over many iterations with ``time.process_time``
 (CPU, not wall time, so other work on the machine skews it less; best of ``--repeat``):
 
@@ -30,6 +30,7 @@ import asyncio
 import os
 import struct
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -230,8 +231,13 @@ class Stages:
 
 
 async def run(n: int, repeat: int) -> dict[str, dict[str, float]]:
+    with tempfile.TemporaryDirectory(prefix="request-path-") as data_dir:
+        return await run_in(n, repeat, data_dir)
+
+
+async def run_in(n: int, repeat: int, data_dir: str) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
-    async with Broker(storage="memory", port=0) as broker:
+    async with Broker(storage="disk", data_dir=data_dir, port=0) as broker:
         state, groups = broker.state, broker.groups
         assert state is not None and groups is not None and broker.transactions is not None
         dispatcher = Dispatcher(state, groups, broker.transactions)
