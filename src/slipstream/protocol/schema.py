@@ -167,15 +167,18 @@ class Struct:
             cls.__init__ = Struct.__init__  # type: ignore[method-assign]
 
     def __init__(self, **values: Any) -> None:
-        # The first instance of a class compiles its own __init__ (see _compiled_init) and
-        # installs it: made lazily, so importing the declarations stays cheap.
+        # A class made often compiles its own __init__ (see _compiled_init) and installs
+        # it; only then, so that importing the declarations and making the few messages
+        # of start-up (a compile costs about a millisecond) stay cheap.
         cls = type(self)
         if vars(cls).get("__init__") is Struct.__init__:
-            init = _compiled_init(cls)
-            if init is not None:
-                cls.__init__ = init  # type: ignore[method-assign]
-                init(self, **values)
-                return
+            uses = _uses[cls] = _uses.get(cls, 0) + 1
+            if uses >= COMPILE_INIT_AFTER:
+                init = _compiled_init(cls)
+                if init is not None:
+                    cls.__init__ = init  # type: ignore[method-assign]
+                    init(self, **values)
+                    return
         self._generic_init(values)
 
     def _generic_init(self, values: dict[str, Any]) -> None:
@@ -249,6 +252,9 @@ def _compiled_init(cls: type[Struct]) -> Any:
 
 
 _MISSING: Any = object()
+# Instances of a class made with the generic __init__ before it gets a compiled one.
+COMPILE_INIT_AFTER = 64
+_uses: dict[type, int] = {}
 
 
 def is_uuid(value: object) -> bool:
