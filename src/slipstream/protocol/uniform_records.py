@@ -131,18 +131,22 @@ def check_uniform_records(data: bytes | bytearray | memoryview, count: int) -> l
     global _last
     # Batches come in runs of one shape: try the last one's pattern before parsing the
     # first record (a mismatch costs one scan in C, then the shape is read as usual).
-    shape, pattern = _last
+    last = _last
+    if last is not None:
+        shape, pattern = last
+        left, matched = pattern.subn(b"", data)
+        if not left and matched == count:
+            return list(range(count)) if shape[0] == _NULL else []
+    found = first_record_shape(data)
+    if found is None or (last is not None and found == last[0]):
+        return None
+    pattern = _pattern_for(found)
     left, matched = pattern.subn(b"", data)
     if left or matched != count:
-        found = first_record_shape(data)
-        if found is None or found == shape:
-            return None
-        shape, pattern = found, _pattern_for(found)
-        left, matched = pattern.subn(b"", data)
-        if left or matched != count:
-            return None
-        _last = (shape, pattern)
-    return list(range(count)) if shape[0] == _NULL else []
+        return None
+    _last = (found, pattern)
+    return list(range(count)) if found[0] == _NULL else []
 
 
-_last: tuple[tuple[int, int], re.Pattern[bytes]] = ((0, 0), _pattern_for((0, 0)))
+# The shape and pattern of the last batch accepted (None until the first).
+_last: tuple[tuple[int, int], re.Pattern[bytes]] | None = None
