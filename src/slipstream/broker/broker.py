@@ -34,7 +34,6 @@ from .security.session import ConnectionSession
 from .security.tls import server_context, subject_name
 from .server import KafkaConnection
 from .state import BrokerState, load_cluster_id
-from .tls_reads import TlsBufferedReads
 from .topics import TopicManager
 from .transactions import TransactionCoordinatorAdapter
 
@@ -191,7 +190,7 @@ class Broker:
 
     def _new_connection(
         self, dispatcher: Dispatcher, listener: Listener, own: ListenerSecurity, credentials: CredentialStore
-    ) -> KafkaConnection | TlsBufferedReads:
+    ) -> KafkaConnection:
         state = self.state
         assert state is not None
 
@@ -202,11 +201,9 @@ class Broker:
                 max_reauth_ms=own.max_reauth_ms, clock=lambda: state.clock(),
             )
 
-        connection = KafkaConnection(
+        return KafkaConnection(
             dispatcher, self.config.socket_request_max_bytes, self._connections, self._limits, session_factory=session
         )
-        # TLS: decrypt into a lent buffer (tls_reads.py); plaintext keeps data_received.
-        return TlsBufferedReads(connection) if listener.uses_tls else connection
 
     def bootstrap_for(self, listener: str) -> str:
         """host:port to give a client of this listener (its advertised endpoint)."""
