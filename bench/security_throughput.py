@@ -9,9 +9,15 @@ With confluent-kafka (librdkafka) as the client, 1 KiB values, acks=all:
 * produce throughput and consume throughput (assign from the beginning) over
   PLAINTEXT and over SASL_SSL (SCRAM-SHA-512), with the SASL_SSL/PLAINTEXT ratio
   (the target: TLS costs at most 30% of produce throughput, a ratio >= 0.70);
+* CPU milliseconds per MB for each phase, of the broker (from /proc/<pid>/stat)
+  and of the client (getrusage of this process, librdkafka's threads included):
+  on a shared machine these ratios are steadier than wall-clock MB/s;
 * connection set-up rate with Slipstream's client: connect, ApiVersions and (on
   SASL listeners) the SCRAM-SHA-512 exchange, one connection after another, over
   PLAINTEXT, SASL_PLAINTEXT and SASL_SSL.
+
+``--py-spy DIR`` records the broker with py-spy during each phase (collapsed
+stacks, one file per listener, phase and run) to see where the broker's time goes.
 
 The broker is a subprocess (``python -m slipstream serve``) on 127.0.0.1 with a
 throwaway CA from ``slipstream certs``. Progress goes to stderr, the Markdown

@@ -3,6 +3,7 @@
 
     python bench/tls_receive.py              # 100 MB per case, about 20 s
     python bench/tls_receive.py --mb 20      # smaller
+    python bench/tls_receive.py --quick      # smoke run (10 MB, one run per case)
 
 A uvloop server (as ``slipstream serve`` runs) with the broker's real connection
 code (KafkaConnection) and a dispatcher that only answers each request with a few
@@ -121,10 +122,13 @@ def one_run(
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--mb", type=int, default=100, help="MB sent per run (default 100)")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per case, lowest kept (default 3)")
+    parser.add_argument("--quick", action="store_true", help="smoke size")
+    parser.add_argument("--mb", type=int, help="MB sent per run (default 100; quick 10)")
+    parser.add_argument("--repeat", type=int, help="runs per case, lowest kept (default 3; quick 1)")
     args = parser.parse_args()
-    requests = max(1, args.mb * 1_000_000 // REQUEST_BYTES)
+    mb = args.mb or (10 if args.quick else 100)
+    repeat = args.repeat or (1 if args.quick else 3)
+    requests = max(1, mb * 1_000_000 // REQUEST_BYTES)
     megabytes = requests * REQUEST_BYTES / 1_000_000
     with tempfile.TemporaryDirectory(prefix="slipstream-tls-receive-") as tmp:
         certs = Path(tmp)
@@ -135,17 +139,17 @@ def main() -> int:
         client_ctx.load_verify_locations(certs / "ca.pem")
         client_ctx.check_hostname = False
         best: dict[str, tuple[float, float]] = {}
-        for run in range(args.repeat):
+        for run in range(repeat):
             for case, record_bytes in CASES.items():  # interleaved: a busy spell on the machine hits every case
                 user_s, sys_s = one_run(record_bytes, requests, server_ctx, client_ctx)
                 user, system = user_s / megabytes * 1000, sys_s / megabytes * 1000
                 print(
-                    f"[bench] run {run + 1}/{args.repeat} {case}: CPU ms per MB user {user:.2f} system {system:.2f}",
+                    f"[bench] run {run + 1}/{repeat} {case}: CPU ms per MB user {user:.2f} system {system:.2f}",
                     file=sys.stderr,
                 )
                 if case not in best or user + system < sum(best[case]):
                     best[case] = (user, system)
-    print(f"Broker-side receive cost, {megabytes:.0f} MB in 256 KiB requests; lowest of {args.repeat}\n")
+    print(f"Broker-side receive cost, {megabytes:.0f} MB in 256 KiB requests; lowest of {repeat}\n")
     print("| client sends | server CPU ms per MB: user | system | total |")
     print("|---|---:|---:|---:|")
     for case, (user, system) in best.items():
