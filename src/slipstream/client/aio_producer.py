@@ -34,10 +34,12 @@ Pipeline (modelled on the Java client's RecordAccumulator + Sender, written anew
 With acks=0 nothing is acknowledged: futures resolve with offset -1 once the
 request is written.
 
-What to do with a batch after an answer (retry, split, new epoch, fail) is decided by
-``DeliveryPolicy`` (producer_policy.py, sans-I/O); this module applies it. Settings are
-``ProducerConfig`` (producer_config.py); metadata is producer_metadata.py; transactions
-are producer_transactions.py.
+This module is ``send``, ``flush`` and ``close``. The sender task is producer_sender.py;
+what to do with a batch after an answer (retry, split, new epoch, fail) is decided
+by ``DeliveryPolicy`` (producer_policy.py, sans-I/O) and carried out by the sender;
+producer_outcomes.py completes the records' futures and callbacks. Settings are
+``ProducerConfig`` (producer_config.py); metadata is producer_metadata.py;
+transactions are producer_transactions.py.
 """
 
 from __future__ import annotations
@@ -47,44 +49,30 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..protocol.apis.init_producer_id import SPEC as INIT_PRODUCER_ID
-from ..protocol.apis.init_producer_id import InitProducerIdRequest
-from ..protocol.apis.produce import SPEC as PRODUCE
-from ..protocol.apis.produce import (
-    ProduceRequest,
-    ProduceRequestPartitionData,
-    ProduceRequestTopicData,
-    ProduceResponse,
-)
 from ..protocol.compression import codec_by_name
 from ..protocol.errors import ErrorCode, KafkaError
-from ..protocol.errors import name as error_name
 from . import logs
 from .accumulator import (
     BATCH_FULL,
     NO_MEMORY,
     RECORD_OVERHEAD,
-    ProducerBatch,
     RecordAccumulator,
     record_size,
 )
 from .cluster import Cluster
-from .connection import BrokerConnection, UnsupportedApi
+from .connection import UnsupportedApi
 from .partitioner import RecordPartitioner
-from .producer_config import INT32_MAX, MAX_IDEMPOTENT_IN_FLIGHT, producer_config_from
-from .producer_metadata import ProducerMetadata
-from .producer_policy import BatchDecision, DeliveryPolicy, Verdict
+from .producer_config import MAX_IDEMPOTENT_IN_FLIGHT, producer_config_from
+from .producer_outcomes import BatchOutcomes
+from .producer_sender import Sender
 from .producer_transactions import ProducerTransactions
 from .producer_types import BufferFullError, ProducerClosedError, ProducerError, RecordMetadata
-from .retry import Backoff, retry_async
+from .retry import Backoff
 from .serde import RecordSerializers
 from .transactions import ConsumerGroupMetadata, TransactionState, TxnState
-
-# Produce v13 names topics by id; this producer names them.
-NAMED_TOPICS_PRODUCE_MAX_VERSION = 12
 
 log = logging.getLogger("slipstream.client.producer")
 
@@ -95,8 +83,6 @@ _monotonic = time.monotonic
 _APPENDED = 0
 _NEED_METADATA = 1
 _NEED_MEMORY = 2
-
-_new_tuple = tuple.__new__  # RecordMetadata without the NamedTuple __new__ frame (hot path)
 
 
 def _as_bytes(data: Any, what: str) -> bytes:
@@ -151,12 +137,6 @@ class AIOProducer:
         self.max_request_size = config.max_request_size
         self.transactional_id = config.transactional_id
         self._backoff = Backoff(float(config.retry_backoff_ms), float(config.retry_backoff_max_ms))
-        self._policy = DeliveryPolicy(
-            retries=config.retries,
-            delivery_timeout_ms=self.delivery_timeout_ms,
-            backoff=self._backoff,
-            idempotent=self.idempotent,
-        )
         self._max_record = config.max_record_size
         self._cluster = Cluster(
             bootstrap_servers, client_id=config.client_id,
@@ -182,41 +162,19 @@ class AIOProducer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started = False
         self._closed = False
-        self._sender: asyncio.Task[None] | None = None
-        self._stopping = False
-        self._wake_fut: asyncio.Future[None] | None = None
-        self._sleep_until = float("inf")
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._node_in_flight: dict[int, int] = {}
-        self._conns: dict[int, BrokerConnection] = {}
-        self._connecting: set[int] = set()
-        self._node_retry_at: dict[int, float] = {}
-        self._node_failures: dict[int, int] = {}
-        self._metadata = ProducerMetadata(
-            self._cluster,
-            self._backoff,
-            max_age_ms=float(config.metadata_max_age_ms),
-            max_block_ms=self.max_block_ms,
-            topic_propagation_ms=float(config.topic_metadata_propagation_max_ms),
-            wake=self._wake,
-            spawn=self._spawn,
-        )
-        self._bump_task: asyncio.Task[None] | None = None
         self._memory_waiters: deque[asyncio.Future[None]] = deque()
-        # Delivery callbacks (callables given as waiters) are handed to this sink in one
-        # list per batch; the default runs them right away on the loop.
-        self._callback_sink: Callable[
-            [list[tuple[Any, BaseException | None, RecordMetadata]]], None
-        ] = _run_callbacks
-        # transactions
         self._txns: ProducerTransactions | None = None
         self._txn: TransactionState | None = None  # the hot path's view of its state
+        self._outcomes = BatchOutcomes(self._acc, self._memory_waiters, None)
+        self._sender = Sender(config, self._cluster, self._acc, self._backoff, self._outcomes)
+        self._sender_task: asyncio.Task[None] | None = None
+        self._wake = self._sender.wake
         if config.transactional_id is not None:
-            self._txns = ProducerTransactions(
-                config, self._cluster, self._backoff, self._acc,
-                is_started=lambda: self._started, flush=self.flush, finish=self._finish, wake=self._wake,
+            self._txns = self._sender.txns = ProducerTransactions(
+                config, self._cluster, self._backoff, self._acc, is_started=lambda: self._started,
+                flush=self.flush, finish=self._outcomes.finish, wake=self._wake,
             )
-            self._txn = self._txns.state
+            self._txn = self._outcomes.txn = self._txns.state
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -240,21 +198,19 @@ class AIOProducer:
             raise ProducerClosedError("the producer is closed")
         self._loop = asyncio.get_running_loop()
         await self._cluster.refresh_metadata([])
-        self._metadata.refreshed_at = _monotonic() * 1000
+        self._sender.metadata.refreshed_at = _monotonic() * 1000
         if self.idempotent and self._txn is None:  # transactional: init_transactions() does it
             try:
-                pid, epoch = await self._init_producer_id()
+                pid, epoch = await self._sender.init_producer_id()
             except UnsupportedApi:
                 if self.config.explicit_idempotence:
                     raise
                 log.warning("the broker does not support InitProducerId: idempotence is off")
-                self.idempotent = self._acc.idempotent = self._policy.idempotent = False
+                self.idempotent = self._acc.idempotent = self._sender.policy.idempotent = False
             else:
                 self._acc.reset_producer(pid, epoch)
         self._started = True
-        self._sender = self._loop.create_task(
-            self._sender_loop(), name="slipstream-producer-sender"
-        )
+        self._sender_task = self._loop.create_task(self._sender.run(), name="slipstream-producer-sender")
         return self
 
     async def __aenter__(self) -> AIOProducer:
@@ -308,22 +264,23 @@ class AIOProducer:
         self._wake()
         with contextlib.suppress(TimeoutError):
             await self.flush(timeout)
-        self._stopping = True
+        sender = self._sender
+        sender.stopping = True
         closed = ProducerClosedError("the producer was closed before the record was delivered")
         for batch in self._acc.abort_all():
-            self._finish(batch, closed)
-        for pending in list(self._tasks):
+            self._outcomes.finish(batch, closed)
+        for pending in list(sender.tasks):
             pending.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if sender.tasks:
+            await asyncio.gather(*sender.tasks, return_exceptions=True)
         for fut in self._memory_waiters:
             if not fut.done():
                 fut.set_exception(closed)
         self._memory_waiters.clear()
         others: list[asyncio.Task[Any] | None] = [
-            self._metadata.task,
-            self._bump_task,
-            self._sender,
+            sender.metadata.task,
+            sender.bump_task,
+            self._sender_task,
         ]
         for task in others:
             if task is not None and not task.done():
@@ -451,7 +408,7 @@ class AIOProducer:
         if result:
             if result == NO_MEMORY:
                 return _NEED_MEMORY
-            if result == BATCH_FULL or now + self.linger_ms < self._sleep_until:
+            if result == BATCH_FULL or now + self.linger_ms < self._sender.sleep_until:
                 if threadsafe:
                     loop = self._loop
                     assert loop is not None
@@ -482,7 +439,7 @@ class AIOProducer:
             if status == _APPENDED:
                 return
             if status == _NEED_METADATA:
-                await self._metadata.wait_for_topic(topic, partition, deadline)
+                await self._sender.metadata.wait_for_topic(topic, partition, deadline)
                 continue
             remaining = deadline - loop.time()
             if remaining <= 0:
@@ -511,63 +468,6 @@ class AIOProducer:
         if self._loop is None:
             raise ProducerError("the producer is not started: call `await producer.start()`")
         return self._loop
-
-    # ------------------------------------------------------------------ producer id
-
-    async def _init_producer_id(self, *, bump: bool = False) -> tuple[int, int]:
-        async def attempt() -> tuple[int, int]:
-            conn = await self._cluster.any_connection()
-            version = conn.version_for(INIT_PRODUCER_ID)
-            request = InitProducerIdRequest(
-                transactional_id=None, transaction_timeout_ms=INT32_MAX
-            )
-            if bump and version >= 3 and self._acc.producer_id >= 0:
-                request.producer_id = self._acc.producer_id
-                request.producer_epoch = self._acc.producer_epoch
-            response = await conn.request(INIT_PRODUCER_ID, request, version=version)
-            if response.error_code:
-                raise KafkaError(response.error_code, f"InitProducerId failed on {conn.address}")
-            return int(response.producer_id), int(response.producer_epoch)
-
-        return await retry_async(
-            attempt,
-            backoff=self._backoff,
-            timeout_s=self.max_block_ms / 1000,
-            retriable=lambda exc: (
-                not isinstance(exc, UnsupportedApi)
-                and (
-                    isinstance(exc, (ConnectionError, OSError))
-                    or (isinstance(exc, KafkaError) and exc.retriable)
-                )
-            ),
-        )
-
-    async def _bump_epoch(self) -> None:
-        attempt = 0
-        try:
-            while True:
-                try:
-                    pid, epoch = await self._init_producer_id(bump=True)
-                    break
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:
-                    log.warning("could not obtain a new producer id (will retry): %s", exc)
-                    await asyncio.sleep(self._backoff.delay_s(attempt))
-                    attempt += 1
-            old = (self._acc.producer_id, self._acc.producer_epoch)
-            renumbered = self._acc.reset_producer(pid, epoch)
-            log.info(
-                "producer id/epoch %s/%s -> %s/%s; %d pending batches renumbered",
-                old[0],
-                old[1],
-                pid,
-                epoch,
-                renumbered,
-            )
-        finally:
-            self._bump_task = None
-            self._wake()
 
     # ------------------------------------------------------------------ transactions (producer_transactions.py)
 
@@ -602,312 +502,3 @@ class AIOProducer:
     async def abort_transaction(self, timeout: float | None = None) -> None:
         """Abort the transaction: records not sent yet fail, what was written is aborted."""
         await self._transactions("abort_transaction").abort(timeout)
-
-    # ------------------------------------------------------------------ sender
-
-    def _wake(self) -> None:
-        fut = self._wake_fut
-        if fut is not None and not fut.done():
-            fut.set_result(None)
-
-    async def _sender_loop(self) -> None:
-        loop = self._get_loop()
-        while True:
-            self._wake_fut = loop.create_future()
-            # Until we know when to wake up, any new batch (from another thread) wakes us.
-            self._sleep_until = float("inf")
-            now = _monotonic() * 1000
-            try:
-                wake_at = self._run_once(now)
-            except Exception:
-                log.exception("producer sender iteration failed")
-                wake_at = now + 100
-            if self._stopping:
-                return
-            if wake_at > now:
-                self._sleep_until = wake_at
-                handle = None
-                if wake_at != float("inf"):
-                    handle = loop.call_later((wake_at - now + 0.5) / 1000, self._wake)
-                await self._wake_fut
-                if handle is not None:
-                    handle.cancel()
-            else:
-                await asyncio.sleep(0)
-
-    def _run_once(self, now: float) -> float:
-        acc = self._acc
-        wake_at = float("inf")
-        expired = acc.expire(now, self.delivery_timeout_ms)
-        for batch in expired:
-            self._finish(batch, self._policy.timeout_error(batch, batch.last_error))
-        # An exhausted buffer: send everything now (the Java client does too).
-        acc.exhausted = bool(self._memory_waiters)
-        leader_of = self._metadata.leader_of
-        nodes, ready_at, unknown = acc.ready(now, leader_of)
-        txns = self._txns
-        if acc.bump_pending and self._bump_task is None and acc.bump_ready() and txns is None:
-            # (A transactional producer bumps its epoch when it aborts, through its coordinator.)
-            self._bump_task = self._get_loop().create_task(self._bump_epoch())
-        if txns is not None and txns.adding is None and acc.txn_partitions is not None:
-            unregistered = acc.unregistered_partitions()
-            if unregistered:
-                txns.adding = self._spawn(txns.add_partitions(unregistered))
-        wake_at = min(ready_at, self._metadata.poll(now, bool(unknown)))
-        for node in nodes:
-            conn = self._node_connection(node, now)
-            if conn is None:
-                retry_at = self._node_retry_at.get(node, 0.0)
-                if retry_at > now:
-                    wake_at = min(wake_at, retry_at)
-                continue
-            while self._node_in_flight.get(node, 0) < self.max_in_flight:
-                batches = acc.drain(node, now, self.max_request_size, leader_of)
-                if not batches:
-                    break
-                self._dispatch(node, conn, batches)
-        if acc.incomplete:
-            # Nothing else may wake us for a batch stuck without a leader: look again soon.
-            wake_at = min(wake_at, now + 1000)
-        return wake_at
-
-    def _node_connection(self, node: int, now: float) -> BrokerConnection | None:
-        conn = self._conns.get(node)
-        if conn is not None and not conn.closed:
-            return conn
-        if node in self._connecting or now < self._node_retry_at.get(node, 0.0):
-            return None
-        self._connecting.add(node)
-        self._spawn(self._connect(node))
-        return None
-
-    async def _connect(self, node: int) -> None:
-        try:
-            self._conns[node] = await self._cluster.connection(node)
-            self._node_failures.pop(node, None)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            failures = self._node_failures.get(node, 0) + 1
-            self._node_failures[node] = failures
-            delay = self._backoff.delay_ms(failures - 1)
-            self._node_retry_at[node] = self._now_ms() + delay
-            self._metadata.wanted = True
-            log.debug("cannot connect to broker %d (retrying in %.0f ms): %s", node, delay, exc)
-        finally:
-            self._connecting.discard(node)
-            self._wake()
-
-    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
-        task = self._get_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
-
-    def _dispatch(self, node: int, conn: BrokerConnection, batches: list[ProducerBatch]) -> None:
-        by_topic: dict[str, list[ProduceRequestPartitionData]] = {}
-        unbuilt = [b for b in batches if b.payload is None]
-        if unbuilt:  # encoding failed (should not happen: records are checked in send)
-            for batch in unbuilt:
-                self._fail(batch, batch.last_error or ProducerError("batch could not be built"))
-            batches = [b for b in batches if b.payload is not None]
-            if not batches:
-                return
-        for batch in batches:
-            assert batch.payload is not None
-            by_topic.setdefault(batch.topic, []).append(
-                ProduceRequestPartitionData(
-                    index=batch.partition, records=memoryview(batch.payload)
-                )
-            )
-        request = ProduceRequest(
-            transactional_id=self.transactional_id,
-            acks=self.acks,
-            timeout_ms=int(self.request_timeout_ms),
-            topic_data=[
-                ProduceRequestTopicData(name=t, partition_data=p) for t, p in by_topic.items()
-            ],
-        )
-        self._node_in_flight[node] = self._node_in_flight.get(node, 0) + 1
-        self._spawn(self._produce(node, conn, request, batches))
-
-    async def _produce(
-        self,
-        node: int,
-        conn: BrokerConnection,
-        request: ProduceRequest,
-        batches: list[ProducerBatch],
-    ) -> None:
-        try:
-            try:
-                response = await conn.request(
-                    PRODUCE, request, expect_response=self.acks != 0, max_version=NAMED_TOPICS_PRODUCE_MAX_VERSION
-                )
-            except asyncio.CancelledError:
-                closed = ProducerClosedError("the producer was closed before the broker answered")
-                for batch in batches:
-                    self._acc.complete(batch, acked=False)
-                    self._finish(batch, closed)
-                raise
-            except UnsupportedApi as exc:
-                for batch in batches:
-                    self._fail(batch, exc)
-            except KafkaError as exc:
-                # The connection timed out (and was dropped): the broker may have the data.
-                self._network_failure(batches, exc)
-            except (ConnectionError, OSError) as exc:
-                self._network_failure(batches, exc)
-            else:
-                if self.acks == 0:
-                    for batch in batches:
-                        self._succeed(batch, -1, -1)
-                else:
-                    self._handle_response(batches, response)
-        except Exception as exc:
-            # Never leave a batch hanging, whatever went wrong.
-            log.exception("unexpected failure handling a Produce request")
-            for batch in batches:
-                if batch.in_flight:
-                    self._fail(batch, exc)
-        finally:
-            self._node_in_flight[node] -= 1
-            self._wake()
-
-    def _network_failure(self, batches: list[ProducerBatch], exc: BaseException) -> None:
-        now = self._now_ms()
-        for batch in batches:
-            self._apply(batch, self._policy.on_connection_lost(batch, exc, now, stopping=self._stopping), now)
-
-    def _handle_response(self, batches: list[ProducerBatch], response: ProduceResponse) -> None:
-        results: dict[tuple[str, int], Any] = {}
-        for topic in response.responses:
-            for part_response in topic.partition_responses:
-                results[(topic.name, part_response.index)] = part_response
-        now = self._now_ms()
-        policy = self._policy
-        for batch in batches:
-            part = results.get((batch.topic, batch.partition))
-            if part is not None and (part.error_code == 0 or part.error_code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
-                self._succeed(batch, part.base_offset, part.log_append_time_ms)  # the common case, inline
-                continue
-            decision = policy.on_partition_result(
-                batch, part, now, stopping=self._stopping, acked_end=self._acked_end(batch)
-            )
-            self._apply(batch, decision, now)
-
-    def _acked_end(self, batch: ProducerBatch) -> int | None:
-        """The sequence the broker should expect next on the batch's partition, if known."""
-        ps = self._acc.partition_state(batch.topic, batch.partition)
-        if ps is None or ps.gap or self._acc.bump_pending:
-            return None
-        return int(ps.acked_end)
-
-    def _apply(self, batch: ProducerBatch, decision: BatchDecision, now: float) -> None:
-        """Carry out the policy's decision for a batch that is not acknowledged."""
-        acc = self._acc
-        if decision.bump_epoch:
-            acc.request_bump()
-        if decision.refresh_metadata:
-            self._metadata.wanted = True
-        if decision.last_error is not None:
-            batch.last_error = decision.last_error
-        verdict = decision.verdict
-        if verdict is Verdict.RETRY:
-            log.debug("retrying %r in %.0f ms after %s", batch, decision.backoff_ms, decision.error)
-            acc.reenqueue(batch, now, decision.backoff_ms, fate_unknown=decision.fate_unknown)
-        elif verdict is Verdict.SPLIT:
-            first, second = acc.split(batch, now)
-            code = decision.error.code if isinstance(decision.error, KafkaError) else 0
-            log.info(
-                "%s for %r: split into batches of %d and %d records",
-                error_name(code),
-                batch,
-                len(first.records),
-                len(second.records),
-            )
-            self._batch_done(batch)
-        else:
-            assert verdict is Verdict.FAIL and decision.error is not None
-            self._fail(batch, decision.error)
-
-    def _succeed(self, batch: ProducerBatch, base_offset: int, log_append_time: int) -> None:
-        self._acc.complete(batch, acked=True)
-        topic, partition = batch.topic, batch.partition
-        ts_type = 1 if log_append_time is not None and log_append_time >= 0 else 0
-        callbacks: list[tuple[Any, BaseException | None, RecordMetadata]] | None = None
-        future_type = asyncio.Future
-        records = batch.records
-        for i, waiter in enumerate(batch.waiters):
-            if waiter is None:
-                continue
-            md = _new_tuple(
-                RecordMetadata,
-                (
-                    topic,
-                    partition,
-                    base_offset + i if base_offset >= 0 else -1,
-                    log_append_time if ts_type else records[i][3],
-                    ts_type,
-                ),
-            )
-            if isinstance(waiter, future_type):
-                if not waiter.done():
-                    waiter.set_result(md)
-            else:
-                if callbacks is None:
-                    callbacks = []
-                callbacks.append((waiter, None, md))
-        if callbacks:
-            self._callback_sink(callbacks)
-        self._batch_done(batch)
-
-    def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
-        self._acc.complete(batch, acked=False)
-        self._finish(batch, error)
-
-    def _finish(self, batch: ProducerBatch, error: BaseException) -> None:
-        """Fail every record of a batch already released from the accumulator."""
-        if self._txn is not None and not isinstance(error, ProducerClosedError):
-            self._txn.fail(error)  # the transaction can only be aborted now
-        log.warning(
-            "delivery of %d record(s) to %s-%d failed: %s",
-            len(batch.records),
-            batch.topic,
-            batch.partition,
-            error,
-        )
-        callbacks: list[tuple[Any, BaseException | None, RecordMetadata]] | None = None
-        future_type = asyncio.Future
-        for i, waiter in enumerate(batch.waiters):
-            if waiter is None:
-                continue
-            if isinstance(waiter, future_type):
-                if not waiter.done():
-                    waiter.set_exception(error)
-                    waiter.exception()  # logged above; don't also warn at garbage collection
-            else:
-                if callbacks is None:
-                    callbacks = []
-                md = RecordMetadata(batch.topic, batch.partition, -1, batch.records[i][3])
-                callbacks.append((waiter, error, md))
-        if callbacks:
-            self._callback_sink(callbacks)
-        self._batch_done(batch)
-
-    def _batch_done(self, batch: ProducerBatch) -> None:
-        batch.waiters = []
-        fut = batch.done_future
-        if fut is not None and not fut.done():
-            fut.set_result(None)
-        if self._memory_waiters:
-            for waiter in self._memory_waiters:
-                if not waiter.done():
-                    waiter.set_result(None)
-
-
-def _run_callbacks(items: Iterable[tuple[Any, BaseException | None, RecordMetadata]]) -> None:
-    for callback, error, metadata in items:
-        try:
-            callback(error, metadata)
-        except Exception:
-            log.exception("delivery callback %r raised", callback)

@@ -70,7 +70,7 @@ class Producer:
         async def create() -> AIOProducer:
             producer = AIOProducer(bootstrap_servers, **config)
             if delivery_callbacks == "poll":
-                producer._callback_sink = self._enqueue_callbacks
+                producer._outcomes.callback_sink = self._enqueue_callbacks
             try:
                 return await producer.start()
             except BaseException:

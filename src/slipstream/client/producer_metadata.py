@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from ..protocol.errors import ErrorCode, KafkaError, is_retriable
@@ -40,7 +40,10 @@ class ProducerMetadata:
         topic_propagation_ms: float,
         wake: Callable[[], None],
         spawn: Callable[[Coroutine[Any, Any, Any]], Any],
+        clock: Callable[[], float] | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
+        """``clock`` (seconds; default: the running loop's) and ``sleep`` are for tests."""
         self.cluster = cluster
         self.backoff = backoff
         self.max_age_ms = max_age_ms
@@ -48,6 +51,8 @@ class ProducerMetadata:
         self.topic_propagation_ms = topic_propagation_ms
         self._wake = wake
         self._spawn = spawn
+        self._clock = clock
+        self._sleep = sleep
         self.topics: set[str] = set()
         self.task: asyncio.Task[Any] | None = None
         self._task_topics: frozenset[str] = frozenset()
@@ -99,12 +104,12 @@ class ProducerMetadata:
 
     async def wait_for_topic(self, topic: str, partition: int | None, deadline: float) -> None:
         """Refresh metadata until ``topic`` (and ``partition``) is known, with backoff.
-        ``deadline`` is on the loop's clock.
+        ``deadline`` is on ``clock`` (the loop's).
 
         A topic the brokers keep reporting as unknown for topic_metadata_propagation_max_ms
         fails with UNKNOWN_TOPIC_OR_PARTITION; other retriable trouble waits until max_block_ms.
         """
-        loop = asyncio.get_running_loop()
+        clock = self._clock or asyncio.get_running_loop().time
         first_unknown: float | None = None
         attempt = 0
         last = ""
@@ -137,7 +142,7 @@ class ProducerMetadata:
                 code = self._last_topic_error(topic)
                 last = error_name(code) if code else "the topic has no partitions yet"
             if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                now = loop.time()
+                now = clock()
                 first_unknown = now if first_unknown is None else first_unknown
                 if (now - first_unknown) * 1000 >= self.topic_propagation_ms:
                     raise KafkaError(
@@ -145,12 +150,12 @@ class ProducerMetadata:
                     )
             elif code and not is_retriable(code):
                 raise KafkaError(code, f"cannot produce to topic {topic!r}: {error_name(code)}")
-            if loop.time() >= deadline:
+            if clock() >= deadline:
                 raise KafkaError(
                     ErrorCode.REQUEST_TIMED_OUT,
                     f"topic {topic!r} not present in metadata after {self.max_block_ms:.0f} ms ({last})",
                 )
-            await asyncio.sleep(min(self.backoff.delay_s(attempt), max(0.0, deadline - loop.time())))
+            await self._sleep(min(self.backoff.delay_s(attempt), max(0.0, deadline - clock())))
             attempt += 1
 
     def poll(self, now: float, leaderless: bool) -> float:

@@ -381,11 +381,10 @@ async def test_delivery_timeout_bounds_retries(broker: Broker, monkeypatch: Any)
     topic = create_topic(broker, 1)
     with produce_errors(monkeypatch, lambda n: NOT_ENOUGH_REPLICAS):
         async with producer(broker, delivery_timeout_ms=400, retry_backoff_ms=20) as p:
-            started = time.monotonic()
+            # (when the timeout ends the retries: test_producer_policy, on a manual clock)
             fut = await p.send(topic, b"v")
             with pytest.raises(DeliveryTimeoutError) as info:
                 await fut
-            assert 0.3 < time.monotonic() - started < 3
             assert "NOT_ENOUGH_REPLICAS" in str(info.value)
             assert info.value.code == ErrorCode.REQUEST_TIMED_OUT
 
