@@ -55,13 +55,8 @@ from typing import Any
 from ..protocol.compression import codec_by_name
 from ..protocol.errors import ErrorCode, KafkaError
 from . import logs
-from .accumulator import (
-    BATCH_FULL,
-    NO_MEMORY,
-    RECORD_OVERHEAD,
-    RecordAccumulator,
-    record_size,
-)
+from .accumulator import BATCH_FULL, NO_MEMORY, RecordAccumulator
+from .batch_encoding import RECORD_OVERHEAD, record_size
 from .cluster import Cluster
 from .connection import UnsupportedApi
 from .partitioner import RecordPartitioner
@@ -158,6 +153,9 @@ class AIOProducer:
             if isinstance(partitioner, str)
             else RecordPartitioner("custom", partitioner)
         )
+        # the hot path's direct view of the sticky partitions (the partitioner's own dict)
+        self._sticky_unkeyed = self._partitioner.sticky_unkeyed
+        self._sticky = self._partitioner.sticky
         # loop state
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started = False
@@ -386,15 +384,14 @@ class AIOProducer:
             return _NEED_METADATA
         leaders = info.leaders
         if partition is None:
-            partitioner = self._partitioner
-            if key is None and partitioner.sticky_unkeyed:
-                sticky = partitioner.sticky.get(topic)
+            if key is None and self._sticky_unkeyed:
+                sticky = self._sticky.get(topic)
                 if sticky is None or sticky[1] >= self.batch_size or sticky[0] not in leaders:
-                    sticky = partitioner.new_sticky(topic, sticky, leaders)
+                    sticky = self._partitioner.new_sticky(topic, sticky, leaders)
                 sticky[1] += size
                 partition = sticky[0]
             else:
-                partition = partitioner.choose(topic, key, len(leaders))
+                partition = self._partitioner.choose(topic, key, len(leaders))
         elif partition not in leaders:
             return _NEED_METADATA
         if fair and self._memory_waiters:

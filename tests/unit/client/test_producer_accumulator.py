@@ -13,9 +13,8 @@ from slipstream.client.accumulator import (
     NO_MEMORY,
     ProducerBatch,
     RecordAccumulator,
-    encode_batch,
-    restamp,
 )
+from slipstream.client.batch_encoding import encode_batch, restamp
 from slipstream.client.retry import Backoff
 from slipstream.protocol import compression
 from slipstream.protocol.record_batch import validate_batch
