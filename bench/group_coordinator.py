@@ -74,6 +74,7 @@ MEMBERS_PER_GROUP = 5
 UNKNOWN_MEMBER_ID = 25
 REBALANCE_IN_PROGRESS = 27
 MEMBER_ID_REQUIRED = 79
+NAMED_TOPICS_OFFSET_COMMIT_MAX_VERSION = 9
 SCRIPT = os.path.abspath(__file__)  # the load generators run this script as children
 
 
@@ -452,8 +453,12 @@ async def rate_main(
     beat = hb.HeartbeatRequest(group_id=group, generation_id=generation, member_id=member)
     out: dict[str, Any] = {}
     loop = asyncio.get_running_loop()
-    for kind, spec, request in (("commit", oc.SPEC, commit), ("heartbeat", hb.SPEC, beat)):
-        version = conn.version_for(spec)
+    # OffsetCommit v10+ names topics by id; this request names them (v9, as our client).
+    for kind, spec, request, max_version in (
+        ("commit", oc.SPEC, commit, NAMED_TOPICS_OFFSET_COMMIT_MAX_VERSION),
+        ("heartbeat", hb.SPEC, beat, None),
+    ):
+        version = conn.version_for(spec, max_version)
         frame = request_frame(spec, version, request)
         pipes: list[_Pipelined] = []
         for _ in range(connections):
