@@ -444,11 +444,11 @@ async def test_buffer_full_error_after_max_block(broker: Broker, monkeypatch: An
         p = await producer(broker, buffer_memory=2000, max_block_ms=200).start()
         try:
             futures = [await p.send(topic, b"x" * 100) for _ in range(10)]
-            started = time.monotonic()
+            # (that it waits max_block_ms, no less and no more: test_producer_policy's
+            # test_send_waits_max_block_ms_for_memory_then_fails, on a manual clock)
             with pytest.raises(BufferFullError, match="buffer_memory"):
                 for _ in range(100):
                     await p.send(topic, b"x" * 100)
-            assert 0.15 < time.monotonic() - started < 2
             stuck.set()
             await p.flush(timeout=5)
             assert all(f.result().offset >= 0 for f in futures)

@@ -291,3 +291,53 @@ def test_a_known_topic_returns_at_once_and_a_missing_partition_is_named() -> Non
     with pytest.raises(KafkaError, match="partition 5 does not exist"):
         asyncio.run(md.wait_for_topic("t", 5, deadline=60.0))
     assert clock.now == 0.0
+
+
+# --------------------------------------------------------------------------- send's memory wait
+
+
+class VirtualTimeLoop(asyncio.SelectorEventLoop):
+    """An event loop on a manual clock: when nothing is ready, time jumps to the next timer
+    instead of passing. For code that does no I/O (a loop with nothing to wake it fails)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = 0.0
+        poll = self._selector.select  # type: ignore[attr-defined]
+
+        def select(timeout: float | None = None) -> Any:
+            events = poll(0)
+            if not events:
+                if timeout is None:
+                    raise RuntimeError("nothing scheduled and nothing ready: the test would hang")
+                self.now += timeout
+            return events
+
+        self._selector.select = select  # type: ignore[attr-defined]
+
+    def time(self) -> float:
+        return self.now
+
+
+def test_send_waits_max_block_ms_for_memory_then_fails() -> None:
+    from slipstream.client.producer import AIOProducer, BufferFullError
+
+    loop = VirtualTimeLoop()
+
+    async def main() -> float:
+        # Not started (no broker, no sender): nothing leaves the buffer.
+        p = AIOProducer("127.0.0.1:9", buffer_memory=2000, max_block_ms=200, linger_ms=60_000)
+        p._loop = asyncio.get_running_loop()
+        p._cluster.topics["t"] = TopicInfo("t", None, 0, False, {0: 1})  # type: ignore[arg-type]
+        started = loop.time()
+        with pytest.raises(BufferFullError, match="stayed full for 200 ms"):
+            for _ in range(100):
+                await p.send("t", b"x" * 100)
+        assert p._acc.buffer_used <= 2000
+        return loop.time() - started
+
+    try:
+        waited = loop.run_until_complete(main())
+    finally:
+        loop.close()
+    assert waited == pytest.approx(0.2)  # max_block_ms, not before and not later
