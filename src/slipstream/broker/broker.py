@@ -27,6 +27,8 @@ from .groups import GroupCoordinatorAdapter
 from .listener_settings import ListenerSecurity
 from .listeners import Listener, advertised_endpoint, parse_advertised, parse_listeners
 from .producer_state import ProducerIdAllocator
+from .security.acl_store import AclStore
+from .security.authorizer import Authorizer, parse_super_users
 from .security.credentials import CredentialStore
 from .security.session import ConnectionSession
 from .security.tls import server_context, subject_name
@@ -100,6 +102,13 @@ class Broker:
             group_configs=group_configs,
             fetch_sessions=FetchSessionCache(config.max_incremental_fetch_session_cache_slots),
         )
+        if config.uses_acl_authorizer:
+            state.acl_store = AclStore(metadata)
+            state.authorizer = Authorizer(
+                parse_super_users(config.super_users),
+                config.allow_everyone_if_no_acl_found,
+                state.acl_store.load(),
+            )
         self.state = state
         groups = GroupCoordinatorAdapter(state)
         self.groups = groups

@@ -119,6 +119,14 @@ class BrokerConfig:
     sasl_enabled_mechanisms: str = "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN"
     # "name:password,..." users created (for every SCRAM mechanism) when they have no credential yet.
     scram_bootstrap_users: str = ""
+    # Authorization: "acl" switches on the ACL authorizer (security/authorizer.py); empty
+    # (the default) allows everything. Kafka's authorizer.class.name is accepted as an
+    # alias, with its StandardAuthorizer/AclAuthorizer class names meaning "acl".
+    authorizer: str = ""
+    # Principals allowed everything, ";"-separated as in Kafka ("User:admin;User:ops").
+    super_users: str = ""
+    # With the authorizer on: whether a resource no ACL names is open to everyone.
+    allow_everyone_if_no_acl_found: bool = False
     # listener.name.<LISTENER>.<setting> overrides of the TLS/SASL settings (listener_settings.py).
     listener_overrides: dict[str, dict[str, str]] = field(default_factory=dict)
     extra: dict[str, str] = field(default_factory=dict)
@@ -198,12 +206,19 @@ class BrokerConfig:
                 )
             if lst.uses_sasl and not own.mechanisms:
                 raise ValueError(f"{where} uses SASL and needs at least one mechanism in sasl.enabled.mechanisms")
+        if self.authorizer.strip().lower() not in ("", "none") and not self.uses_acl_authorizer:
+            raise ValueError(f"authorizer must be empty (none) or 'acl', not {self.authorizer!r}")
         unknown = [a for a in self.consumer_group_assignors() if a not in ("uniform", "range")]
         if unknown or not self.consumer_group_assignors():
             raise ValueError(
                 f"group.consumer.assignors must list assignors among uniform, range; got {self.group_consumer_assignors!r}"
             )
         return self
+
+    @property
+    def uses_acl_authorizer(self) -> bool:
+        name = self.authorizer.strip()
+        return name == "acl" or name.rsplit(".", 1)[-1] in _KAFKA_AUTHORIZER_CLASSES
 
     def sasl_mechanisms(self) -> tuple[str, ...]:
         return mechanisms_of(self.sasl_enabled_mechanisms)
@@ -223,6 +238,9 @@ class BrokerConfig:
     def consumer_group_assignors(self) -> tuple[str, ...]:
         return tuple(a.strip() for a in self.group_consumer_assignors.split(",") if a.strip())
 
+
+# authorizer.class.name values that mean the ACL authorizer (Kafka's KRaft and ZooKeeper ones).
+_KAFKA_AUTHORIZER_CLASSES = ("StandardAuthorizer", "AclAuthorizer")
 
 # Kafka-style names accepted in files, env vars and --set, mapped to our fields.
 ALIASES = {
@@ -253,6 +271,7 @@ ALIASES = {
     # Kafka's PEM-file forms of its keystore/truststore settings.
     "ssl.keystore.location": "ssl_certfile",
     "ssl.truststore.location": "ssl_cafile",
+    "authorizer.class.name": "authorizer",
 }
 
 _FIELDS = {f.name: f for f in fields(BrokerConfig)}
