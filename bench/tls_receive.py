@@ -35,6 +35,7 @@ import tempfile
 from pathlib import Path
 
 import uvloop
+from harness import HOST, MB, log
 
 from slipstream.broker.server import KafkaConnection
 from slipstream.cli.certs import make_dev_certs
@@ -59,7 +60,7 @@ def cpu_s() -> tuple[float, float]:
 
 def client(port: int, context: ssl.SSLContext | None, record_bytes: int, requests: int) -> None:
     request = struct.pack(">i", REQUEST_BYTES) + struct.pack(">h", 0) + b"x" * (REQUEST_BYTES - 2)
-    raw = socket.create_connection(("127.0.0.1", port))
+    raw = socket.create_connection((HOST, port))
     sock = context.wrap_socket(raw) if context is not None else raw
     with sock:
         for _ in range(requests):
@@ -82,7 +83,7 @@ def one_run(
 ) -> tuple[float, float]:
     """Server (user, system) CPU seconds for ``requests`` requests; the client is a child process."""
     tls = record_bytes > 0
-    listener = socket.create_server(("127.0.0.1", 0))
+    listener = socket.create_server((HOST, 0))
     port = listener.getsockname()[1]
     child = os.fork()
     if child == 0:
@@ -128,8 +129,8 @@ def main() -> int:
     args = parser.parse_args()
     mb = args.mb or (10 if args.quick else 100)
     repeat = args.repeat or (1 if args.quick else 3)
-    requests = max(1, mb * 1_000_000 // REQUEST_BYTES)
-    megabytes = requests * REQUEST_BYTES / 1_000_000
+    requests = max(1, mb * MB // REQUEST_BYTES)
+    megabytes = requests * REQUEST_BYTES / MB
     with tempfile.TemporaryDirectory(prefix="slipstream-tls-receive-") as tmp:
         certs = Path(tmp)
         make_dev_certs(certs)
@@ -143,10 +144,7 @@ def main() -> int:
             for case, record_bytes in CASES.items():  # interleaved: a busy spell on the machine hits every case
                 user_s, sys_s = one_run(record_bytes, requests, server_ctx, client_ctx)
                 user, system = user_s / megabytes * 1000, sys_s / megabytes * 1000
-                print(
-                    f"[bench] run {run + 1}/{repeat} {case}: CPU ms per MB user {user:.2f} system {system:.2f}",
-                    file=sys.stderr,
-                )
+                log(f"run {run + 1}/{repeat} {case}: CPU ms per MB user {user:.2f} system {system:.2f}")
                 if case not in best or user + system < sum(best[case]):
                     best[case] = (user, system)
     print(f"Broker-side receive cost, {megabytes:.0f} MB in 256 KiB requests; lowest of {repeat}\n")
