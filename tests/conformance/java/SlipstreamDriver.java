@@ -26,9 +26,12 @@
 //                                         --abort-first aborts the first transaction and seeks
 //                                         back to the committed offsets. "committed"/"aborted"
 //                                         lines per transaction; stops after COUNT copies
-//   group-consume TOPIC GROUP [--assignor range|roundrobin|sticky|cooperative-sticky]
+//   group-consume TOPIC GROUP [--assignor range|roundrobin|sticky|cooperative-sticky[,...]]
 //                 [--client-id ID] [--instance-id ID] [--session-timeout-ms N]
 //                 [--heartbeat-ms N] [--max-poll-interval-ms N] [--max-poll-records N]
+//                 [--rebalance-trigger PATH]
+//                                         (--rebalance-trigger: when PATH appears, delete it and
+//                                         call enforceRebalance with a reason; "rebalance_enforced")
 //                                         a consumer-group member (classic protocol) that runs
 //                                         until SIGTERM: one "record" line per processed record,
 //                                         commitSync after each batch and in onPartitionsRevoked;
@@ -51,6 +54,8 @@
 // on success or {"event":"error",...} (exit code 1) on failure. Diagnostics go to stderr.
 
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Paths;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -835,6 +840,8 @@ public final class SlipstreamDriver {
         }
     }
 
+    static final String ENFORCED_REBALANCE_REASON = "the test enforced a rebalance";
+
     private static void groupConsume(String bootstrap, String[] a) throws Exception {
         String topic = a[0];
         String group = a[1];
@@ -846,8 +853,10 @@ public final class SlipstreamDriver {
         String maxPollMs = "30000";
         String maxPollRecords = "50";
         String groupProtocol = "classic";
+        String rebalanceTrigger = null;
         for (int i = 2; i < a.length; i++) {
             switch (a[i]) {
+                case "--rebalance-trigger": rebalanceTrigger = a[++i]; break;
                 case "--group-protocol": groupProtocol = a[++i]; break;
                 case "--assignor": assignor = a[++i]; break;
                 case "--client-id": clientId = a[++i]; break;
@@ -871,15 +880,18 @@ public final class SlipstreamDriver {
             p.put("group.protocol", "consumer");
             p.put("group.remote.assignor", assignor);
         } else {
-            String assignorClass;
-            switch (assignor) {
-                case "range": assignorClass = RangeAssignor.class.getName(); break;
-                case "roundrobin": assignorClass = RoundRobinAssignor.class.getName(); break;
-                case "sticky": assignorClass = StickyAssignor.class.getName(); break;
-                case "cooperative-sticky": assignorClass = CooperativeStickyAssignor.class.getName(); break;
-                default: throw new IllegalArgumentException("unknown assignor " + assignor);
+            // A comma-separated list offers several protocols, in order of preference.
+            List<String> assignorClasses = new ArrayList<>();
+            for (String name : assignor.split(",")) {
+                switch (name.trim()) {
+                    case "range": assignorClasses.add(RangeAssignor.class.getName()); break;
+                    case "roundrobin": assignorClasses.add(RoundRobinAssignor.class.getName()); break;
+                    case "sticky": assignorClasses.add(StickyAssignor.class.getName()); break;
+                    case "cooperative-sticky": assignorClasses.add(CooperativeStickyAssignor.class.getName()); break;
+                    default: throw new IllegalArgumentException("unknown assignor " + name);
+                }
             }
-            p.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, assignorClass);
+            p.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, String.join(",", assignorClasses));
             p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, sessionMs);
             p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, heartbeatMs);
         }
@@ -910,6 +922,10 @@ public final class SlipstreamDriver {
             consumer.subscribe(Collections.singletonList(topic), m);
             emit("{\"event\":\"started\",\"t\":" + System.nanoTime() + "}");
             while (running.get()) {
+                if (rebalanceTrigger != null && Files.deleteIfExists(Paths.get(rebalanceTrigger))) {
+                    consumer.enforceRebalance(ENFORCED_REBALANCE_REASON);
+                    emit("{\"event\":\"rebalance_enforced\",\"t\":" + System.nanoTime() + "}");
+                }
                 ConsumerRecords<byte[], byte[]> records;
                 try {
                     records = consumer.poll(Duration.ofMillis(100));
