@@ -5,22 +5,26 @@ session expiry and the consumer protocol's epochs; this module makes real client
 (confluent-kafka members of test_groups_harness, the Java kafka-clients driver) rebalance
 for the other causes and checks what the admin listener's history says:
 
-- the protocol vote (members offering different assignor lists);
-- a known member's JoinGroup (a confluent consumer calling ``subscribe()`` again);
-- partitions added to a subscribed topic (CreatePartitions): the leader's rejoin, and for
-  a KIP-848 group a group-epoch bump for the topic metadata;
-- a static member restarted under the same ``group.instance.id``, and its zombie predecessor
-  fenced when it wakes up (SIGSTOP, SIGCONT);
+- the protocol vote (a confluent member offering [roundrobin, range], a Java one
+  [cooperative-sticky, range]);
+- partitions added to a subscribed topic (CreatePartitions): in a classic group the broker
+  sees the leader rejoin with the same subscription (member-rejoined: a classic broker cannot
+  tell more); in a KIP-848 group a group-epoch bump for the topic metadata;
+- a known member's JoinGroup (the Java consumer's enforceRebalance): member-rejoined, with the
+  reason the application gave;
+- a subscription change (a confluent member subscribing to a second topic): metadata-changed;
+- a static member restarted under the same ``group.instance.id`` (the old process paused by
+  SIGSTOP): static replacement without a rebalance, and the old process, resumed, fenced;
 - a member removed at the rebalance timeout (a Java member SIGSTOPped while the group
   rebalances; its session is longer than its rebalance timeout, so the timeout comes first),
   and its zombie fenced when it wakes up;
+- the sync deadline (a Java leader whose range assignor is slow never sends SyncGroup in
+  time), and its late SyncGroup fenced;
 - a KIP-848 member fenced at the rebalance timeout (it keeps heartbeating but never
   acknowledges the revocation: its on_revoke callback stalls).
 
-Not made with real clients: the sync deadline (a member that got its JoinGroup response but
-never sends SyncGroup). Every client sends SyncGroup straight from the JoinGroup response on
-its network thread, so no signal or callback stalls a client exactly between the two; the
-unit tests on the manual clock cover that cause.
+librdkafka's subscribe() with an unchanged topic list sends no JoinGroup, so the rejoin is
+the Java client's.
 """
 
 from __future__ import annotations
@@ -285,6 +289,44 @@ def test_removed_at_rebalance_timeout_and_fenced_zombie(classic_broker, java_dri
     if fence["api"] != "LeaveGroup":  # LeaveGroup carries no generation
         assert fence["request_generation"] == java_generation
     assert f"member {id_j} never rejoined within " in out and "removed at the rebalance timeout" in out
+
+
+def test_removed_at_sync_deadline_and_fenced_sync(classic_broker, java_driver, topic_name, tmp_path) -> None:
+    """A Java leader (rebalance timeout 3 s, session 10 s) whose assignor takes 6 s when a
+    confluent member joins: it never sends SyncGroup in time and is removed at the sync
+    deadline; its late SyncGroup names a member the group no longer has."""
+    broker, base = classic_broker
+    create_topic(broker.bootstrap, topic_name, 2)
+    group = f"causes-{topic_name}"
+    stall = tmp_path / "stall"
+    members: list[Member] = []
+    try:
+        j = start_java_member(java_driver, "sync-java", broker.bootstrap, topic_name, group,
+                              session_ms=10000, max_poll_ms=3000, stall_assignment=(stall, 6000))
+        members.append(j)
+        before = wait_history(base, group, has("generation-completed"), "the Java member alone", 60)
+        id_j = member_id_of(before, "sync-java")
+        stall.touch()
+        b = start_python_member("confluent", "sync-b", broker.bootstrap, topic_name, group, max_poll_ms=3000)
+        members.append(b)
+        j.wait_for(lambda e: e["event"] == "assignment_stalling", 30, "the stalled assignment")
+        events = after(wait_history(base, group, has("request-fenced", member_id=id_j, api="SyncGroup"),
+                                    "the late SyncGroup's fence", 30), before[-1]["seq"])
+        out = timeline(base, group)
+    finally:
+        for m in members:
+            m.reap()
+    id_b = member_id_of(events, "sync-b")
+    assert [c for _trigger, c in causes(events)][:2] == ["member-joined", "sync-deadline"]
+    stuck = next(e for e in events if e["kind"] == "generation-started")
+    (removed,) = [e for e in events if e["kind"] == "removed-at-sync-deadline"]
+    assert (removed["member_ids"], removed["generation"]) == ([id_j], stuck["generation"])
+    assert 3000 <= removed["waited_ms"] < 6000  # the rebalance timeout, before the assignor is done
+    assert set(next(e for e in events if e["kind"] == "generation-started" and e["generation"] > stuck["generation"])
+               ["member_ids"]) == {id_b}
+    fence = next(e for e in events if e["kind"] == "request-fenced")
+    assert (fence["error"], fence["request_generation"]) == ("UNKNOWN_MEMBER_ID", stuck["generation"])
+    assert f"member {id_j} never sent SyncGroup for generation {stuck['generation']}" in out
 
 
 # ================================================================ consumer-protocol (KIP-848) groups

@@ -563,11 +563,14 @@ def start_java_member(java_driver: Any, name: str, bootstrap: str, topic: str, g
                       assignor: str = "range", instance_id: str | None = None,
                       session_ms: int = SESSION_MS, heartbeat_ms: int = HEARTBEAT_MS,
                       max_poll_ms: int = MAX_POLL_MS, client_id: str | None = None,
-                      group_protocol: str = "classic", rebalance_trigger: Path | None = None) -> Member:
+                      group_protocol: str = "classic", rebalance_trigger: Path | None = None,
+                      stall_assignment: tuple[Path, int] | None = None) -> Member:
     """``client_id`` defaults to ``name``; a restarted instance keeps its predecessor's.
     With ``group_protocol="consumer"`` (KIP-848) ``assignor`` names the broker's assignor and
     the session and heartbeat settings are the broker's. ``assignor`` may list several,
-    comma-separated. When ``rebalance_trigger`` appears, the member calls enforceRebalance."""
+    comma-separated. When ``rebalance_trigger`` appears, the member calls enforceRebalance;
+    ``stall_assignment`` (path, ms): as leader, it sleeps ms in an assignment made while path
+    exists (range only)."""
     args = [
         java_driver.java, "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xmx256m",
         "-cp", java_driver.classpath, "SlipstreamDriver", bootstrap, "group-consume", topic, group,
@@ -580,6 +583,8 @@ def start_java_member(java_driver: Any, name: str, bootstrap: str, topic: str, g
         args += ["--group-protocol", group_protocol]
     if rebalance_trigger is not None:
         args += ["--rebalance-trigger", str(rebalance_trigger)]
+    if stall_assignment is not None:
+        args += ["--stall-assignment-file", str(stall_assignment[0]), "--stall-assignment-ms", str(stall_assignment[1])]
     proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     m = Member(name, proc, client_id=client_id or name, instance_id=instance_id)

@@ -29,9 +29,12 @@
 //   group-consume TOPIC GROUP [--assignor range|roundrobin|sticky|cooperative-sticky[,...]]
 //                 [--client-id ID] [--instance-id ID] [--session-timeout-ms N]
 //                 [--heartbeat-ms N] [--max-poll-interval-ms N] [--max-poll-records N]
-//                 [--rebalance-trigger PATH]
+//                 [--rebalance-trigger PATH] [--stall-assignment-file PATH --stall-assignment-ms N]
 //                                         (--rebalance-trigger: when PATH appears, delete it and
-//                                         call enforceRebalance with a reason; "rebalance_enforced")
+//                                         call enforceRebalance with a reason; "rebalance_enforced".
+//                                         --stall-assignment-file: the range assignor, as leader,
+//                                         sleeps N ms in an assignment made while PATH exists,
+//                                         deleting it; "assignment_stalling")
 //                                         a consumer-group member (classic protocol) that runs
 //                                         until SIGTERM: one "record" line per processed record,
 //                                         commitSync after each batch and in onPartitionsRevoked;
@@ -53,6 +56,7 @@
 // Output: one JSON object per line on stdout; the last line is {"event":"done",...}
 // on success or {"event":"error",...} (exit code 1) on failure. Diagnostics go to stderr.
 
+import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Paths;
@@ -95,6 +99,9 @@ import org.apache.kafka.clients.consumer.OffsetAndTimestamp;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.consumer.ConsumerPartitionAssignor.GroupAssignment;
+import org.apache.kafka.clients.consumer.ConsumerPartitionAssignor.GroupSubscription;
+import org.apache.kafka.common.Cluster;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.acl.AccessControlEntry;
 import org.apache.kafka.common.acl.AclBinding;
@@ -737,6 +744,28 @@ public final class SlipstreamDriver {
         return b.append('}').toString();
     }
 
+    /**
+     * Range, but the leader sleeps in an assignment when the stall file is there (deleted first):
+     * its SyncGroup comes late, as a slow custom assignor's would.
+     */
+    public static final class StallingRangeAssignor extends RangeAssignor {
+        static volatile String stallFile;
+        static volatile long stallMs;
+
+        @Override
+        public GroupAssignment assign(Cluster metadata, GroupSubscription groupSubscription) {
+            try {
+                if (stallFile != null && Files.deleteIfExists(Paths.get(stallFile))) {
+                    emit("{\"event\":\"assignment_stalling\",\"t\":" + System.nanoTime() + "}");
+                    Thread.sleep(stallMs);
+                }
+            } catch (IOException | InterruptedException e) {
+                throw new RuntimeException(e);
+            }
+            return super.assign(metadata, groupSubscription);
+        }
+    }
+
     /** A group member's state; touched only by the polling thread (callbacks run inside poll). */
     private static final class GroupMember implements ConsumerRebalanceListener {
         final String topic;
@@ -857,6 +886,8 @@ public final class SlipstreamDriver {
         for (int i = 2; i < a.length; i++) {
             switch (a[i]) {
                 case "--rebalance-trigger": rebalanceTrigger = a[++i]; break;
+                case "--stall-assignment-file": StallingRangeAssignor.stallFile = a[++i]; break;
+                case "--stall-assignment-ms": StallingRangeAssignor.stallMs = Long.parseLong(a[++i]); break;
                 case "--group-protocol": groupProtocol = a[++i]; break;
                 case "--assignor": assignor = a[++i]; break;
                 case "--client-id": clientId = a[++i]; break;
@@ -884,7 +915,10 @@ public final class SlipstreamDriver {
             List<String> assignorClasses = new ArrayList<>();
             for (String name : assignor.split(",")) {
                 switch (name.trim()) {
-                    case "range": assignorClasses.add(RangeAssignor.class.getName()); break;
+                    case "range": assignorClasses.add(
+                            (StallingRangeAssignor.stallFile != null ? StallingRangeAssignor.class : RangeAssignor.class)
+                                    .getName());
+                        break;
                     case "roundrobin": assignorClasses.add(RoundRobinAssignor.class.getName()); break;
                     case "sticky": assignorClasses.add(StickyAssignor.class.getName()); break;
                     case "cooperative-sticky": assignorClasses.add(CooperativeStickyAssignor.class.getName()); break;
