@@ -286,6 +286,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if not task.cancelled():
                 task.exception()  # nobody will write it: keep asyncio from logging it as lost
             return
+        if len(self._in_flight) == 1 and self._in_flight[0] is task and not self._write_scheduled:
+            # The only request in flight: nothing could join its write, so no extra turn.
+            self._write_ready()
+            return
         # Deferred one loop turn so responses finishing together share one write.
         if not self._write_scheduled and self._loop is not None:
             self._write_scheduled = True
