@@ -21,7 +21,7 @@ from .config import BrokerConfig
 from .connection_limits import ConnectionLimits
 from .dispatch import Dispatcher
 from .fetch_sessions import FetchSessionCache
-from .gc_tuning import ServingGC
+from .gc_tuning import FREEZE_AFTER_S, ServingGC
 from .group_configs import GroupConfigs
 from .groups import GroupCoordinatorAdapter
 from .listeners import Listener, advertised_endpoint, parse_advertised, parse_listeners
@@ -102,6 +102,8 @@ class Broker:
         self.state = state
         groups = GroupCoordinatorAdapter(state)
         self.groups = groups
+        # Loading from here (group requests wait or answer COORDINATOR_LOAD_IN_PROGRESS);
+        # __consumer_offsets is made if missing and replayed in the background.
         await groups.start()
         transactions = TransactionCoordinatorAdapter(state, groups)
         self.transactions = transactions
@@ -119,6 +121,13 @@ class Broker:
         )
         self._limits = limits
         await self._open_listeners(state, dispatcher, metadata)
+        # The listener answers while a worker thread makes a missing __consumer_offsets;
+        # start() still returns with the topic there, as embedded users expect.
+        try:
+            await groups.offsets_topic_ready()
+        except BaseException:
+            await self.stop()  # the listeners are open already
+            raise
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._retention_loop()))
         self._tasks.append(loop.create_task(limits.sweep_idle(self._connections)))
@@ -240,12 +249,15 @@ class Broker:
         if self._server is None:
             await self.start()
         assert self._server is not None
-        # The CLI's broker owns its process: tune the collector for serving (see gc_tuning).
+        # The CLI's broker owns its process: tune the collector for serving (see gc_tuning);
+        # the full pass before the freeze waits until the first requests are answered.
         tuning = ServingGC()
-        tuning.apply()
+        tuning.apply(freeze=False)
+        freeze = asyncio.get_running_loop().call_later(FREEZE_AFTER_S, tuning.freeze_start_up_heap)
         try:
             await self._server.serve_forever()
         finally:
+            freeze.cancel()
             tuning.restore()
             await self.stop()
 

@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""Process start-up: spawn -> first answer to a raw Metadata request, Slipstream against the peers.
+
+    python bench/startup.py                # 15 starts of each broker, in one run
+    python bench/startup.py --runs 5 --brokers slipstream
+
+Every broker ``discover_brokers`` finds (Slipstream's ``python -m slipstream serve``, Tansu,
+noida-db) is started ``--runs`` times, the brokers taking turns start by start so a burst of
+load on this shared machine hits all of them alike; one uncounted start of each warms the page
+cache and Slipstream's .pyc files (written under the work directory, PYTHONDONTWRITEBYTECODE
+unset, as in a normal install). Reported per broker: the median and p90 wall time from spawn to
+the first Metadata answer, the CPU seconds the process had used by then (steadier than wall time
+when the cores are shared), and each peer's ratio to Slipstream. Slipstream's in-process start
+(``Broker(storage="memory", port=0)``) is reported too, as the number that must not regress.
+
+The process, probe and report helpers are bench/broker_throughput.py's.
+Progress goes to stderr; the Markdown report (paste into the README) to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import shutil
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from broker_throughput import (
+    BenchError,
+    BrokerSpec,
+    EmbeddedResult,
+    Options,
+    _on_signal,
+    _stop_all,
+    discover_brokers,
+    fmt_ms,
+    load_average,
+    log,
+    measure_embedded,
+    running,
+)
+
+TARGET_MS = 100.0
+
+
+@dataclass
+class StartupResult:
+    spec: BrokerSpec
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    error: str | None = None
+
+
+def percentile(values: list[float], fraction: float) -> float | None:
+    """Nearest-rank percentile (p90 of 10 values is the 9th smallest)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(len(ordered) * fraction))
+    return ordered[rank - 1]
+
+
+def median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def one_start(spec: BrokerSpec, opts: Options, tag: str) -> tuple[float, float | None]:
+    """Start the broker once: (seconds to the first Metadata answer, CPU seconds by then)."""
+    with running(spec, opts, tag) as proc:
+        assert proc.ready_after is not None
+        try:
+            times = psutil.Process(proc.pid).cpu_times()
+            cpu: float | None = times.user + times.system
+        except psutil.Error:
+            cpu = None
+        return proc.ready_after, cpu
+
+
+def measure(specs: list[BrokerSpec], opts: Options) -> list[StartupResult]:
+    results = [StartupResult(spec) for spec in specs]
+    for run in range(opts.startup_runs + 1):  # run 0 warms the page cache and .pyc files
+        for result in results:
+            if result.error is not None:
+                continue
+            try:
+                wall, cpu = one_start(result.spec, opts, f"start{run}")
+            except BenchError as exc:
+                result.error = str(exc)
+                log(f"{result.spec.label}: start-up FAILED: {exc}")
+                continue
+            if run:
+                result.wall.append(wall)
+                if cpu is not None:
+                    result.cpu.append(cpu)
+        if run:
+            log(f"start {run}/{opts.startup_runs} done")
+    return results
+
+
+def _ratio(theirs: float | None, ours: float | None) -> str:
+    if theirs is None or ours is None or ours <= 0:
+        return "-"
+    return f"{theirs / ours:.2f}x"
+
+
+def report(
+    results: list[StartupResult],
+    embedded: EmbeddedResult | None,
+    opts: Options,
+    missing: list[str],
+    elapsed: float,
+    load_start: str,
+) -> str:
+    ours = next((r for r in results if r.spec.key == "slipstream"), None)
+    ours_wall = median(ours.wall) if ours else None
+    ours_cpu = median(ours.cpu) if ours else None
+    lines = [
+        f"Process start to the first Metadata answer, {opts.startup_runs} starts per broker"
+        " (brokers taking turns; one uncounted warm-up start each).",
+        "",
+        "| Broker | version | median | p90 | CPU by then (median) | median vs Slipstream |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        if r.error is not None:
+            lines.append(f"| {r.spec.label} | {r.spec.version} | failed | | | |")
+            continue
+        wall = median(r.wall)
+        lines.append(
+            f"| {r.spec.label} | {r.spec.version} | {fmt_ms(wall)} | {fmt_ms(percentile(r.wall, 0.9))}"
+            f" | {fmt_ms(median(r.cpu))} | "
+            + ("1.00x" if r is ours else _ratio(wall, ours_wall))
+            + " |"
+        )
+    lines.append("")
+    if ours is not None and ours_wall is not None:
+        ok = ours_wall * 1000 <= TARGET_MS
+        lines.append(
+            f"Slipstream median {fmt_ms(ours_wall)} against the {TARGET_MS:.0f} ms target:"
+            f" {'met' if ok else 'NOT met'} (CPU {fmt_ms(ours_cpu)})."
+        )
+    if embedded is not None:
+        if embedded.error:
+            lines.append(f"Embedded start: failed ({embedded.error.splitlines()[0]}).")
+        else:
+            lines.append(
+                f"Embedded start (`Broker(storage=\"memory\", port=0)`, modules already imported):"
+                f" median {fmt_ms(embedded.median)} over {embedded.runs} starts,"
+                f" first {fmt_ms(embedded.first)}."
+            )
+    for name in missing:
+        lines.append(f"Not measured: {name}.")
+    lines.append(
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()},"
+        f" load average {load_start} at start; run took {elapsed:.0f} s."
+        " Command: `python bench/startup.py"
+        + (f" --runs {opts.startup_runs}" if opts.startup_runs != 15 else "")
+        + "`."
+    )
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Process start-up (spawn -> first Metadata answer) of Slipstream, Tansu and"
+        " noida-db in one run. Prints Markdown."
+    )
+    parser.add_argument("--runs", type=int, default=15, help="counted starts per broker (default 15)")
+    parser.add_argument(
+        "--embedded-runs", type=int, default=15, help="embedded starts to time (default 15; 0: skip)"
+    )
+    parser.add_argument(
+        "--brokers",
+        default="slipstream,tansu,noida-db",
+        help="comma-separated subset of slipstream,tansu,noida-db",
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the work directory and logs")
+    args = parser.parse_args(argv)
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
+    if args.embedded_runs < 0:
+        parser.error("--embedded-runs must not be negative")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGHUP, _on_signal)
+    workdir = Path(tempfile.mkdtemp(prefix="slipstream-startup-"))
+    opts = Options(
+        messages=None,
+        rss_messages=0,
+        startup_runs=args.runs,
+        embedded_runs=args.embedded_runs,
+        timeout=30.0,
+        workdir=workdir,
+    )
+    wanted = [b.strip() for b in args.brokers.split(",") if b.strip()]
+    began = time.perf_counter()
+    load_start = load_average()
+    try:
+        specs, missing = discover_brokers(wanted)
+        log("brokers: " + ", ".join(f"{s.label} {s.version}" for s in specs))
+        results = measure(specs, opts)
+        embedded: EmbeddedResult | None = None
+        if args.embedded_runs and any(s.key == "slipstream" for s in specs):
+            log(f"Slipstream: embedded start x{args.embedded_runs + 1}")
+            embedded = measure_embedded(opts, 120.0)
+        print(report(results, embedded, opts, missing, time.perf_counter() - began, load_start))
+        failed = any(r.error for r in results) or (embedded is not None and embedded.error)
+        return 1 if failed else 0
+    finally:
+        _stop_all()
+        if args.keep:
+            log(f"work directory kept: {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
