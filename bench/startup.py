@@ -10,7 +10,9 @@ load on this shared machine hits all of them alike; one uncounted start of each 
 cache and Slipstream's .pyc files (written under the work directory, PYTHONDONTWRITEBYTECODE
 unset, as in a normal install). Reported per broker: the median and p90 wall time from spawn to
 the first Metadata answer, the CPU seconds the process had used by then (steadier than wall time
-when the cores are shared), and each peer's ratio to Slipstream. Slipstream's in-process start
+when the cores are shared), and how many times each broker's median Slipstream's is. A "floor"
+row starts a bare asyncio process that answers the probe and nothing else: what any Python
+broker pays before its first line of broker code. Slipstream's in-process start
 (``Broker(storage="memory", port=0)``) is reported too, as the number that must not regress.
 
 The process, probe and report helpers are bench/broker_throughput.py's.
@@ -37,6 +39,7 @@ import psutil
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from broker_throughput import (
+    HOST,
     BenchError,
     BrokerSpec,
     EmbeddedResult,
@@ -52,6 +55,43 @@ from broker_throughput import (
 )
 
 TARGET_MS = 100.0
+
+# The floor: a Python process that only imports asyncio (and uvloop, as `slipstream serve`
+# does when it is installed), listens, and answers every frame with its correlation id,
+# which is all the probe checks. No broker starts faster than this in this interpreter.
+FLOOR_SCRIPT = """
+import asyncio, struct, sys
+try:
+    import uvloop
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+except ImportError:
+    pass
+
+async def answer(reader, writer):
+    try:
+        while True:
+            size = struct.unpack(">i", await reader.readexactly(4))[0]
+            body = await reader.readexactly(size)
+            writer.write(struct.pack(">i", 4) + body[4:8])
+    except (asyncio.IncompleteReadError, ConnectionError):
+        writer.close()
+
+async def main():
+    server = await asyncio.start_server(answer, sys.argv[1], int(sys.argv[2]))
+    await server.serve_forever()
+
+asyncio.run(main())
+"""
+
+
+def floor_spec() -> BrokerSpec:
+    return BrokerSpec(
+        key="floor",
+        label="Python + asyncio floor (stub, not a broker)",
+        version=platform.python_version(),
+        describe="imports asyncio/uvloop, listens, echoes the correlation id",
+        command=lambda port, _work: [sys.executable, "-c", FLOOR_SCRIPT, HOST, str(port)],
+    )
 
 
 @dataclass
@@ -108,10 +148,18 @@ def measure(specs: list[BrokerSpec], opts: Options) -> list[StartupResult]:
     return results
 
 
-def _ratio(theirs: float | None, ours: float | None) -> str:
-    if theirs is None or ours is None or ours <= 0:
+def _times(ours: float | None, theirs: float | None) -> str:
+    """How many times this broker's median Slipstream's is (above 1: Slipstream is slower)."""
+    if theirs is None or ours is None or theirs <= 0:
         return "-"
-    return f"{theirs / ours:.2f}x"
+    return f"{ours / theirs:.1f}x"
+
+
+def fmt_cpu(seconds: float | None) -> str:
+    # psutil reads clock ticks: 10 ms resolution.
+    if seconds is None:
+        return "-"
+    return "< 10 ms" if seconds < 0.01 else fmt_ms(seconds)
 
 
 def report(
@@ -129,7 +177,7 @@ def report(
         f"Process start to the first Metadata answer, {opts.startup_runs} starts per broker"
         " (brokers taking turns; one uncounted warm-up start each).",
         "",
-        "| Broker | version | median | p90 | CPU by then (median) | median vs Slipstream |",
+        "| Broker | version | median | p90 | CPU by then (median) | Slipstream's median / this |",
         "|---|---|---|---|---|---|",
     ]
     for r in results:
@@ -139,8 +187,8 @@ def report(
         wall = median(r.wall)
         lines.append(
             f"| {r.spec.label} | {r.spec.version} | {fmt_ms(wall)} | {fmt_ms(percentile(r.wall, 0.9))}"
-            f" | {fmt_ms(median(r.cpu))} | "
-            + ("1.00x" if r is ours else _ratio(wall, ours_wall))
+            f" | {fmt_cpu(median(r.cpu))} | "
+            + ("1.0x" if r is ours else _times(ours_wall, wall))
             + " |"
         )
     lines.append("")
@@ -148,7 +196,7 @@ def report(
         ok = ours_wall * 1000 <= TARGET_MS
         lines.append(
             f"Slipstream median {fmt_ms(ours_wall)} against the {TARGET_MS:.0f} ms target:"
-            f" {'met' if ok else 'NOT met'} (CPU {fmt_ms(ours_cpu)})."
+            f" {'met' if ok else 'NOT met'} (CPU {fmt_cpu(ours_cpu)})."
         )
     if embedded is not None:
         if embedded.error:
@@ -182,8 +230,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument(
         "--brokers",
-        default="slipstream,tansu,noida-db",
-        help="comma-separated subset of slipstream,tansu,noida-db",
+        default="slipstream,tansu,noida-db,floor",
+        help="comma-separated subset of slipstream,tansu,noida-db,floor (floor: a bare"
+        " asyncio process that answers the probe, the lowest start Python allows here)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the work directory and logs")
     args = parser.parse_args(argv)
@@ -211,7 +260,9 @@ def main(argv: list[str] | None = None) -> int:
     began = time.perf_counter()
     load_start = load_average()
     try:
-        specs, missing = discover_brokers(wanted)
+        specs, missing = discover_brokers([b for b in wanted if b != "floor"])
+        if "floor" in wanted:
+            specs.append(floor_spec())
         log("brokers: " + ", ".join(f"{s.label} {s.version}" for s in specs))
         results = measure(specs, opts)
         embedded: EmbeddedResult | None = None
