@@ -15,6 +15,8 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+# Loaded with the broker, not in start(): an embedded broker's first start stays quick.
+from ..log.memory import MemoryLogStore
 from ..log.metadata import DirectoryMetadata, MetadataStore
 from .cleaner import LogCleaner
 from .config import BrokerConfig
@@ -84,8 +86,6 @@ class Broker:
             )
             metadata = store.metadata()
         else:
-            from ..log.memory import MemoryLogStore
-
             store = MemoryLogStore()
         topics = TopicManager(config, store, metadata)
         topics.load()
