@@ -33,7 +33,7 @@ from .security.session import ConnectionSession
 from .security.tls import server_context, subject_name
 from .server import KafkaConnection
 from .state import BrokerState, load_cluster_id
-from .topics import TopicManager
+from .topics import OFFSETS_TOPIC, TopicManager
 from .transactions import TransactionCoordinatorAdapter
 
 if TYPE_CHECKING:
@@ -88,7 +88,9 @@ class Broker:
         else:
             store = MemoryLogStore()
         topics = TopicManager(config, store, metadata)
-        topics.load()
+        # A disk broker recovers __consumer_offsets (50 partitions) in a worker thread while
+        # its listener answers; the group coordinator is loading until then anyway.
+        topics.load(defer=(OFFSETS_TOPIC,) if config.storage == "disk" else ())
         group_configs = GroupConfigs(config, metadata)
         group_configs.load()
         state = BrokerState(

@@ -199,6 +199,8 @@ class GroupCoordinatorAdapter:
     async def _make_offsets_topic(self) -> None:
         topics = self.state.topics
         if topics.get(OFFSETS_TOPIC) is None:
+            await topics.open_deferred_in_worker_thread(OFFSETS_TOPIC)  # saved: Broker.start deferred it
+        if topics.get(OFFSETS_TOPIC) is None:
             configs = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
             partitions = self.config.offsets_topic_num_partitions
             if self.state.config.storage == "disk":

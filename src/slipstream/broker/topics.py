@@ -11,6 +11,7 @@ import json
 import logging
 import re
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from ..coordinator.consumer.assignors.base import TopicMetadata
@@ -72,21 +73,42 @@ class TopicManager:
         # deleted, partitions added); the image is rebuilt on demand after one.
         self._version = 0
         self._image: TopicsImage | None = None
-        # Names whose logs a worker thread is opening (create_in_worker_thread).
+        # Names whose logs a worker thread is making or opening, or will (load's defer).
         self._being_created: set[str] = set()
+        # Saved topics whose logs load() left to open_deferred_in_worker_thread: (topic, partitions).
+        self._deferred: dict[str, tuple[Topic, int]] = {}
 
     # ---------------------------------------------------------------- persistence
 
-    def load(self) -> None:
+    def load(self, *, defer: Collection[str] = ()) -> None:
+        """Register the saved topics and open (recover) their logs. The topics named in
+        ``defer`` are left to ``open_deferred_in_worker_thread``; until then they are
+        ``being_created`` (and still saved with the rest)."""
         text = self._metadata.load(_DOCUMENT) if self._metadata is not None else None
         if text is None:
             return
         saved = json.loads(text)
         for name, entry in saved["topics"].items():
             topic = Topic(name, uuid.UUID(entry["id"]), dict(entry.get("configs", {})))
+            if name in defer:
+                self._deferred[name] = (topic, int(entry["partitions"]))
+                self._being_created.add(name)
+                continue
             self._register(topic)
             self._open_partitions(topic, int(entry["partitions"]))
         log.info("loaded %d topics", len(self.topics))
+
+    async def open_deferred_in_worker_thread(self, name: str) -> Topic | None:
+        """Open the logs of a topic ``load`` deferred, in a worker thread (see
+        ``create_in_worker_thread``); None when it was not deferred (not saved)."""
+        deferred = self._deferred.get(name)
+        if deferred is None:
+            return None
+        topic, count = deferred
+        await self._attach_in_worker_thread(topic, count)
+        del self._deferred[name]
+        log.info("opened topic %s with %d partitions", name, count)
+        return topic
 
     def save_metadata(self) -> None:
         """Write the topic metadata now (after changes made with ``save=False``)."""
@@ -95,12 +117,13 @@ class TopicManager:
     def _save(self) -> None:
         if self._metadata is None:
             return
-        body = {
-            "topics": {
-                t.name: {"id": str(t.topic_id), "partitions": len(t.partitions), "configs": t.configs}
-                for t in self.topics.values()
-            }
+        entries = {
+            t.name: {"id": str(t.topic_id), "partitions": len(t.partitions), "configs": t.configs}
+            for t in self.topics.values()
         }
+        for t, count in self._deferred.values():
+            entries[t.name] = {"id": str(t.topic_id), "partitions": count, "configs": t.configs}
+        body = {"topics": entries}
         self._metadata.save(_DOCUMENT, json.dumps(body, indent=1, sort_keys=True))
 
     # ---------------------------------------------------------------- queries
@@ -149,24 +172,28 @@ class TopicManager:
         is true and ``create`` refuses the name.
         """
         topic = self._new_topic(name, partitions, configs)
-        settings = topic_config.log_config(self.effective_configs(topic))
-        self._being_created.add(name)
-        try:
-            loop = asyncio.get_running_loop()
-            logs = await loop.run_in_executor(None, self._open_logs, name, partitions, settings)
-        finally:
-            self._being_created.discard(name)
-        self._register(topic)
-        topic.partitions.extend(logs)
+        await self._attach_in_worker_thread(topic, partitions)
         self._save()
         log.info("created topic %s with %d partitions", name, partitions)
         return topic
+
+    async def _attach_in_worker_thread(self, topic: Topic, count: int) -> None:
+        """Open ``count`` partition logs off the event loop, then register the topic."""
+        settings = topic_config.log_config(self.effective_configs(topic))
+        self._being_created.add(topic.name)
+        try:
+            loop = asyncio.get_running_loop()
+            logs = await loop.run_in_executor(None, self._open_logs, topic.name, count, settings)
+        finally:
+            self._being_created.discard(topic.name)
+        self._register(topic)
+        topic.partitions.extend(logs)
 
     def _open_logs(self, name: str, count: int, settings: LogConfig) -> list[PartitionLog]:
         return [self.store.open(name, index, settings) for index in range(count)]
 
     def being_created(self, name: str) -> bool:
-        """True while ``create_in_worker_thread`` makes this topic's logs."""
+        """True while a worker thread makes or opens this topic's logs (or is yet to)."""
         return name in self._being_created
 
     def _new_topic(self, name: str, partitions: int, configs: dict[str, str] | None) -> Topic:

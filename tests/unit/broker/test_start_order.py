@@ -113,6 +113,39 @@ async def test_the_listener_answers_while_the_offsets_topic_is_made(tmp_path: Pa
         await broker.stop()
 
 
+async def test_a_restart_recovers_the_offsets_topic_while_the_listener_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with Broker(data_dir=str(tmp_path), port=0, offsets_topic_partitions=OFFSETS_PARTITIONS) as first:
+        assert first.state is not None
+        first.state.topics.create("kept", 2)
+        offsets_id = first.state.topics.topics[OFFSETS_TOPIC].topic_id
+    gate = OffsetsGate()
+    gate.install(monkeypatch)
+    broker = Broker(data_dir=str(tmp_path), port=0, offsets_topic_partitions=OFFSETS_PARTITIONS)
+    start = asyncio.ensure_future(broker.start())
+    try:
+        await _until_listening(broker, start, gate)
+        assert broker.state is not None
+        async with raw_connection(f"127.0.0.1:{broker.port}") as conn:
+            everything = await conn.request(md.SPEC, _all_topics(), version=12)
+            assert [(t.name, len(t.partitions)) for t in everything.topics] == [("kept", 2)]
+            # A save meanwhile keeps the offsets topic's entry (its id and partition count).
+            broker.state.topics.create("made-meanwhile", 1)
+            gate.release.set()
+            await asyncio.wait_for(start, GATE_TIMEOUT_S)
+            everything = await conn.request(md.SPEC, _all_topics(), version=12)
+            offsets = [(t.topic_id, len(t.partitions)) for t in everything.topics if t.name == OFFSETS_TOPIC]
+            assert offsets == [(offsets_id, OFFSETS_PARTITIONS)]  # the same topic, reopened
+        saved = json.loads((tmp_path / "topics.json").read_text())["topics"]
+        assert sorted(saved) == [OFFSETS_TOPIC, "kept", "made-meanwhile"]
+    finally:
+        gate.release.set()
+        if not start.done():
+            await asyncio.wait_for(start, GATE_TIMEOUT_S)
+        await broker.stop()
+
+
 async def test_a_failure_to_make_the_offsets_topic_fails_start_and_closes_the_listener(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
