@@ -3,6 +3,7 @@
 
     python bench/startup.py                # 15 starts of each broker, in one run
     python bench/startup.py --runs 5 --brokers slipstream
+    python bench/startup.py --quick         # smoke run, 3 starts of each
 
 Every broker ``discover_brokers`` finds (Slipstream's ``python -m slipstream serve``, Tansu,
 noida-db) is started ``--runs`` times, the brokers taking turns start by start so a burst of
@@ -169,6 +170,7 @@ def report(
     missing: list[str],
     elapsed: float,
     load_start: str,
+    command: str,
 ) -> str:
     ours = next((r for r in results if r.spec.key == "slipstream"), None)
     ours_wall = median(ours.wall) if ours else None
@@ -212,9 +214,7 @@ def report(
     lines.append(
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()},"
         f" load average {load_start} at start; run took {elapsed:.0f} s."
-        " Command: `python bench/startup.py"
-        + (f" --runs {opts.startup_runs}" if opts.startup_runs != 15 else "")
-        + "`."
+        f" Command: `{command}`."
     )
     return "\n".join(lines)
 
@@ -224,9 +224,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         description="Process start-up (spawn -> first Metadata answer) of Slipstream, Tansu and"
         " noida-db in one run. Prints Markdown."
     )
-    parser.add_argument("--runs", type=int, default=15, help="counted starts per broker (default 15)")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 3 starts of each")
+    parser.add_argument("--runs", type=int, help="counted starts per broker (default 15; quick 3)")
     parser.add_argument(
-        "--embedded-runs", type=int, default=15, help="embedded starts to time (default 15; 0: skip)"
+        "--embedded-runs", type=int, help="embedded starts to time (default 15; quick 3; 0: skip)"
     )
     parser.add_argument(
         "--brokers",
@@ -236,6 +237,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--keep", action="store_true", help="keep the work directory and logs")
     args = parser.parse_args(argv)
+    if args.runs is None:
+        args.runs = 3 if args.quick else 15
+    if args.embedded_runs is None:
+        args.embedded_runs = 3 if args.quick else 15
     if args.runs < 1:
         parser.error("--runs must be at least 1")
     if args.embedded_runs < 0:
@@ -269,7 +274,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.embedded_runs and any(s.key == "slipstream" for s in specs):
             log(f"Slipstream: embedded start x{args.embedded_runs + 1}")
             embedded = measure_embedded(opts, 120.0)
-        print(report(results, embedded, opts, missing, time.perf_counter() - began, load_start))
+        command = " ".join(["python bench/startup.py", *(sys.argv[1:] if argv is None else argv)])
+        print(report(results, embedded, opts, missing, time.perf_counter() - began, load_start, command))
         failed = any(r.error for r in results) or (embedded is not None and embedded.error)
         return 1 if failed else 0
     finally:
