@@ -12,7 +12,7 @@ An embedded broker shares its interpreter with the application, so only
 
 Start-up: ``slipstream serve`` switches the collector off before it imports the broker
 (loading allocates some 30k long-lived objects and almost no garbage, and the young
-passes over them cost ~15% of the import time), and ``serve_forever`` switches it back
+passes over them cost ~5% of the start's instructions), and ``serve_forever`` switches it back
 on with the serving threshold at once but runs the full pass that precedes the freeze
 (30-50 ms over the start-up heap on a 2-core machine) only ``FREEZE_AFTER_S`` later,
 so the first requests do not wait for it.

@@ -143,8 +143,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     collecting = gc.isenabled()
     if serving:
         # Loading the broker makes ~30k long-lived objects and next to no garbage: young
-        # passes over them only slow the start (~15%). Broker.serve_forever turns the
-        # collector back on (broker/gc_tuning.py).
+        # passes over them only slow the start (~5% of its instructions).
+        # Broker.serve_forever turns the collector back on (broker/gc_tuning.py).
         gc.disable()
     try:
         parser = build_parser(serve_only=serving)

@@ -201,6 +201,7 @@ NOT_LOADED_TO_SERVE = (
     "slipstream.cli.pipeline",
     "slipstream.cli.users",
     "slipstream.cli.certs",
+    "slipstream.cli.acls",
     "slipstream.broker.admin",
     "slipstream.log.compaction",
     "slipstream.log.postgres",
