@@ -4,6 +4,7 @@
     python bench/startup.py                # 15 starts of each broker, in one run
     python bench/startup.py --runs 5 --brokers slipstream
     python bench/startup.py --quick         # smoke run, 3 starts of each
+    python bench/startup.py --instructions  # also a start's instruction count (valgrind)
 
 Every broker ``discover_brokers`` finds (Slipstream's ``python -m slipstream serve``, Tansu,
 noida-db) is started ``--runs`` times, the brokers taking turns start by start so a burst of
@@ -29,6 +30,7 @@ import platform
 import shutil
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -47,6 +49,7 @@ from broker_throughput import (
     Options,
     _on_signal,
     _stop_all,
+    child_env,
     discover_brokers,
     fmt_ms,
     load_average,
@@ -83,6 +86,69 @@ async def main():
 
 asyncio.run(main())
 """
+
+
+# `slipstream serve` in this interpreter up to a started broker (listener open,
+# __consumer_offsets made), then a clean stop: what --instructions counts.
+SERVE_UNTIL_STARTED = """
+import sys
+import slipstream.cli as cli
+
+real_serve = cli._serve
+
+def _serve(args):
+    from slipstream.broker import broker
+
+    async def start_then_stop(self):
+        await self.start()
+        await self.stop()
+
+    broker.Broker.serve_forever = start_then_stop
+    return real_serve(args)
+
+cli._serve = _serve
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def count_instructions(args: list[str], env: dict[str, str], timeout: float) -> int | None:
+    """Instructions one Python run executes (valgrind's callgrind; None without valgrind)."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        return None
+    subprocess.run([sys.executable, *args], env=env, capture_output=True, timeout=timeout, check=False)
+    out = subprocess.run(
+        [valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, *args],
+        env=env, capture_output=True, text=True, timeout=timeout, check=False,
+    )
+    for line in out.stderr.splitlines():
+        if "Collected :" in line:
+            return int(line.split()[-1])
+    raise BenchError(f"callgrind reported no count; stderr tail:\n{out.stderr[-2000:]}")
+
+
+def instructions_report(opts: Options) -> str:
+    """The start in instructions: the same on a busy machine as on a quiet one."""
+    env = child_env(opts)
+    data = opts.workdir / "instructions-data"
+    runs = [
+        ("the interpreter alone (`python -c pass`)", ["-c", "pass"]),
+        ("importing asyncio and uvloop (the floor)", ["-c", "import asyncio, uvloop"]),
+        (
+            "`slipstream serve` up to a started broker (fresh data dir)",
+            ["-c", SERVE_UNTIL_STARTED, "serve", "--port", "0", "--host", HOST,
+             "--data-dir", str(data), "--log-level", "WARNING"],
+        ),
+    ]
+    lines = ["| Run (valgrind --tool=callgrind, .pyc cached) | instructions |", "|---|---:|"]
+    for label, args in runs:
+        shutil.rmtree(data, ignore_errors=True)
+        log(f"instructions: {label}")
+        count = count_instructions(args, env, 600.0)
+        if count is None:
+            return "Instructions: not measured (valgrind not found)."
+        lines.append(f"| {label} | {count / 1e6:,.0f} M |")
+    return "\n".join(lines)
 
 
 def floor_spec() -> BrokerSpec:
@@ -235,6 +301,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="comma-separated subset of slipstream,tansu,noida-db,floor (floor: a bare"
         " asyncio process that answers the probe, the lowest start Python allows here)",
     )
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="also count the instructions of a start under valgrind (load-independent; a few minutes)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the work directory and logs")
     args = parser.parse_args(argv)
     if args.runs is None:
@@ -276,6 +347,9 @@ def main(argv: list[str] | None = None) -> int:
             embedded = measure_embedded(opts, 120.0)
         command = " ".join(["python bench/startup.py", *(sys.argv[1:] if argv is None else argv)])
         print(report(results, embedded, opts, missing, time.perf_counter() - began, load_start, command))
+        if args.instructions:
+            print()
+            print(instructions_report(opts))
         failed = any(r.error for r in results) or (embedded is not None and embedded.error)
         return 1 if failed else 0
     finally:
