@@ -7,6 +7,7 @@ knows which partitions exist and with what settings.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import re
@@ -181,9 +182,15 @@ class TopicManager:
         """Open ``count`` partition logs off the event loop, then register the topic."""
         settings = topic_config.log_config(self.effective_configs(topic))
         self._being_created.add(topic.name)
+        opening = asyncio.get_running_loop().run_in_executor(None, self._open_logs, topic.name, count, settings)
         try:
-            loop = asyncio.get_running_loop()
-            logs = await loop.run_in_executor(None, self._open_logs, topic.name, count, settings)
+            logs = await asyncio.shield(opening)
+        except asyncio.CancelledError:
+            # The thread cannot be stopped: let it finish, so nobody closes the store
+            # under it (its logs are closed with the store's).
+            with contextlib.suppress(Exception):
+                await opening
+            raise
         finally:
             self._being_created.discard(topic.name)
         self._register(topic)

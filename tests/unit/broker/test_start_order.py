@@ -36,6 +36,8 @@ class OffsetsGate:
     def __init__(self, fail: bool = False) -> None:
         self.reached = threading.Event()
         self.release = threading.Event()
+        self.all_opened = threading.Event()  # the worker opened the last partition's log
+        self.store: DiskLogStore | None = None
         self.fail = fail
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -49,6 +51,11 @@ class OffsetsGate:
                 assert gate.release.wait(GATE_TIMEOUT_S)
                 if gate.fail:
                     raise OSError("no space left on device")
+                gate.store = store
+                opened = real_open(store, topic, partition, config)
+                if partition == OFFSETS_PARTITIONS - 1:
+                    gate.all_opened.set()
+                return opened
             return real_open(store, topic, partition, config)
 
         monkeypatch.setattr(DiskLogStore, "open", gated_open)
@@ -144,6 +151,33 @@ async def test_a_restart_recovers_the_offsets_topic_while_the_listener_answers(
         if not start.done():
             await asyncio.wait_for(start, GATE_TIMEOUT_S)
         await broker.stop()
+
+
+async def test_a_start_cancelled_while_the_offsets_topic_is_made_stops_cleanly(
+    tmp_path: Path, gate: OffsetsGate
+) -> None:
+    broker = Broker(data_dir=str(tmp_path), port=0, offsets_topic_partitions=OFFSETS_PARTITIONS)
+    start = asyncio.ensure_future(broker.start())
+    await _until_listening(broker, start, gate)
+    start.cancel()
+    for _ in range(50):  # give the cancelled start every chance to (wrongly) finish
+        if start.done():
+            break
+        await asyncio.sleep(0.01)
+    # It waits for the worker parked on the gate: the thread cannot be stopped, and
+    # closing the store under it would leave the logs it opens afterwards open.
+    assert not start.done()
+    gate.release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(start, GATE_TIMEOUT_S)
+    # start() stopped the broker: listener closed, and the store closed only after the
+    # worker had opened its logs, so none is left open behind it.
+    assert broker.state is None
+    with pytest.raises(OSError):
+        await asyncio.open_connection("127.0.0.1", broker.port)
+    assert gate.all_opened.wait(GATE_TIMEOUT_S)
+    assert gate.store is not None
+    assert [key for key, log in gate.store._logs.items() if not log.closed] == []
 
 
 async def test_a_failure_to_make_the_offsets_topic_fails_start_and_closes_the_listener(
