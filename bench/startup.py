@@ -17,7 +17,8 @@ row starts a bare asyncio process that answers the probe and nothing else: what 
 broker pays before its first line of broker code. Slipstream's in-process start
 (``Broker(storage="memory", port=0)``) is reported too, as the number that must not regress.
 
-The process, probe and report helpers are bench/broker_throughput.py's.
+The process, probe and report helpers are bench/harness.py's; the embedded-start
+measurement is bench/broker_throughput.py's.
 Progress goes to stderr; the Markdown report (paste into the README) to stdout.
 """
 
@@ -41,22 +42,20 @@ import psutil
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from broker_throughput import (
+from broker_throughput import EmbeddedResult, Options, measure_embedded
+from harness import (
     HOST,
     BenchError,
     BrokerSpec,
-    EmbeddedResult,
-    Options,
-    _on_signal,
-    _stop_all,
     child_env,
     discover_brokers,
-    fmt_ms,
     load_average,
     log,
-    measure_embedded,
-    running,
+    on_signal,
+    spec_broker,
+    stop_all,
 )
+from harness import ms as fmt_ms
 
 TARGET_MS = 100.0
 
@@ -129,7 +128,7 @@ def count_instructions(args: list[str], env: dict[str, str], timeout: float) -> 
 
 def instructions_report(opts: Options) -> str:
     """The start in instructions: the same on a busy machine as on a quiet one."""
-    env = child_env(opts)
+    env = child_env(opts.workdir)
     data = opts.workdir / "instructions-data"
     runs = [
         ("the interpreter alone (`python -c pass`)", ["-c", "pass"]),
@@ -184,7 +183,7 @@ def median(values: list[float]) -> float | None:
 
 def one_start(spec: BrokerSpec, opts: Options, tag: str) -> tuple[float, float | None]:
     """Start the broker once: (seconds to the first Metadata answer, CPU seconds by then)."""
-    with running(spec, opts, tag) as proc:
+    with spec_broker(spec, opts.workdir, f"{spec.key}-{tag}", timeout=30.0) as proc:
         assert proc.ready_after is not None
         try:
             times = psutil.Process(proc.pid).cpu_times()
@@ -321,8 +320,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGHUP, _on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
     workdir = Path(tempfile.mkdtemp(prefix="slipstream-startup-"))
     opts = Options(
         messages=None,
@@ -353,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
         failed = any(r.error for r in results) or (embedded is not None and embedded.error)
         return 1 if failed else 0
     finally:
-        _stop_all()
+        stop_all()
         if args.keep:
             log(f"work directory kept: {workdir}")
         else:
