@@ -28,6 +28,7 @@ from test_groups_harness import (
     listed_groups,
     mono_ns,
     progressed,
+    start_java_member,
     start_python_member,
     wait_stable,
 )
@@ -119,6 +120,38 @@ def test_rolling_downgrade_from_consumer_to_classic(consumer_broker, topic_name)
         acks = producer.stop()
         _committed, report = finish_and_verify(admin, consumer_broker, group, topic_name, members, acks)
         print(f"downgraded with {len(acks)} records, {report}")
+    finally:
+        producer._stop.set()
+        for m in members:
+            m.reap()
+
+
+def test_rolling_upgrade_of_java_consumers(consumer_broker, topic_name, java_driver):
+    """The Java client (kafka-clients), cooperative-sticky classic members replaced by
+    group.protocol=consumer ones: the same upgrade with the reference client."""
+    from conformance_helpers import ck_create_topic
+
+    bootstrap = consumer_broker.bootstrap
+    group = f"g-upgrade-java-{uuid.uuid4().hex[:8]}"
+    ck_create_topic(bootstrap, topic_name, partitions=PARTITIONS)
+    admin = admin_client(bootstrap)
+    producer = PacedProducer(bootstrap, topic_name, rate=150, cap=20_000).start()
+    members: list[Member] = []
+    try:
+        live = [start_java_member(java_driver, f"classic{i}", bootstrap, topic_name, group,
+                                  assignor="cooperative-sticky") for i in range(2)]
+        members += live
+        wait_stable(admin, group, live, partitions=PARTITIONS, timeout=60)
+        assert _group_type(admin, group) == "CLASSIC"
+
+        def consumer_member(i: int) -> Member:
+            return start_java_member(java_driver, f"consumer{i}", bootstrap, topic_name, group,
+                                     assignor="uniform", group_protocol="consumer")
+
+        _roll(admin, group, members, live, consumer_member, ["CONSUMER"] * 2)
+        acks = producer.stop()
+        _committed, report = finish_and_verify(admin, consumer_broker, group, topic_name, members, acks)
+        print(f"java: upgraded with {len(acks)} records, {report}")
     finally:
         producer._stop.set()
         for m in members:
