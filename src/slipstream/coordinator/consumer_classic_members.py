@@ -117,6 +117,8 @@ class ClassicMembers:
         events: list[ev.GroupEvent] = []
         replaced: ConsumerGroupMember | None = None
         existing = group.static_member(instance_id)
+        if instance_id is not None and existing is None and not unknown:
+            raise _Refused(ErrorCode.UNKNOWN_MEMBER_ID, f"instance id {instance_id} is unknown")
         if instance_id is not None and existing is not None and existing.member_id != member_id:
             if not unknown:
                 raise _Refused(

@@ -229,6 +229,56 @@ def test_the_group_downgrades_when_its_last_consumer_member_leaves() -> None:
     assert fresh.consumer_group("g") is None and set(fresh.group("g").members) == {a.member_id, b.member_id}
 
 
+def test_the_group_downgrades_when_its_last_consumer_member_is_fenced() -> None:
+    ctx = new_context()
+    a, b = classic_group(ctx)
+    c = Member(ctx, "g", topics=["t"])
+    c.join()
+    settle([a, b], [c])
+    # c stops heartbeating; the classic members go on until c's session (45 s) runs out.
+    session = ctx.config.consumer_group_session_timeout_ms
+    for _ in range(session // 1_000 + 1):
+        ctx.advance(1_000)
+        for m in (a, b):
+            if ctx.coordinator.consumer_group("g") is not None:
+                assert m.heartbeat() in (ErrorCode.NONE, ErrorCode.REBALANCE_IN_PROGRESS)
+    assert ctx.coordinator.consumer_group("g") is None
+    assert ctx.state("g") is GroupState.PREPARING_REBALANCE
+    assert a.heartbeat() == ErrorCode.REBALANCE_IN_PROGRESS
+
+
+def test_static_classic_members_keep_their_instance_across_the_upgrade() -> None:
+    ctx = new_context()
+    calls = [ctx.join("g", protos=[("range", subscription(["t"]))], instance_id=f"i{i}", client_id=f"c{i}")
+             for i in range(2)]
+    ctx.advance_until_done(*calls)
+    joined = [call.response for call in calls]
+    plan = {joined[0].member_id: assignment(t=[0, 1]), joined[1].member_id: assignment(t=[2, 3])}
+    syncs = [ctx.sync("g", j.generation_id, j.member_id, plan if j.leader == j.member_id else None, instance_id=f"i{i}")
+             for i, j in sorted(enumerate(joined), key=lambda ij: ij[1].leader == ij[1].member_id)]
+    assert all(s.error == 0 for s in syncs)
+    c = Member(ctx, "g", topics=["t"])
+    c.join()
+    group = ctx.coordinator.consumer_group("g")
+    assert group.static_member_id("i0") == joined[0].member_id
+    # A restarted static classic member (new member id, same instance) takes over its place.
+    again = ctx.join("g", protos=[("range", subscription(["t"]))], instance_id="i0")
+    assert again.error == 0 and again.response.member_id != joined[0].member_id
+    assert group.static_member_id("i0") == again.response.member_id and group.member(joined[0].member_id) is None
+    # A known member id under an instance id the group does not have is unknown; a
+    # fenced incarnation of an instance is told so.
+    assert ctx.join("g", "someone", protos=[("range", subscription(["t"]))], instance_id="i9").error == (
+        ErrorCode.UNKNOWN_MEMBER_ID
+    )
+    assert ctx.heartbeat("g", joined[0].generation_id, joined[0].member_id, instance_id="i0").error == (
+        ErrorCode.FENCED_INSTANCE_ID
+    )
+    # A consumer-protocol member restarted under a classic member's instance id takes it at once.
+    d = Member(ctx, "g", topics=["t"], instance_id="i1")
+    assert d.join().error_code == ErrorCode.NONE
+    assert group.static_member_id("i1") == d.member_id and not group.member(d.member_id).uses_classic_protocol
+
+
 def test_a_restart_mid_migration_replays_the_mixed_group() -> None:
     ctx = new_context()
     a, b = classic_group(ctx)
