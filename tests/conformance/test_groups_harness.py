@@ -807,7 +807,7 @@ def _explain_unbounded_duplicates(members: Sequence[Member], intervals: Sequence
                 timeline.append((ct, f"{who} committed {co}"))
         for m in members:
             for e in m.snapshot():
-                if lo <= e["t"] <= hi and (
+                if lo <= e.get("t", lo - 1) <= hi and (
                         (e["event"] == "commit_failed" and str(p) in e.get("offsets", {}))
                         or (e["event"] in ("assigned", "revoked", "lost") and p in e.get("partitions", ()))):
                     detail = {k: v for k, v in e.items() if k not in ("t", "event")}

@@ -156,3 +156,40 @@ def test_rolling_upgrade_of_java_consumers(consumer_broker, topic_name, java_dri
         producer._stop.set()
         for m in members:
             m.reap()
+
+
+def test_clients_without_the_new_protocol_stay_in_an_upgraded_group(consumer_broker, topic_name):
+    """aiokafka and kafka-python speak only the classic protocol: a confluent-kafka member with
+    group.protocol=consumer upgrades their group, and they go on side by side with it (a mixed
+    group, as Kafka 4 runs it) until it leaves and the group is classic again."""
+    from conformance_helpers import ck_create_topic
+
+    bootstrap = consumer_broker.bootstrap
+    group = f"g-mixed-old-{uuid.uuid4().hex[:8]}"
+    ck_create_topic(bootstrap, topic_name, partitions=PARTITIONS)
+    admin = admin_client(bootstrap)
+    producer = PacedProducer(bootstrap, topic_name, rate=150, cap=20_000).start()
+    members: list[Member] = []
+    try:
+        old = [start_python_member(client, client, bootstrap, topic_name, group, assignor="range")
+               for client in ("aiokafka", "kafka-python")]
+        members += old
+        wait_stable(admin, group, old, partitions=PARTITIONS, timeout=60)
+        new = start_python_member("confluent", "consumer", bootstrap, topic_name, group, group_protocol="consumer")
+        members.append(new)
+        since = mono_ns()
+        wait_stable(admin, group, [*old, new], partitions=PARTITIONS, timeout=60)
+        progressed([*old, new], since, timeout=30)
+        assert _group_type(admin, group) == "CONSUMER"
+        new.close()
+        since = mono_ns()
+        wait_stable(admin, group, old, partitions=PARTITIONS, timeout=60)
+        progressed(old, since, timeout=30)
+        assert _group_type(admin, group) == "CLASSIC"
+        acks = producer.stop()
+        _committed, report = finish_and_verify(admin, consumer_broker, group, topic_name, members, acks)
+        print(f"mixed with old clients: {len(acks)} records, {report}")
+    finally:
+        producer._stop.set()
+        for m in members:
+            m.reap()
