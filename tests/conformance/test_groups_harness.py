@@ -93,6 +93,12 @@ class _MemberBase:
     def note_assigned(self, t: int, parts: Iterable[int], generation: int | None) -> None:
         parts = sorted(parts)
         self.owned |= set(parts)
+        # A new ownership: what an earlier one processed (and perhaps failed to commit) is not
+        # this one's to commit; committing it on a later revocation would move the group's
+        # offset back below what the owners in between committed.
+        for p in parts:
+            self.processed_next.pop(p, None)
+            self.committed.pop(p, None)
         self.emit("assigned", t=t, partitions=parts, owned=sorted(self.owned), generation=generation)
 
     def note_revoked(self, parts: Iterable[int], reason: str = "rebalance") -> None:
