@@ -85,6 +85,7 @@ bench-quick: install-bench
 	$(BIN)/python bench/txn_produce.py --quick
 	$(BIN)/python bench/postgres_storage.py --quick
 	$(BIN)/python bench/security_throughput.py --quick
+	$(BIN)/python bench/tls_receive.py --quick
 
 clean-tools:
 	rm -rf $(TOOLS)
