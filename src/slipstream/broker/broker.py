@@ -16,7 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..log.metadata import DirectoryMetadata, MetadataStore
+from ..log.postgres.store import LogFenced
 from .cleaner import LogCleaner
+from .cluster.member import ClusterMember
+from .cluster.view import ClusterView
 from .config import BrokerConfig
 from .connection_limits import ConnectionLimits
 from .dispatch import Dispatcher
@@ -60,6 +63,7 @@ class Broker:
         self.port = self.config.port
         self.admin: AdminListener | None = None
         self._limits: ConnectionLimits | None = None
+        self.cluster: ClusterMember | None = None
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -80,7 +84,7 @@ class Broker:
             assert config.database_url is not None  # validate() checked
             # Connecting and migrating block: do it off the loop.
             store = await asyncio.get_running_loop().run_in_executor(
-                None, PostgresLogStore, config.database_url
+                None, partial(PostgresLogStore, config.database_url, node_id=config.node_id, lazy=True)
             )
             metadata = store.metadata()
         else:
@@ -95,11 +99,17 @@ class Broker:
             config=config,
             topics=topics,
             cluster_id=load_cluster_id(metadata),
-            producer_ids=ProducerIdAllocator(metadata),
+            producer_ids=ProducerIdAllocator(
+                metadata, store.reserve_producer_ids if config.storage == "postgres" else None
+            ),
             group_configs=group_configs,
             fetch_sessions=FetchSessionCache(config.max_incremental_fetch_session_cache_slots),
         )
         self.state = state
+        if config.storage == "postgres":
+            # A broker over PostgreSQL is a cluster member (alone or not): it serves only
+            # the partitions whose lease it holds.
+            state.cluster = ClusterView(config.node_id)
         groups = GroupCoordinatorAdapter(state)
         self.groups = groups
         await groups.start()
@@ -119,6 +129,12 @@ class Broker:
         )
         self._limits = limits
         await self._open_listeners(state, dispatcher, metadata)
+        if state.cluster is not None:
+            assert config.database_url is not None
+            self.cluster = ClusterMember(state, store, config.database_url, state.cluster)
+            await self.cluster.start(groups)
+            for server in self._servers:
+                await server.start_serving()
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._retention_loop()))
         self._tasks.append(loop.create_task(limits.sweep_idle(self._connections)))
@@ -168,6 +184,8 @@ class Broker:
                 port=listener.port,
                 reuse_address=True,
                 ssl=tls,
+                # A cluster member first takes its leases (it needs its bound port for that).
+                start_serving=state.cluster is None,
             )
             port = server.sockets[0].getsockname()[1]
             self._servers.append(server)
@@ -209,6 +227,9 @@ class Broker:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
+        if self.cluster is not None:
+            await self.cluster.stop()  # hand the leases over before the data path closes
+            self.cluster = None
         if self.cleaner is not None:
             self.cleaner.close()
             self.cleaner = None
@@ -232,8 +253,11 @@ class Broker:
             if self.groups is not None:
                 await self.groups.stop()
                 self.groups = None
-            self.state.topics.flush_all()
-            self.state.topics.close()
+            try:
+                self.state.topics.flush_all()
+                self.state.topics.close()
+            except LogFenced as exc:  # unacknowledged writes of a lost lease
+                log.warning("closing the log store: %s", exc)
             self.state = None
 
     async def serve_forever(self) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 from ..coordinator.result import RequestContext as CoordinatorContext
 from ..log.api import AppendInfo, PartitionLog
 from ..log.metadata import MetadataStore
+from ..log.postgres.store import LogFenced
 from ..protocol import compression
 from ..protocol.apis.api_versions import ApiVersionsResponseApiVersion
 from ..protocol.compression import CorruptCompressedData, UnsupportedCompression
@@ -25,6 +26,7 @@ from ..protocol.record_batch import (
 )
 from . import topic_config
 from .batch_checks import CheckedRecords, check_batch_records
+from .cluster.view import ClusterView
 from .config import BrokerConfig
 from .durability import GroupCommitter
 from .fetch_sessions import FetchSessionCache
@@ -68,6 +70,18 @@ class BrokerState:
     mutation_quotas: MutationQuotas = field(default_factory=MutationQuotas)
     # Request, byte and record counts (read by the admin listener's /metrics).
     metrics: BrokerMetrics = field(default_factory=BrokerMetrics)
+    # A cluster over PostgreSQL: live brokers and the partitions this broker leads.
+    cluster: ClusterView | None = None
+
+    def not_leader(self, topic: str, partition: int) -> bool:
+        """In a cluster, whether another broker (or none, for now) leads the partition."""
+        return self.cluster is not None and not self.cluster.leads(topic, partition)
+
+    def high_watermark(self, plog: PartitionLog) -> int:
+        """The end consumers may read to: in a cluster, what the database holds."""
+        if self.cluster is None:
+            return plog.log_end_offset
+        return min(plog.log_end_offset, getattr(plog, "committed_end", plog.log_end_offset))
 
     def producer_state(self, topic: str, partition: int) -> PartitionProducerState:
         key = (topic, partition)
@@ -83,8 +97,9 @@ class BrokerState:
         """First offset of the earliest open transaction, else the high watermark; never
         below the log start (DeleteRecords or retention may pass an open transaction's
         start, as in Kafka)."""
-        lso = self.producer_state(topic, partition).last_stable_offset(plog.log_end_offset)
-        return max(lso, plog.log_start_offset)
+        hwm = self.high_watermark(plog)
+        lso = self.producer_state(topic, partition).last_stable_offset(hwm)
+        return max(min(lso, hwm), plog.log_start_offset)
 
     async def append(
         self, topic: str, partition: int, records: memoryview, *, acks: int, transactional: bool = False
@@ -102,6 +117,10 @@ class BrokerState:
             raise KafkaError(
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 f"topic {topic!r} partition {partition} does not exist",
+            )
+        if self.not_leader(topic, partition):
+            raise KafkaError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER, f"this broker does not lead {topic}-{partition}"
             )
         refuse_client_append(topic)
         configs = self.topics.effective_configs(self.topics.topics[topic])
@@ -182,8 +201,9 @@ class BrokerState:
             producers.record(header, offset)
             offset += header.last_offset_delta + 1
         if acks == -1 and self.config.syncs_before_ack:
+            self.notifier.notify((topic, partition))
             await self._sync(plog)
-        self.notifier.notify((topic, partition))
+        self.notifier.notify((topic, partition))  # (again: in a cluster reads wait for the commit)
         self.metrics.produced(topic, info.last_offset - info.base_offset + 1, sum(len(b) for b in batches))
         return info
 
@@ -193,6 +213,8 @@ class BrokerState:
         retry is answered once it is durable)."""
         try:
             await self.committer.sync(plog)
+        except LogFenced as exc:  # the lease moved: the client should find the new leader
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"the write was refused: {exc}") from exc
         except Exception as exc:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"the write was not made durable: {exc}") from exc
 

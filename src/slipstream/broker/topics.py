@@ -71,6 +71,10 @@ class TopicManager:
         # deleted, partitions added); the image is rebuilt on demand after one.
         self._version = 0
         self._image: TopicsImage | None = None
+        # Cluster (a metadata store with ``update``): topics deleted here since the last
+        # save, so a save merges into the shared document instead of replacing it.
+        self._deleted: set[str] = set()
+        self._seen_document: str | None = None
 
     # ---------------------------------------------------------------- persistence
 
@@ -78,6 +82,7 @@ class TopicManager:
         text = self._metadata.load(_DOCUMENT) if self._metadata is not None else None
         if text is None:
             return
+        self._seen_document = text
         saved = json.loads(text)
         for name, entry in saved["topics"].items():
             topic = Topic(name, uuid.UUID(entry["id"]), dict(entry.get("configs", {})))
@@ -92,13 +97,62 @@ class TopicManager:
     def _save(self) -> None:
         if self._metadata is None:
             return
-        body = {
-            "topics": {
-                t.name: {"id": str(t.topic_id), "partitions": len(t.partitions), "configs": t.configs}
-                for t in self.topics.values()
-            }
+        mine = {
+            t.name: {"id": str(t.topic_id), "partitions": len(t.partitions), "configs": t.configs}
+            for t in self.topics.values()
         }
-        self._metadata.save(_DOCUMENT, json.dumps(body, indent=1, sort_keys=True))
+        update = getattr(self._metadata, "update", None)
+        if update is None:
+            self._metadata.save(_DOCUMENT, json.dumps({"topics": mine}, indent=1, sort_keys=True))
+            return
+        deleted, self._deleted = self._deleted, set()
+
+        def merge(current: str | None) -> str:
+            # Brokers sharing the document: keep the topics others added meanwhile.
+            topics = json.loads(current)["topics"] if current else {}
+            for name in deleted:
+                topics.pop(name, None)
+            topics.update(mine)
+            return json.dumps({"topics": topics}, indent=1, sort_keys=True)
+
+        self._seen_document = update(_DOCUMENT, merge)
+
+    def fetch_document(self) -> str | None:
+        """The shared topics document if it changed since last seen (blocking; cluster)."""
+        text = self._metadata.load(_DOCUMENT) if self._metadata is not None else None
+        return None if text is None or text == self._seen_document else text
+
+    def apply_document(self, text: str) -> bool:
+        """Follow topics created, grown, reconfigured or deleted by other brokers; True if
+        anything changed here. Nothing is saved and no stored data is touched."""
+        self._seen_document = text
+        saved = json.loads(text)["topics"]
+        changed = False
+        for name in [n for n in self.topics if n not in saved]:
+            gone = self.topics.pop(name)
+            self.by_id.pop(gone.topic_id, None)
+            for plog in gone.partitions:
+                plog.close()
+            changed = True
+        for name, entry in saved.items():
+            topic = self.topics.get(name)
+            if topic is None or str(topic.topic_id) != entry["id"]:
+                if topic is not None:
+                    self.by_id.pop(topic.topic_id, None)
+                topic = Topic(name, uuid.UUID(entry["id"]), dict(entry.get("configs", {})))
+                self._register(topic)
+                changed = True
+            elif topic.configs != entry.get("configs", {}):
+                topic.configs = dict(entry.get("configs", {}))
+                settings = topic_config.log_config(self.effective_configs(topic))
+                for plog in topic.partitions:
+                    plog.update_config(settings)
+            if len(topic.partitions) < int(entry["partitions"]):
+                self._open_partitions(topic, int(entry["partitions"]))
+                changed = True
+        if changed:
+            self._changed()
+        return changed
 
     # ---------------------------------------------------------------- queries
 
@@ -155,6 +209,7 @@ class TopicManager:
         if topic is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
         del self.by_id[topic.topic_id]
+        self._deleted.add(name)
         self._changed()
         for index, plog in enumerate(topic.partitions):
             plog.close()
