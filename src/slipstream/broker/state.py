@@ -297,7 +297,15 @@ def load_cluster_id(metadata: MetadataStore | None) -> str:
     fresh = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
     if metadata is None:
         return fresh
-    saved = metadata.load("meta.properties")
+    update = getattr(metadata, "update", None)
+    if update is not None:
+        # Brokers of a cluster starting together: the first to write names the cluster.
+        def keep_first(current: str | None) -> str:
+            return current if current and "cluster.id=" in current else f"version=1\ncluster.id={fresh}\n"
+
+        saved: str | None = update("meta.properties", keep_first)
+    else:
+        saved = metadata.load("meta.properties")
     for line in (saved or "").splitlines():
         if line.startswith("cluster.id="):
             return line.split("=", 1)[1].strip()
