@@ -71,8 +71,10 @@ class TopicManager:
         # deleted, partitions added); the image is rebuilt on demand after one.
         self._version = 0
         self._image: TopicsImage | None = None
-        # Cluster (a metadata store with ``update``): topics deleted here since the last
-        # save, so a save merges into the shared document instead of replacing it.
+        # Cluster (a metadata store with ``update``): topics changed or deleted here since
+        # the last save, so a save merges them into the shared document and leaves the
+        # other brokers' changes alone.
+        self._touched: set[str] = set()
         self._deleted: set[str] = set()
         self._seen_document: str | None = None
 
@@ -106,16 +108,29 @@ class TopicManager:
             self._metadata.save(_DOCUMENT, json.dumps({"topics": mine}, indent=1, sort_keys=True))
             return
         deleted, self._deleted = self._deleted, set()
+        touched, self._touched = self._touched, set()
 
         def merge(current: str | None) -> str:
-            # Brokers sharing the document: keep the topics others added meanwhile.
+            # Brokers sharing the document: only what this broker changed is written.
             topics = json.loads(current)["topics"] if current else {}
             for name in deleted:
                 topics.pop(name, None)
-            topics.update(mine)
+            topics.update({name: mine[name] for name in touched if name in mine})
             return json.dumps({"topics": topics}, indent=1, sort_keys=True)
 
         self._seen_document = update(_DOCUMENT, merge)
+
+    @property
+    def shared(self) -> bool:
+        """Whether other brokers change these topics too (a cluster's shared document)."""
+        return hasattr(self._metadata, "update")
+
+    def follow_others(self) -> None:
+        """Catch up with the shared document now (blocking), before a change here."""
+        if self.shared:
+            text = self.fetch_document()
+            if text is not None:
+                self.apply_document(text)
 
     def fetch_document(self) -> str | None:
         """The shared topics document if it changed since last seen (blocking; cluster)."""
@@ -128,13 +143,16 @@ class TopicManager:
         self._seen_document = text
         saved = json.loads(text)["topics"]
         changed = False
-        for name in [n for n in self.topics if n not in saved]:
+        mine = self._touched | self._deleted  # changed here and not saved yet: ours wins
+        for name in [n for n in self.topics if n not in saved and n not in mine]:
             gone = self.topics.pop(name)
             self.by_id.pop(gone.topic_id, None)
             for plog in gone.partitions:
                 plog.close()
             changed = True
         for name, entry in saved.items():
+            if name in mine:
+                continue
             topic = self.topics.get(name)
             if topic is None or str(topic.topic_id) != entry["id"]:
                 if topic is not None:
@@ -181,6 +199,8 @@ class TopicManager:
     ) -> Topic:
         """Create a topic; ``save=False`` leaves writing the metadata to the caller."""
         check_topic_name(name)
+        if name not in self.topics:
+            self.follow_others()  # another broker of the cluster may have created it
         if name in self.topics:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
         if not 1 <= partitions <= MAX_PARTITIONS_PER_TOPIC:
@@ -199,6 +219,7 @@ class TopicManager:
             return topic
         self._register(topic)
         self._open_partitions(topic, partitions)
+        self._touched.add(name)
         if save:
             self._save()
         log.info("created topic %s with %d partitions", name, partitions)
@@ -210,6 +231,7 @@ class TopicManager:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
         del self.by_id[topic.topic_id]
         self._deleted.add(name)
+        self._touched.discard(name)
         self._changed()
         for index, plog in enumerate(topic.partitions):
             plog.close()
@@ -237,6 +259,7 @@ class TopicManager:
         if validate_only:
             return
         self._open_partitions(topic, count)
+        self._touched.add(name)
         self._save()
 
     def set_configs(self, name: str, overrides: dict[str, str], *, validate_only: bool = False) -> None:
@@ -254,6 +277,7 @@ class TopicManager:
         settings = topic_config.log_config(self.effective_configs(topic))
         for plog in topic.partitions:
             plog.update_config(settings)
+        self._touched.add(name)
         self._save()
 
     def _register(self, topic: Topic) -> None:
