@@ -12,6 +12,14 @@ from typing import Any
 from ...log.postgres.schema import NOW_MS
 from .assignment import BrokerRow, Lease, TopicPartition
 
+# LISTEN/NOTIFY channel: a lease handed over, a broker joined or left, a shared document
+# changed - every member runs its next heartbeat at once instead of at its interval.
+CHANNEL = "slipstream_cluster"
+
+
+async def notify(conn: Any, what: str) -> None:
+    await conn.execute("SELECT pg_notify($1, $2)", CHANNEL, what)
+
 
 async def heartbeat(conn: Any, node_id: int, host: str, port: int) -> tuple[int, list[BrokerRow]]:
     """Record this broker's heartbeat; (database now, every registered broker)."""
@@ -39,6 +47,7 @@ async def now_ms(conn: Any) -> int:
 async def leave(conn: Any, node_id: int) -> None:
     """A clean stop: this broker is no longer live (its leases were released before)."""
     await conn.execute("UPDATE cluster_brokers SET heartbeat_ms = 0 WHERE node_id = $1", node_id)
+    await notify(conn, "left")
 
 
 async def leases(conn: Any) -> dict[TopicPartition, Lease]:
@@ -73,6 +82,8 @@ async def claim(conn: Any, node_id: int, wanted: list[TopicPartition], ttl_ms: i
         node_id,
         ttl_ms,
     )
+    if rows:
+        await notify(conn, "claimed")  # the others' views (Metadata answers) follow now
     return {(r["topic"], r["partition"]): r["epoch"] for r in rows}
 
 
@@ -89,6 +100,7 @@ async def release(conn: Any, node_id: int, held: dict[TopicPartition, int]) -> N
         [e for _, e in items],
         node_id,
     )
+    await notify(conn, "released")
 
 
 async def forget_topic(conn: Any, topic: str) -> None:

@@ -41,14 +41,32 @@ class ClusterMember:
         self.interval_s = max(self.session_ms // 3, 50) / 1000
         self._last_renewed_ms: int | None = None  # local clock: when the database last answered
         self._tick_lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+        self._listener: Any = None  # the connection LISTENing on database.CHANNEL
 
     async def start(self, groups: GroupCoordinatorAdapter) -> None:
         import asyncpg
 
         self.groups = groups
         self._pool = await asyncpg.create_pool(self._url, min_size=1, max_size=2)
+        await self._listen()
         await self.tick()
+        async with self._pool.acquire() as conn:
+            await database.notify(conn, "joined")  # live brokers hand partitions over now
         self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _listen(self) -> None:
+        """(Re)open the LISTEN connection; a failure only means waking at the interval."""
+        import asyncpg
+
+        if self._listener is not None and not self._listener.is_closed():
+            return
+        try:
+            self._listener = await asyncpg.connect(self._url)
+            await self._listener.add_listener(database.CHANNEL, lambda *_: self._wake.set())
+        except Exception as exc:
+            log.warning("cannot listen for cluster changes (waking every %.1fs instead): %s", self.interval_s, exc)
+            self._listener = None
 
     async def stop(self) -> None:
         """Hand every lease over and leave the registry, so others take over at once."""
@@ -66,13 +84,20 @@ class ClusterMember:
                     await database.leave(conn, self.view.node_id)
         except Exception as exc:
             log.warning("leaving the cluster cleanly failed (leases will expire): %s", exc)
+        if self._listener is not None:
+            with contextlib.suppress(Exception):
+                await self._listener.close()
+            self._listener = None
         await self._pool.close()
         self._pool = None
 
     async def _run(self) -> None:
         while True:
-            await asyncio.sleep(self.interval_s)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.interval_s)
+            self._wake.clear()
             try:
+                await self._listen()
                 await self.tick()
             except asyncio.CancelledError:
                 raise

@@ -522,6 +522,9 @@ class PostgresMetadata:
                     name,
                     body,
                 )
+                # Delivered at commit: the cluster's brokers follow the change at once
+                # (broker/cluster/member.py listens on this channel).
+                await conn.execute("SELECT pg_notify('slipstream_cluster', $1)", name)
                 return body
 
         return self._db.with_connection(work)
