@@ -115,7 +115,7 @@ class Broker:
         await groups.start()
         transactions = TransactionCoordinatorAdapter(state, groups)
         self.transactions = transactions
-        await transactions.start()
+        await transactions.start(load=state.cluster is None)
         dispatcher = Dispatcher(state, groups, transactions)
         # Up before the Kafka listener, so probes see the broker from its first moment.
         if config.admin_port is not None:
@@ -133,6 +133,7 @@ class Broker:
             assert config.database_url is not None
             self.cluster = ClusterMember(state, store, config.database_url, state.cluster)
             await self.cluster.start(groups)
+            transactions.load()  # what this broker leads of __transaction_state is loaded now
             for server in self._servers:
                 await server.start_serving()
         loop = asyncio.get_running_loop()

@@ -79,14 +79,22 @@ class TransactionCoordinatorAdapter:
 
     # ---------------------------------------------------------------- lifecycle
 
-    async def start(self) -> None:
+    async def start(self, *, load: bool = True) -> None:
+        """``load=False``: the caller calls ``load`` later (a cluster member, once it
+        holds its leases: only then are its partitions read from the database)."""
         loop = asyncio.get_running_loop()
         if self.state.topics.get(TRANSACTION_STATE_TOPIC) is not None:
             self.coordinator.begin_loading()
-            self._tasks.append(loop.create_task(self._load()))
+            if load:
+                self.load()
         else:
             self._loaded.set()
         self._tasks.append(loop.create_task(self._timer_loop()))
+
+    def load(self) -> None:
+        """Replay ``__transaction_state`` in the background (once, after ``start(load=False)``)."""
+        if self.coordinator.is_loading and not self._loaded.is_set():
+            self._tasks.append(asyncio.get_running_loop().create_task(self._load()))
 
     async def stop(self) -> None:
         for task in [*self._tasks, *self._marker_tasks]:

@@ -207,6 +207,9 @@ class PostgresLogStore:
         self._db.with_connection(migrate)
         self.node_id = node_id
         self._lazy = lazy
+        # A cluster's copy of a partition it does not lead: any commit of it is refused
+        # (no lease has epoch 0), whatever code path appended to it.
+        self._placeholder_epoch = -1 if node_id is None else 0
         self._logs: dict[tuple[str, int], PostgresLog] = {}
         self._dirty: set[PostgresLog] = set()
         self._dirty_lock = threading.Lock()
@@ -260,6 +263,7 @@ class PostgresLogStore:
                 self, old.partition_id, config, [MemorySegment(old.log_end_offset)], old.log_start_offset,
                 topic, partition,
             )
+            placeholder.lease_epoch = self._placeholder_epoch
             self._logs[(topic, partition)] = placeholder
             return placeholder
 
@@ -302,7 +306,9 @@ class PostgresLogStore:
         segments: list[MemorySegment] = []
         if not read_batches:
             segments.append(MemorySegment(next_offset))
-            return PostgresLog(self, partition_id, config, list[Segment](segments), log_start, topic, partition)
+            unloaded = PostgresLog(self, partition_id, config, list[Segment](segments), log_start, topic, partition)
+            unloaded.lease_epoch = self._placeholder_epoch
+            return unloaded
         async with conn.transaction():  # a cursor needs one
             async for batch in conn.cursor(
                 "SELECT segment_base, data FROM log_batches WHERE partition_id = $1 ORDER BY base_offset",
