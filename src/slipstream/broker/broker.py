@@ -345,6 +345,11 @@ class Broker:
             await asyncio.sleep(self.config.flush_interval_ms / 1000)
             if self.state is not None:
                 await loop.run_in_executor(None, self.state.topics.flush_all)
+                if self.state is not None and self.state.cluster is not None:
+                    # Reads stop at the committed end: fetches waiting on acks=0/1 writes
+                    # see them now.
+                    for key in list(self.state.cluster.held):
+                        self.state.notifier.notify(key)
 
 
 def _redacted(url: str) -> str:
