@@ -343,3 +343,21 @@ def test_a_paused_broker_whose_lease_expired_cannot_write(cluster: Cluster, topi
     ck_produce(new_leader.bootstrap, topic_name, range(5, 10))
     records = ck_consume(new_leader.bootstrap, topic_name, 10, timeout=30)
     assert [r.key for r in records] == [f"k{i}" for i in range(10)]  # no zombie record, no gap
+
+
+@pytest.mark.java
+def test_java_client_produces_through_one_broker_and_consumes_through_another(
+    cluster: Cluster, java_driver: object, topic_name: str
+) -> None:
+    from conformance_helpers import java_acks, java_records, verify_acks
+
+    one, two, three = cluster.brokers
+    ck_create_topic(one.bootstrap, topic_name, partitions=3)
+    cluster.wait_settled({1, 2, 3}, topic_name, 3)
+    produced = java_driver.run(two.bootstrap, "produce", topic_name, "60", "lz4")  # type: ignore[attr-defined]
+    acks = java_acks(produced)
+    verify_acks(acks, 60)
+    consumed = java_driver.run(  # type: ignore[attr-defined]
+        three.bootstrap, "consume", topic_name, "60", "--from-beginning", "--timeout-ms", "30000"
+    )
+    verify_records(java_records(consumed), range(60), acks=acks)

@@ -165,13 +165,13 @@ class PostgresLog(MemoryLog):
 
     def _persist_log_start(self) -> None:
         self._store.commit()
-        self._store.set_log_start(self.partition_id, self._log_start)
+        self._store.set_log_start(self.partition_id, self._log_start, self)
 
     def _delete_leading(self, count: int) -> int:
         deleted = super()._delete_leading(count)
         if deleted:
             self._store.commit()
-            self._store.delete_below(self.partition_id, self._segments[0].base_offset, self._log_start)
+            self._store.delete_below(self.partition_id, self._segments[0].base_offset, self._log_start, self)
         return deleted
 
     def replace_segments(self, old: Sequence[Segment], new: Segment) -> None:
@@ -184,7 +184,7 @@ class PostgresLog(MemoryLog):
             for b in new.batches()
             for h in (parse_header(b),)
         ]
-        self._store.rewrite_segments(self.partition_id, [s.base_offset for s in old], new.base_offset, rows)
+        self._store.rewrite_segments(self.partition_id, [s.base_offset for s in old], new.base_offset, rows, self)
         super().replace_segments(old, new)
 
     def close(self) -> None:
@@ -396,29 +396,8 @@ class PostgresLogStore:
         aborted_rows = [row for _, _, aborted, *_ in work for row in aborted]
         ids = [log.partition_id for log, *_ in work]
         async with conn.transaction():
-            leased = [log for log, *_ in work if log.lease_epoch >= 0]
-            if leased:
-                # FOR SHARE: a broker claiming one of these leases waits for this commit,
-                # so the copy it then loads holds these batches.
-                valid = await conn.fetch(
-                    "SELECT l.topic, l.partition FROM partition_leases AS l "
-                    "JOIN unnest($1::text[], $2::int[], $3::int[]) AS u(t, p, e) "
-                    "ON l.topic = u.t AND l.partition = u.p "
-                    f"WHERE l.owner = $4 AND l.epoch = u.e AND l.expires_ms > {NOW_MS} FOR SHARE OF l",
-                    [log.topic for log in leased],
-                    [log.partition for log in leased],
-                    [log.lease_epoch for log in leased],
-                    self.node_id,
-                )
-                held = {(r["topic"], r["partition"]) for r in valid}
-                lost = [log for log in leased if (log.topic, log.partition) not in held]
-                if lost:
-                    for log in lost:
-                        log.fenced = (
-                            f"{log.topic}-{log.partition}: this broker's lease (epoch {log.lease_epoch}) "
-                            "has expired or passed to another broker"
-                        )
-                    raise _Fenced()
+            if await self._fence_lost_leases(conn, [log for log, *_ in work]):
+                raise _Fenced()
             moved = await conn.fetch(
                 "UPDATE log_partitions AS p SET next_offset = u.new_end, "
                 "log_start_offset = GREATEST(p.log_start_offset, u.log_start) "
@@ -446,22 +425,58 @@ class PostgresLogStore:
                     "log_aborted_txns", records=aborted_rows, columns=_ABORTED_COLUMNS
                 )
 
-    # -- direct changes ----------------------------------------------------------------
-
-    def set_log_start(self, partition_id: int, log_start: int) -> None:
-        self._db.with_connection(
-            lambda conn: conn.execute(
-                "UPDATE log_partitions SET log_start_offset = GREATEST(log_start_offset, $2) WHERE id = $1",
-                partition_id,
-                log_start,
-            )
+    async def _fence_lost_leases(self, conn: Any, logs: list[PostgresLog]) -> list[PostgresLog]:
+        """In a transaction: the logs whose lease this broker no longer holds at their
+        epoch (marked fenced). FOR SHARE: a broker claiming one of the others' leases
+        waits for this transaction, so the copy it then loads holds its changes."""
+        leased = [log for log in logs if log.lease_epoch >= 0]
+        if not leased:
+            return []
+        valid = await conn.fetch(
+            "SELECT l.topic, l.partition FROM partition_leases AS l "
+            "JOIN unnest($1::text[], $2::int[], $3::int[]) AS u(t, p, e) "
+            "ON l.topic = u.t AND l.partition = u.p "
+            f"WHERE l.owner = $4 AND l.epoch = u.e AND l.expires_ms > {NOW_MS} FOR SHARE OF l",
+            [log.topic for log in leased],
+            [log.partition for log in leased],
+            [log.lease_epoch for log in leased],
+            self.node_id,
         )
+        held = {(r["topic"], r["partition"]) for r in valid}
+        lost = [log for log in leased if (log.topic, log.partition) not in held]
+        for log in lost:
+            log.fenced = (
+                f"{log.topic}-{log.partition}: this broker's lease (epoch {log.lease_epoch}) "
+                "has expired or passed to another broker"
+            )
+        return lost
 
-    def delete_below(self, partition_id: int, first_segment_base: int, log_start: int) -> None:
+    async def _check_lease(self, conn: Any, log: PostgresLog | None) -> None:
+        if log is not None and await self._fence_lost_leases(conn, [log]):
+            raise LogFenced(log.fenced)
+
+    # -- direct changes (each checks the lease of ``log``, when given, in its transaction) --
+
+    def set_log_start(self, partition_id: int, log_start: int, log: PostgresLog | None = None) -> None:
+        async def work(conn: Any) -> None:
+            async with conn.transaction():
+                await self._check_lease(conn, log)
+                await conn.execute(
+                    "UPDATE log_partitions SET log_start_offset = GREATEST(log_start_offset, $2) WHERE id = $1",
+                    partition_id,
+                    log_start,
+                )
+
+        self._db.with_connection(work)
+
+    def delete_below(
+        self, partition_id: int, first_segment_base: int, log_start: int, log: PostgresLog | None = None
+    ) -> None:
         """Drop the rows of deleted leading segments and record the new log start."""
 
         async def work(conn: Any) -> None:
             async with conn.transaction():
+                await self._check_lease(conn, log)
                 await conn.execute(
                     "UPDATE log_partitions SET log_start_offset = GREATEST(log_start_offset, $2) WHERE id = $1",
                     partition_id,
@@ -477,12 +492,18 @@ class PostgresLogStore:
         self._db.with_connection(work)
 
     def rewrite_segments(
-        self, partition_id: int, old_bases: list[int], new_base: int, rows: list[BatchRow]
+        self,
+        partition_id: int,
+        old_bases: list[int],
+        new_base: int,
+        rows: list[BatchRow],
+        log: PostgresLog | None = None,
     ) -> None:
         """Compaction: the cleaned segment's rows replace the old segments' in one transaction."""
 
         async def work(conn: Any) -> None:
             async with conn.transaction():
+                await self._check_lease(conn, log)
                 await conn.execute(
                     "DELETE FROM log_batches WHERE partition_id = $1 AND segment_base = ANY($2::bigint[])",
                     partition_id,
