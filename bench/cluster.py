@@ -32,7 +32,9 @@ import tempfile
 import threading
 import time
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from broker_throughput import (
     WARMUP_TOPIC,
@@ -151,8 +153,17 @@ def coordinator_of(database_url: str, group: str) -> int:
     return asyncio.run(read())
 
 
-def failover_rounds(brokers: BrokerSet, database_url: str, rounds: int) -> list[float]:
-    """Seconds from kill -9 of the group's coordinator to the group's next commit."""
+@dataclass
+class Failover:
+    seconds: list[float]  # per round: kill -9 of the coordinator -> the group's next commit
+    acked: int
+    lost: int  # acknowledged, not in the log
+    duplicated: int  # in the log more than once
+
+
+def failover_rounds(brokers: BrokerSet, database_url: str, rounds: int) -> Failover:
+    """Kill the group's coordinator ``rounds`` times while an idempotent producer and
+    the group run; then check the log holds every acknowledged record exactly once."""
     from confluent_kafka import Consumer, KafkaException, Producer
 
     topic, group = "bench-failover", "bench-failover-group"
@@ -160,14 +171,23 @@ def failover_rounds(brokers: BrokerSet, database_url: str, rounds: int) -> list[
     wait_led(brokers.bootstrap, topic, 6, len(brokers.procs))
     stop = threading.Event()
     commits: list[float] = []
+    acked: set[int] = set()
+    padding = os.urandom(VALUE_SIZE - 10)
 
     def produce() -> None:
         producer = Producer({"bootstrap.servers": brokers.bootstrap, "enable.idempotence": True, "acks": "all",
                              "linger.ms": 5, "message.timeout.ms": 120_000})  # fmt: skip
+
+        def delivered(err: object, msg: Any) -> None:
+            if err is None:
+                acked.add(int(msg.value()[:10]))
+
+        i = 0
         while not stop.is_set():
-            producer.produce(topic, os.urandom(VALUE_SIZE))
+            producer.produce(topic, b"%010d" % i + padding, on_delivery=delivered)
+            i += 1
             producer.poll(0.002)
-        producer.flush(30)
+        producer.flush(120)
 
     def consume(bootstrap: str) -> None:
         consumer = Consumer({
@@ -215,8 +235,43 @@ def failover_rounds(brokers: BrokerSet, database_url: str, rounds: int) -> list[
     finally:
         stop.set()
         for t in threads:
-            t.join(timeout=60)
-    return times
+            t.join(timeout=150)
+    seen = read_all(brokers.bootstrap, topic, 6)
+    counts: dict[int, int] = {}
+    for value in seen:
+        counts[value] = counts.get(value, 0) + 1
+    lost = sum(1 for v in acked if v not in counts)
+    duplicated = sum(1 for n in counts.values() if n > 1)
+    log(f"failover: {len(acked)} acknowledged, {lost} lost, {duplicated} in the log twice or more")
+    return Failover(times, len(acked), lost, duplicated)
+
+
+def read_all(bootstrap: str, topic: str, partitions: int) -> list[int]:
+    """The index of every record of ``topic``, read up to the high watermarks."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-read-{os.getpid()}",
+                         "enable.auto.commit": False, "fetch.queue.backoff.ms": 10})  # fmt: skip
+    try:
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)}
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        values: list[int] = []
+        done = {p for p, end in ends.items() if end == 0}
+        deadline = time.monotonic() + 300
+        while len(done) < partitions:
+            if time.monotonic() > deadline:
+                raise BenchError(f"could not read {topic} to its end")
+            for msg in consumer.consume(10_000, 0.5):
+                if msg.error() is not None:
+                    continue
+                value, offset, partition = msg.value(), msg.offset(), msg.partition()
+                assert value is not None and offset is not None and partition is not None
+                values.append(int(value[:10]))
+                if offset + 1 >= ends[partition]:
+                    done.add(partition)
+        return values
+    finally:
+        consumer.close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -232,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         log("PostgreSQL is not installed: run scripts/setup_postgres.sh")
         return 2
     results: dict[str, tuple[Rate, Rate]] = {}
-    failovers: list[float] = []
+    failover: Failover | None = None
     try:
         with tempfile.TemporaryDirectory(prefix="slipstream-bench-") as tmp, ExitStack() as stack:
             disk = BrokerSet(Path(tmp) / "disk", ["--storage", "disk"])
@@ -256,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"pg{size}", cluster, opts.count, opts.partitions
                 )
                 if size == 3:
-                    failovers = failover_rounds(cluster, url, opts.rounds)
+                    failover = failover_rounds(cluster, url, opts.rounds)
                 cluster.close()
     except BenchError as exc:
         log(f"benchmark failed: {exc}")
@@ -280,13 +335,18 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nTarget: 1 postgres broker >= 30% of disk produce: {one / disk_produce.msgs_per_s:.0%} "
           f"({'met' if one >= 0.3 * disk_produce.msgs_per_s else 'NOT met'}).")  # fmt: skip
     print(f"Target: 3 brokers >= 1 broker: {three / one:.0%} ({'met' if three >= one else 'NOT met'}).")
-    if failovers:
-        worst = max(failovers)
+    if failover is not None:
+        worst = max(failover.seconds)
         limit = GROUP_SESSION_MS / 1000 + 5
         print(
-            f"Failover (kill -9 of the group's coordinator -> the group's next commit), {len(failovers)} rounds: "
-            + ", ".join(f"{t:.1f} s" for t in failovers)
+            f"Failover (kill -9 of the group's coordinator -> the group's next commit), {len(failover.seconds)} "
+            "rounds: " + ", ".join(f"{t:.1f} s" for t in failover.seconds)
             + f"; target <= session timeout + 5 s = {limit:.0f} s: {'met' if worst <= limit else 'NOT met'}."
+        )
+        clean = failover.lost == 0 and failover.duplicated == 0
+        print(
+            f"Across the kills: {failover.acked} records acknowledged, {failover.lost} lost, "
+            f"{failover.duplicated} duplicated (target 0 and 0: {'met' if clean else 'NOT met'})."
         )
     return 0
 
