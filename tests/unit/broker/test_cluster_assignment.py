@@ -8,6 +8,7 @@ from collections import Counter
 from slipstream.broker.cluster.assignment import (
     BrokerRow,
     Lease,
+    balanced_leaders,
     current_leader,
     desired_leader,
     live_brokers,
@@ -33,6 +34,23 @@ def test_each_topics_partitions_spread_evenly_over_the_live_brokers() -> None:
         counts = Counter(desired_leader(topic, p, [1, 2, 3]) for p in range(30))
         assert counts == {1: 10, 2: 10, 3: 10}
     assert desired_leader("t", 0, []) is None
+
+
+def test_the_balanced_spread_gives_each_broker_its_share_and_moves_only_what_it_must() -> None:
+    parts = list(range(10))
+    fresh = balanced_leaders("t", parts, [1, 2, 3], {})
+    assert sorted(Counter(fresh.values()).values()) == [3, 3, 4]
+    assert balanced_leaders("t", parts, [3, 1, 2], {}) == fresh  # the same on every broker
+    # Broker 2 dies: only its partitions move, evenly enough.
+    survivors = balanced_leaders("t", parts, [1, 3], {p: o for p, o in fresh.items() if o != 2})
+    assert all(survivors[p] == o for p, o in fresh.items() if o != 2)
+    assert sorted(Counter(survivors.values()).values()) == [5, 5]
+    # Broker 2 comes back: it gets its share, taken from the others; the rest stay put.
+    back = balanced_leaders("t", parts, [1, 2, 3], survivors)
+    assert sorted(Counter(back.values()).values()) == [3, 3, 4]
+    moved = [p for p in parts if back[p] != survivors[p]]
+    assert all(back[p] == 2 for p in moved) and len(moved) == Counter(back.values())[2]
+    assert balanced_leaders("t", parts, [], {}) == {}
 
 
 def test_a_dead_brokers_partitions_go_to_the_survivors_once_its_lease_expires() -> None:
@@ -67,8 +85,7 @@ def test_a_live_leader_hands_over_to_a_joining_broker_and_only_then_is_it_claime
     assert plan(2, partitions, [1, 2], leases, {}, now).claim == []
     # ...which releases those now desired for 2 (and keeps the rest).
     released = plan(1, partitions, [1, 2], leases, held, now).release
-    assert set(released) == {tp for tp in partitions if desired_leader(*tp, [1, 2]) == 2}
-    assert released and len(released) < len(partitions)
+    assert len(released) == 4  # half of them: the even split
     handed = {tp: (Lease(1, 4, 0) if tp in released else lease) for tp, lease in leases.items()}
     assert set(plan(2, partitions, [1, 2], handed, {}, now).claim) == set(released)
 

@@ -2,11 +2,13 @@
 
 Every broker runs the same computation over the same rows (read from the database,
 judged by the database's clock), so they agree on who should lead what without
-talking to each other. A partition's desired leader is a live broker chosen by a
-stable hash of the topic name plus the partition index, so each topic's partitions
-spread evenly over the live brokers. A broker claims the partitions desired for it
-whose lease is free, expired or its own, and hands over (releases) the ones it holds
-that are now desired for another live broker; a dead broker's leases simply expire.
+talking to each other. Each topic's partitions are spread evenly over the live
+brokers (``balanced_leaders``: every broker gets the floor or the ceiling of its
+share), sticking to the current leaders as far as the quotas allow, so a broker
+that dies or joins moves only the partitions it must. A broker claims the partitions
+desired for it whose lease is free, expired or its own, and hands over (releases) the
+ones it holds that are now desired for another live broker; a dead broker's leases
+simply expire.
 """
 
 from __future__ import annotations
@@ -48,11 +50,47 @@ def live_brokers(rows: Iterable[BrokerRow], now_ms: int, session_ms: int) -> lis
 
 
 def desired_leader(topic: str, partition: int, live_ids: Sequence[int]) -> int | None:
-    """The live broker that should lead ``topic``/``partition`` (None when none is live)."""
+    """The leader of ``topic``/``partition`` when nobody leads anything yet (None when
+    no broker is live): a rotation by a stable hash of the topic, so topics with fewer
+    partitions than brokers do not all land on the same one."""
     if not live_ids:
         return None
     start = zlib.crc32(topic.encode())
     return live_ids[(start + partition) % len(live_ids)]
+
+
+def balanced_leaders(
+    topic: str, partitions: Sequence[int], live_ids: Sequence[int], current: Mapping[int, int]
+) -> dict[int, int]:
+    """Partition -> live broker for one topic: every broker leads the floor or the ceiling
+    of ``len(partitions) / len(live_ids)``, current leaders (``current``: partition ->
+    live leader) keep what fits in their quota, the rest goes to brokers below theirs.
+    Deterministic: every broker computes the same from the same rows."""
+    ids = sorted(live_ids)
+    if not ids:
+        return {}
+    start = zlib.crc32(topic.encode()) % len(ids)
+    rotation = ids[start:] + ids[:start]
+    base, extra = divmod(len(partitions), len(ids))
+    holding = {b: sum(1 for o in current.values() if o == b) for b in ids}
+    # The extra partitions go to the brokers already holding the most (fewest moves),
+    # then by the topic's rotation.
+    ranked = sorted(rotation, key=lambda b: (-holding[b], rotation.index(b)))
+    quota = {b: base + (1 if i < extra else 0) for i, b in enumerate(ranked)}
+    owners: dict[int, int] = {}
+    kept = dict.fromkeys(ids, 0)
+    for p in sorted(partitions):
+        owner = current.get(p)
+        if owner in kept and kept[owner] < quota[owner]:
+            owners[p] = owner
+            kept[owner] += 1
+    for p in sorted(partitions):
+        if p not in owners:
+            # The broker furthest below its quota, by the topic's rotation.
+            taker = max(rotation, key=lambda b: (quota[b] - kept[b], -rotation.index(b)))
+            owners[p] = taker
+            kept[taker] += 1
+    return owners
 
 
 def plan(
@@ -72,8 +110,23 @@ def plan(
     ids = sorted(live_ids)
     claim: list[TopicPartition] = []
     release: list[TopicPartition] = []
-    for tp in partitions:
-        want = desired_leader(tp[0], tp[1], ids)
+    by_topic: dict[str, list[int]] = {}
+    for topic, index in partitions:
+        by_topic.setdefault(topic, []).append(index)
+    desired: dict[TopicPartition, int] = {}
+    for topic, indexes in by_topic.items():
+        current = {}
+        for index in indexes:
+            if (topic, index) in held:
+                current[index] = me
+            else:
+                lease = current_leader(leases.get((topic, index)), ids, now_ms)
+                if lease is not None:
+                    current[index] = lease.owner
+        for index, owner in balanced_leaders(topic, indexes, ids, current).items():
+            desired[(topic, index)] = owner
+    for tp in [(topic, index) for topic, indexes in by_topic.items() for index in indexes]:
+        want = desired.get(tp)
         lease = leases.get(tp)
         if tp in held:
             if want is not None and want != me and want in ids:
