@@ -27,17 +27,15 @@ First slice of the postgres backend (issue 16), for a single broker:
   Consumer offsets and transaction state are the ``__consumer_offsets`` and
   ``__transaction_state`` logs, stored like any other.
 
-Known limits of this slice: each log must fit in memory; reads may return batches
-appended but not yet committed (acks=0/1 writes, or acks=all ones whose commit is in
-flight), which a crash before the commit loses - on one broker this is Kafka's acks=1
-risk; the cluster slice serves reads up to the committed end only.
+Known limits: each log must fit in memory; reads may return batches appended but
+not yet committed (acks=0/1 writes, or acks=all ones whose commit is in flight) - a
+cluster broker serves reads only up to ``committed_end``.
 
-What later slices change for a cluster: offsets are then assigned inside the commit
-transaction by the partition's leader (the ``next_offset`` check already fences a
-deposed leader), the in-memory copy becomes a cache of the database (loaded or
-refreshed on leadership change, read-through for ranges not held), the high
-watermark becomes the committed end rather than the appended end, and commits also
-check a leadership/lease epoch row in the same transaction.
+In a cluster (``node_id`` given, see broker/cluster/): offsets are assigned by the
+partition's leader, which loads the partition (``reload``) when it takes the lease and
+keeps only an empty placeholder (``unload``) when it gives it up; every commit and
+direct change checks the lease (owner, epoch, expiry) in its own transaction, with the
+lease row locked for share, so a deposed leader cannot write.
 """
 
 from __future__ import annotations
