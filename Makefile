@@ -11,7 +11,7 @@ TOOLS  := .tools
 JAVA_JARS := $(TOOLS)/java/kafka-clients.jar
 PYTEST_ARGS ?=
 
-.PHONY: serve test venv install install-test install-bench peers java-peer kcat postgres lint typecheck pytest bench-quick clean-tools
+.PHONY: serve test venv install install-test install-bench peers java-peer kcat postgres chromium lint typecheck pytest bench-quick clean-tools
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -50,7 +50,11 @@ kcat:
 postgres:
 	@scripts/setup_postgres.sh
 
-peers: java-peer kcat postgres
+# Debian's chromium for the web console's browser tests (Playwright drives it; no browser download).
+chromium:
+	@scripts/setup_chromium.sh
+
+peers: java-peer kcat postgres chromium
 
 # --- checks -------------------------------------------------------------------
 lint: install-test

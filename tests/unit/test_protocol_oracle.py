@@ -67,6 +67,9 @@ KIO_MISSING: dict[str, frozenset[int]] = {
     "DeleteTopics": frozenset({0}),
     "DescribeConfigs": frozenset({0}),
     "WriteTxnMarkers": frozenset({0}),
+    "DescribeAcls": frozenset({0}),
+    "CreateAcls": frozenset({0}),
+    "DeleteAcls": frozenset({0}),
 }
 
 DIRECTIONS = ("request", "response")

@@ -71,8 +71,12 @@ def test_securing_a_broker_walkthrough(tmp_path: Path) -> None:
     users = outputs[1]
     assert re.search(r"^admin\s+SCRAM-SHA-256", users, re.M) and re.search(r"^alice\s+SCRAM-SHA-256", users, re.M)
     assert "created topic payments" in users
+    # The ACLs given to alice are listed: Write (her produce below needs it) and Read.
+    assert re.search(r"^Topic:payments\s+LITERAL\s+User:alice\s+\*\s+Write\s+ALLOW", users, re.M)
+    assert re.search(r"^Topic:payments\s+LITERAL\s+User:alice\s+\*\s+Read\s+ALLOW", users, re.M)
     assert outputs[2].strip() == "delivered over SASL_SSL"
     assert b"admin-secret" not in (tmp_path / "data" / "scram-credentials.json").read_bytes()
+    assert b"User:alice" in (tmp_path / "data" / "acls.json").read_bytes()
 
 
 def _wait_for_port(port: int, proc: subprocess.Popen[bytes], log: Path) -> None:

@@ -27,8 +27,11 @@ from .fetch_sessions import FetchSessionCache
 from .gc_tuning import ServingGC
 from .group_configs import GroupConfigs
 from .groups import GroupCoordinatorAdapter
+from .listener_settings import ListenerSecurity
 from .listeners import Listener, advertised_endpoint, parse_advertised, parse_listeners
 from .producer_state import ProducerIdAllocator
+from .security.acl_store import AclStore
+from .security.authorizer import Authorizer, parse_super_users
 from .security.credentials import CredentialStore
 from .security.session import ConnectionSession
 from .security.tls import server_context, subject_name
@@ -105,6 +108,13 @@ class Broker:
             group_configs=group_configs,
             fetch_sessions=FetchSessionCache(config.max_incremental_fetch_session_cache_slots),
         )
+        if config.uses_acl_authorizer:
+            state.acl_store = AclStore(metadata)
+            state.authorizer = Authorizer(
+                parse_super_users(config.super_users),
+                config.allow_everyone_if_no_acl_found,
+                state.acl_store.load(),
+            )
         self.state = state
         if config.storage == "postgres":
             # A broker over PostgreSQL is a cluster member (alone or not): it serves only
@@ -164,23 +174,21 @@ class Broker:
         config = self.config
         credentials = CredentialStore(metadata)
         credentials.load()
-        scram = [m for m in config.sasl_mechanisms() if m.startswith("SCRAM-")]
+        listeners = parse_listeners(config.listeners, config.listener_security_protocol_map, config.host, config.port)
+        enabled = {m for lst in listeners for m in config.listener_security(lst).mechanisms}
+        scram = sorted(m for m in enabled if m.startswith("SCRAM-"))
         if config.scram_bootstrap_users:
             credentials.bootstrap(config.scram_bootstrap_users, scram or ["SCRAM-SHA-512"])
         state.credentials = credentials
-        listeners = parse_listeners(config.listeners, config.listener_security_protocol_map, config.host, config.port)
         advertised = parse_advertised(config.advertised_listeners, listeners)
         loop = asyncio.get_running_loop()
         for index, listener in enumerate(listeners):
             tls = None
+            own = config.listener_security(listener)
             if listener.uses_tls:
-                # KIP-684: ssl.client.auth applies to SSL listeners; SASL_SSL ones authenticate by SASL.
-                client_auth = config.ssl_client_auth if listener.security_protocol == "SSL" else "none"
-                tls = server_context(
-                    config.ssl_certfile, config.ssl_keyfile, config.ssl_cafile, client_auth, config.ssl_key_password
-                )
+                tls = server_context(own.certfile, own.keyfile, own.cafile, own.client_auth, own.key_password)
             server = await loop.create_server(
-                partial(self._new_connection, dispatcher, listener, credentials),
+                partial(self._new_connection, dispatcher, listener, own, credentials),
                 host=listener.host,
                 port=listener.port,
                 reuse_address=True,
@@ -200,13 +208,17 @@ class Broker:
         state.advertised_host, state.advertised_port = state.advertised[listeners[0].name]
 
     def _new_connection(
-        self, dispatcher: Dispatcher, listener: Listener, credentials: CredentialStore
+        self, dispatcher: Dispatcher, listener: Listener, own: ListenerSecurity, credentials: CredentialStore
     ) -> KafkaConnection:
-        mechanisms = self.config.sasl_mechanisms()
+        state = self.state
+        assert state is not None
 
         def session(transport: asyncio.BaseTransport) -> ConnectionSession:
             cert = transport.get_extra_info("peercert") if listener.uses_tls else None
-            return ConnectionSession(listener, credentials, mechanisms, subject_name(cert) if cert else None)
+            return ConnectionSession(
+                listener, credentials, own.mechanisms, subject_name(cert) if cert else None,
+                max_reauth_ms=own.max_reauth_ms, clock=lambda: state.clock(),
+            )
 
         return KafkaConnection(
             dispatcher, self.config.socket_request_max_bytes, self._connections, self._limits, session_factory=session

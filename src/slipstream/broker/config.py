@@ -14,6 +14,16 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from .listener_settings import (
+    CLIENT_AUTH_MODES,
+    OVERRIDABLE,
+    ListenerSecurity,
+    mechanisms_of,
+    resolve,
+    split_key,
+)
+from .listeners import Listener, parse_advertised, parse_listeners
+
 log = logging.getLogger(__name__)
 
 DURABILITY_POLICIES = ("page-cache", "interval", "fsync")
@@ -45,6 +55,8 @@ class BrokerConfig:
     max_connections: int = 2147483647
     max_connections_per_ip: int = 2147483647
     connections_max_idle_ms: int = 600_000
+    # KIP-368: a SASL session's lifetime; the client re-authenticates before it ends. 0: never ends.
+    connections_max_reauth_ms: int = 0
     # Partitions one client id may create or delete per second (KIP-599); 0: no limit.
     controller_mutation_rate: int = 0
     message_max_bytes: int = 1024 * 1024 + 12  # Kafka's default max.message.bytes
@@ -110,12 +122,24 @@ class BrokerConfig:
     sasl_enabled_mechanisms: str = "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN"
     # "name:password,..." users created (for every SCRAM mechanism) when they have no credential yet.
     scram_bootstrap_users: str = ""
+    # Authorization: "acl" switches on the ACL authorizer (security/authorizer.py); empty
+    # (the default) allows everything. Kafka's authorizer.class.name is accepted as an
+    # alias, with its StandardAuthorizer/AclAuthorizer class names meaning "acl".
+    authorizer: str = ""
+    # Principals allowed everything, ";"-separated as in Kafka ("User:admin;User:ops").
+    super_users: str = ""
+    # With the authorizer on: whether a resource no ACL names is open to everyone.
+    allow_everyone_if_no_acl_found: bool = False
+    # listener.name.<LISTENER>.<setting> overrides of the TLS/SASL settings (listener_settings.py).
+    listener_overrides: dict[str, dict[str, str]] = field(default_factory=dict)
     extra: dict[str, str] = field(default_factory=dict)
 
     def validate(self) -> BrokerConfig:
         for key in ("max_connections", "max_connections_per_ip", "connections_max_idle_ms"):
             if getattr(self, key) < 1:
                 raise ValueError(f"{key.replace('_', '.')} must be at least 1, got {getattr(self, key)}")
+        if self.connections_max_reauth_ms < 0:
+            raise ValueError(f"connections.max.reauth.ms must be 0 or more, got {self.connections_max_reauth_ms}")
         if self.storage not in STORAGE_KINDS:
             raise ValueError(f"storage must be one of {', '.join(STORAGE_KINDS)}, not {self.storage!r}")
         if self.storage == "postgres" and not self.database_url:
@@ -160,20 +184,35 @@ class BrokerConfig:
                 f"group.consumer.min/max.heartbeat.interval.ms ({self.group_consumer_min_heartbeat_interval_ms}-"
                 f"{self.group_consumer_max_heartbeat_interval_ms})"
             )
-        from .listeners import parse_advertised, parse_listeners
-        from .security.tls import CLIENT_AUTH_MODES
-
         listeners = parse_listeners(self.listeners, self.listener_security_protocol_map, self.host, self.port)
         parse_advertised(self.advertised_listeners, listeners)
         if self.ssl_client_auth not in CLIENT_AUTH_MODES:
             raise ValueError(f"ssl.client.auth must be one of {', '.join(CLIENT_AUTH_MODES)}, not {self.ssl_client_auth!r}")
-        if any(lst.uses_tls for lst in listeners) and not self.ssl_certfile:
-            raise ValueError("an SSL or SASL_SSL listener needs ssl.certfile (and ssl.keyfile unless the key is in it)")
-        bad = [m for m in self.sasl_mechanisms() if m not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")]
-        if bad:
-            raise ValueError(f"sasl.enabled.mechanisms: unsupported {', '.join(bad)} (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)")
-        if any(lst.uses_sasl for lst in listeners) and not self.sasl_mechanisms():
-            raise ValueError("a SASL listener needs at least one mechanism in sasl.enabled.mechanisms")
+        names = {lst.name for lst in listeners}
+        for name in self.listener_overrides:
+            if name not in names:
+                raise ValueError(f"listener.name.{name.lower()}.*: {name!r} is not a listener ({', '.join(sorted(names))})")
+        for lst in listeners:
+            own = self.listener_security(lst)
+            where = f"listener {lst.name}"
+            if own.client_auth not in CLIENT_AUTH_MODES:
+                raise ValueError(
+                    f"ssl.client.auth of {where} must be one of {', '.join(CLIENT_AUTH_MODES)}, not {own.client_auth!r}"
+                )
+            if lst.uses_tls and not own.certfile:
+                raise ValueError(
+                    f"{where} ({lst.security_protocol}) needs ssl.certfile (or listener.name."
+                    f"{lst.name.lower()}.ssl.certfile), and ssl.keyfile unless the key is in it"
+                )
+            bad = [m for m in own.mechanisms if m not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")]
+            if bad:
+                raise ValueError(
+                    f"sasl.enabled.mechanisms of {where}: unsupported {', '.join(bad)} (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"
+                )
+            if lst.uses_sasl and not own.mechanisms:
+                raise ValueError(f"{where} uses SASL and needs at least one mechanism in sasl.enabled.mechanisms")
+        if self.authorizer.strip().lower() not in ("", "none") and not self.uses_acl_authorizer:
+            raise ValueError(f"authorizer must be empty (none) or 'acl', not {self.authorizer!r}")
         unknown = [a for a in self.consumer_group_assignors() if a not in ("uniform", "range")]
         if unknown or not self.consumer_group_assignors():
             raise ValueError(
@@ -181,8 +220,18 @@ class BrokerConfig:
             )
         return self
 
+    @property
+    def uses_acl_authorizer(self) -> bool:
+        name = self.authorizer.strip()
+        return name == "acl" or name.rsplit(".", 1)[-1] in _KAFKA_AUTHORIZER_CLASSES
+
     def sasl_mechanisms(self) -> tuple[str, ...]:
-        return tuple(m.strip().upper() for m in self.sasl_enabled_mechanisms.split(",") if m.strip())
+        return mechanisms_of(self.sasl_enabled_mechanisms)
+
+    def listener_security(self, listener: Listener) -> ListenerSecurity:
+        """The TLS/SASL settings ``listener`` runs with (its listener.name.* overrides applied)."""
+        broker_wide = {name: getattr(self, name) for name in set(OVERRIDABLE.values())}
+        return resolve(broker_wide, self.listener_overrides.get(listener.name, {}), listener)
 
     @property
     def syncs_before_ack(self) -> bool:
@@ -194,6 +243,9 @@ class BrokerConfig:
     def consumer_group_assignors(self) -> tuple[str, ...]:
         return tuple(a.strip() for a in self.group_consumer_assignors.split(",") if a.strip())
 
+
+# authorizer.class.name values that mean the ACL authorizer (Kafka's KRaft and ZooKeeper ones).
+_KAFKA_AUTHORIZER_CLASSES = ("StandardAuthorizer", "AclAuthorizer")
 
 # Kafka-style names accepted in files, env vars and --set, mapped to our fields.
 ALIASES = {
@@ -224,6 +276,7 @@ ALIASES = {
     # Kafka's PEM-file forms of its keystore/truststore settings.
     "ssl.keystore.location": "ssl_certfile",
     "ssl.truststore.location": "ssl_cafile",
+    "authorizer.class.name": "authorizer",
 }
 
 _FIELDS = {f.name: f for f in fields(BrokerConfig)}
@@ -234,7 +287,7 @@ def _field_name(key: str) -> str:
     if key in ALIASES:
         return ALIASES[key]
     name = key.replace(".", "_").replace("-", "_").lower()
-    if name not in _FIELDS or name == "extra":
+    if name not in _FIELDS or name in ("extra", "listener_overrides"):
         raise ValueError(f"unknown config key {key!r}")
     return name
 
@@ -261,10 +314,18 @@ def _coerce(name: str, raw: Any) -> Any:
 
 
 def apply(config: BrokerConfig, settings: dict[str, Any]) -> BrokerConfig:
-    changes = {}
+    changes: dict[str, Any] = {}
+    overrides = {name: dict(values) for name, values in config.listener_overrides.items()}
     for key, raw in settings.items():
+        per_listener = split_key(key.strip())
+        if per_listener is not None:
+            listener, name = per_listener
+            overrides.setdefault(listener, {})[name] = str(raw).strip()
+            continue
         name = _field_name(key)
         changes[name] = _coerce(name, raw)
+    if overrides != config.listener_overrides:
+        changes["listener_overrides"] = overrides
     return replace(config, **changes)
 
 

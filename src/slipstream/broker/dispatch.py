@@ -17,6 +17,7 @@ from .groups import GroupCoordinatorAdapter
 from .handlers import HANDLERS, Handler
 from .request_context import RequestContext
 from .security.sasl_answers import AuthenticationFailed, raw_sasl_token
+from .security.session import SASL_HANDSHAKE as SASL_HANDSHAKE_KEY
 from .security.session import ConnectionSession
 from .state import BrokerState
 from .transactions import TransactionCoordinatorAdapter
@@ -76,11 +77,17 @@ class Dispatcher:
             api_key, api_version, correlation_id = api.decode_request_header_prefix(view)
         except p.DecodeError as exc:
             raise CloseConnection(str(exc)) from None
-        if session is not None and not session.admits(api_key):
-            # Kafka closes a connection that sends anything else before authenticating.
-            raise CloseConnection(
-                f"API key {api_key} before SASL authentication completed on listener {session.listener.name}"
-            )
+        if session is not None:
+            if not session.admits(api_key):
+                # Kafka closes a connection that sends anything else before authenticating.
+                raise CloseConnection(
+                    f"API key {api_key} before SASL authentication completed on listener {session.listener.name}"
+                )
+            if session.expires_at_ms is not None and api_key != SASL_HANDSHAKE_KEY and session.expired():
+                # KIP-368: a session past its lifetime is closed unless it re-authenticates.
+                raise CloseConnection(
+                    f"SASL session of {session.principal} expired (connections.max.reauth.ms) without re-authentication"
+                )
         handler = self.handlers.get(api_key)
         if handler is None:
             raise CloseConnection(f"unknown API key {api_key}")

@@ -5,11 +5,13 @@ an authorizer checks)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from ..coordinator.result import RequestContext as CoordinatorContext
 from ..protocol.api import RequestHeader
 from .groups import GroupCoordinatorAdapter
+from .security.acl import CLUSTER_NAME, Operation, ResourceType
 from .security.session import ANONYMOUS, ConnectionSession
 from .state import BrokerState
 from .transactions import TransactionCoordinatorAdapter
@@ -27,6 +29,8 @@ class RequestContext:
     transactions: TransactionCoordinatorAdapter
     # None for requests made without a connection (tests): a PLAINTEXT, anonymous one.
     session: ConnectionSession | None = None
+    # Decisions already taken for this request (a long-polled Fetch asks again and again).
+    _decisions: dict[tuple[Operation, ResourceType, str], bool] = field(default_factory=dict, repr=False)
 
     @property
     def listener(self) -> str:
@@ -35,6 +39,55 @@ class RequestContext:
     @property
     def principal(self) -> str:
         return self.session.principal if self.session is not None else ANONYMOUS
+
+    @property
+    def client_ip(self) -> str:
+        """The peer's address without its port (what an ACL's host is compared with)."""
+        return self.client_host.rsplit(":", 1)[0]
+
+    def authorized(self, operation: Operation, resource_type: ResourceType, name: str) -> bool:
+        """May this request's principal do ``operation`` on the resource? Always, without an
+        authorizer."""
+        authorizer = self.state.authorizer
+        if authorizer is None:
+            return True
+        key = (operation, resource_type, name)
+        found = self._decisions.get(key)
+        if found is None:
+            found = self._decisions[key] = authorizer.authorize(
+                self.principal, self.client_ip, operation, resource_type, name
+            )
+        return found
+
+    @property
+    def authorizing(self) -> bool:
+        """Whether an authorizer is configured (without one, every check passes)."""
+        return self.state.authorizer is not None
+
+    def topic_allowed(self, operation: Operation, topic: str) -> bool:
+        return self.authorized(operation, ResourceType.TOPIC, topic)
+
+    def group_allowed(self, operation: Operation, group: str) -> bool:
+        return self.authorized(operation, ResourceType.GROUP, group)
+
+    def authorized_cluster(self, operation: Operation) -> bool:
+        return self.authorized(operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+    def authorized_operations(self, resource_type: ResourceType, name: str, operations: Iterable[Operation]) -> int:
+        """Kafka's authorized-operations bit field: bit ``op`` set for each of ``operations``
+        the principal may do on the resource (asked only when an authorizer is configured)."""
+        field = 0
+        for op in operations:
+            if self.authorized(op, resource_type, name):
+                field |= 1 << int(op)
+        return field
+
+    def authorized_any(self, operation: Operation, resource_type: ResourceType) -> bool:
+        """May the principal do ``operation`` on at least one resource of the type?"""
+        authorizer = self.state.authorizer
+        if authorizer is None:
+            return True
+        return authorizer.authorize_any(self.principal, self.client_ip, operation, resource_type)
 
     def advertised_endpoint(self) -> tuple[str, int]:
         """Host and port this node is reached at through the request's listener."""

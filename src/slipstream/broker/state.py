@@ -36,6 +36,8 @@ from .metrics import BrokerMetrics
 from .mutation_quota import MutationQuotas
 from .notifier import AppendNotifier
 from .producer_state import PartitionProducerState, ProducerIdAllocator
+from .security.acl_store import AclStore
+from .security.authorizer import Authorizer
 from .security.credentials import CredentialStore
 from .topics import TopicManager
 
@@ -56,6 +58,9 @@ class BrokerState:
     # Listener name -> the (host, port) clients connecting through it are told about.
     advertised: dict[str, tuple[str, int]] = field(default_factory=dict)
     credentials: CredentialStore = field(default_factory=lambda: CredentialStore(None))
+    # None: no authorizer configured, every request is allowed (request_context.py asks it).
+    authorizer: Authorizer | None = None
+    acl_store: AclStore = field(default_factory=lambda: AclStore(None))
     clock: Callable[[], int] = wall_clock_ms
     notifier: AppendNotifier = field(default_factory=AppendNotifier)
     committer: GroupCommitter = field(default_factory=GroupCommitter)

@@ -50,7 +50,8 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument(
         "--admin-port",
         type=int,
-        help="serve /metrics, /healthz, /readyz and the JSON API over HTTP on this port (default: off)",
+        help="serve the web console (/), /metrics, /healthz, /readyz and the JSON API over HTTP on this port "
+        "(default: off)",
     )
     p.add_argument("--admin-host", help="address of the admin listener (default: --host)")
     p.add_argument(
@@ -121,11 +122,12 @@ def build_parser(*, serve_only: bool = False) -> argparse.ArgumentParser:
     if serve_only:
         # The client commands import the whole client; a broker start need not pay for that.
         return parser
-    from . import certs, client_commands, cluster, groups, pipeline, users
+    from . import acls, certs, client_commands, cluster, groups, pipeline, users
 
     client_commands.add_commands(sub)
     groups.add_commands(sub)
     users.add_commands(sub)
+    acls.add_commands(sub)
     certs.add_commands(sub)
     pipeline.add_commands(sub)
     cluster.add_commands(sub)

@@ -5,18 +5,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import os
 import sys
 import time
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TextIO
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
 from ..client.admin import Admin
 from ..client.aio_consumer import AIOConsumer
-from ..client.cluster import Cluster
+from ..client.cluster import Cluster, TopicInfo
 from ..client.producer import AIOProducer
 from ..client.security import PLAINTEXT, ClientSecurity
 from ..protocol.compression import codec_by_name
 from ..protocol.errors import KafkaError
+from .progress import Progress
+from .progress import wanted as progress_wanted
 from .record_format import OUTPUTS, format_record
 from .table import format_table
 
@@ -76,8 +79,10 @@ def add_commands(sub: Sub) -> None:
     _bootstrap_arg(p)
     p.set_defaults(func=_run(_topics_delete))
 
-    p = sub.add_parser("produce", help="produce lines from stdin to a topic")
+    p = sub.add_parser("produce", help="produce lines from stdin or a file to a topic")
     p.add_argument("topic")
+    p.add_argument("--file", "-f", metavar="PATH", help="read the lines from this file instead of stdin (UTF-8)")
+    _progress_arg(p, "records sent, rate and (with --file) how much of the file")
     p.add_argument("--key-separator", "-k", help="split each line into key SEP value at the first SEP")
     p.add_argument("--partition", type=int, help="write every record to this partition")
     p.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
@@ -104,8 +109,16 @@ def add_commands(sub: Sub) -> None:
         choices=["read_uncommitted", "read_committed"],
         help="read_committed: only committed transactions' records, up to the last stable offset",
     )
+    _progress_arg(p, "records printed and their rate; by default only when stdout is not a terminal")
     _bootstrap_arg(p)
     p.set_defaults(func=_run(_consume))
+
+
+def _progress_arg(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument(
+        "--progress", action=argparse.BooleanOptionalAction, default=None,
+        help=f"show progress on stderr: {what} (default: when stderr is a terminal)",
+    )
 
 
 def _run(coro: Callable[[argparse.Namespace, Cluster], Awaitable[int]]) -> Callable[[argparse.Namespace], int]:
@@ -179,15 +192,45 @@ async def _topics_delete(args: argparse.Namespace, cluster: Cluster) -> int:
 
 
 async def _produce(args: argparse.Namespace, cluster: Cluster, stdin: TextIO | None = None) -> int:
-    source = stdin or sys.stdin
     codec_by_name(args.compression)  # a clear error for an unknown codec before connecting
+    if args.file is not None:
+        try:
+            with open(args.file, "rb") as source:
+                total = os.fstat(source.fileno()).st_size
+                return await _produce_lines(args, cluster, _file_lines(source), total)
+        except OSError as exc:
+            if getattr(exc, "filename", None) == args.file:
+                raise ValueError(f"cannot read {args.file}: {exc.strerror}") from None
+            raise
+    source_text = stdin or sys.stdin
+    return await _produce_lines(args, cluster, ((line, 0) for line in source_text), None)
+
+
+def _file_lines(source: BinaryIO) -> Iterator[tuple[str, int]]:
+    """(line, bytes read so far) for each line of a file opened in binary mode."""
+    done = 0
+    for number, raw in enumerate(source, 1):
+        done += len(raw)
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ValueError(f"line {number} of the file is not UTF-8") from None
+        # The same lines as stdin's universal newlines give.
+        yield line.removesuffix("\n").removesuffix("\r") + "\n", done
+
+
+async def _produce_lines(
+    args: argparse.Namespace, cluster: Cluster, lines: Iterable[tuple[str, int]], total: int | None
+) -> int:
+    progress = Progress(sys.stderr, args.topic, enabled=progress_wanted(args.progress, sys.stderr), total_bytes=total)
     sent = 0
+    done = 0
     async with AIOProducer(
         args.bootstrap_server, client_id="slipstream-cli", compression=args.compression,
         **security_kwargs(cluster.security),
     ) as producer:
         futures = []
-        for line in source:
+        for line, done in lines:
             line = line.rstrip("\n")
             key: bytes | None = None
             value = line
@@ -201,7 +244,10 @@ async def _produce(args: argparse.Namespace, cluster: Cluster, stdin: TextIO | N
             if len(futures) >= _BATCH_RECORDS:
                 sent += await _wait_all(futures)
                 futures = []
+                progress.update(sent, done)
         sent += await _wait_all(futures)
+    progress.update(sent, total if total is not None else done)
+    progress.finish()
     print(f"produced {sent} records to {args.topic}", file=sys.stderr)
     return 0
 
@@ -221,6 +267,21 @@ async def _consume(args: argparse.Namespace, cluster: Cluster, out: TextIO | Non
     if args.partition is not None and args.group is not None:
         raise ValueError("--partition and --group exclude each other: a group member gets its partitions assigned")
     reset = "earliest" if args.from_beginning else "latest"
+    # Progress on stderr would garble records printed to the same terminal: by default
+    # only when stdout goes elsewhere (a file, a pipe).
+    show = args.progress
+    if show is None:
+        show = progress_wanted(None, sys.stderr) and not progress_wanted(None, sink)
+    progress = Progress(sys.stderr, args.topic, enabled=show)
+    try:
+        return await _consume_loop(args, cluster, info, sink, reset, progress)
+    finally:
+        progress.finish()
+
+
+async def _consume_loop(
+    args: argparse.Namespace, cluster: Cluster, info: TopicInfo, sink: TextIO, reset: str, progress: Progress
+) -> int:
     printed = 0
     last_record = time.monotonic()
     async with AIOConsumer(
@@ -246,6 +307,7 @@ async def _consume(args: argparse.Namespace, cluster: Cluster, out: TextIO | Non
                 printed += len(batch)
                 last_record = time.monotonic()
                 sink.flush()
+                progress.update(printed)
                 if args.group is not None:
                     await consumer.commit()
             if args.max_messages is not None and printed >= args.max_messages:

@@ -8,7 +8,8 @@
 - :class:`ConsumerGroup`: handler-based group consumption (one claim per partition);
 - :class:`Admin`: topics, groups, offsets (``async with Admin("host:9092") as admin``);
 - serializers for producers and deserializers for consumers (``json_serializer``,
-  ``string_deserializer``...), and consumer statistics (``Consumer.statistics()``).
+  ``string_deserializer``...), and consumer statistics (``Consumer.statistics()``,
+  ``ConsumerGroup.statistics()``).
 
 Every class takes a bootstrap string (``"host:port,host2:port"`` or a list) and
 keyword settings named like the Java client's (``linger.ms`` -> ``linger_ms``).

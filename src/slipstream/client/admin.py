@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..protocol.acl_types import AclBinding
 from ..protocol.apis.consumer_group_describe import SPEC as CONSUMER_GROUP_DESCRIBE
 from ..protocol.apis.consumer_group_describe import (
     ConsumerGroupDescribeRequest,
@@ -82,6 +83,8 @@ from ..protocol.consumer_protocol import PROTOCOL_TYPE, decode_assignment, decod
 from ..protocol.errors import ErrorCode, KafkaError, info
 from ..protocol.errors import name as error_name
 from ..protocol.primitives import DecodeError
+from . import acl_admin
+from .acl_admin import AclBindingFilter
 from .cluster import BrokerNode, Cluster, TopicInfo
 from .connection import BrokerConnection, ConnectionClosed, UnsupportedApi
 from .offsets import NAMED_TOPICS_MAX_VERSION
@@ -325,6 +328,18 @@ class Admin:
         """Close the connections, if this admin made them (not a Cluster passed in)."""
         if self._owns_cluster:
             await self.cluster.close()
+
+    async def create_acls(self, bindings: list[AclBinding]) -> None:
+        """Create ACLs (needs Alter on the cluster); the first refused one raises."""
+        await acl_admin.create_acls(self.cluster, bindings)
+
+    async def describe_acls(self, acl_filter: AclBindingFilter = acl_admin.ANY_ACL) -> list[AclBinding]:
+        """The ACLs matching the filter (every ACL by default; needs Describe on the cluster)."""
+        return await acl_admin.describe_acls(self.cluster, acl_filter)
+
+    async def delete_acls(self, filters: list[AclBindingFilter]) -> list[AclBinding]:
+        """Delete the ACLs matching any filter (needs Alter on the cluster); returns them."""
+        return await acl_admin.delete_acls(self.cluster, filters)
 
     async def create_topic(
         self, name: str, partitions: int = -1, replication_factor: int = -1,

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
+import time
 from typing import Any
 
 from ..protocol import apis as _apis  # noqa: F401  (registers every API)
@@ -85,6 +87,10 @@ class BrokerConnection:
         self._send_lock = asyncio.Lock()
         self.broker_versions: dict[int, tuple[int, int]] = {}
         self.closed = False
+        # KIP-368: when to re-authenticate (monotonic s), from the broker's session lifetime.
+        self._reauthenticate_at: float | None = None
+        self._reauthentication: asyncio.Future[None] | None = None
+        self.reauthentications = 0
 
     @property
     def address(self) -> str:
@@ -156,7 +162,35 @@ class BrokerConnection:
             raise AuthenticationFailed(
                 f"SASL authentication with {self.address} failed: {response.error_message or response.error_code}"
             )
+        lifetime_ms = getattr(response, "session_lifetime_ms", 0)
+        if lifetime_ms > 0:
+            # As the Java client does: at 85-95% of the lifetime, so the session never lapses.
+            self._reauthenticate_at = time.monotonic() + lifetime_ms / 1000 * random.uniform(0.85, 0.95)
         return bytes(response.auth_bytes)
+
+    async def _reauthenticate_if_due(self) -> None:
+        """Re-authenticate once the session is near its end; other requests wait meanwhile
+        (the broker serves nothing else on this connection during the exchange)."""
+        running = self._reauthentication
+        if running is None:
+            due = self._reauthenticate_at
+            if due is None or time.monotonic() < due:
+                return
+            self._reauthenticate_at = None
+            running = self._reauthentication = asyncio.get_running_loop().create_future()
+            try:
+                await self._authenticate()
+                self.reauthentications += 1
+                running.set_result(None)
+            except BaseException as exc:
+                running.set_exception(exc if isinstance(exc, Exception) else ConnectionClosed("re-authentication cancelled"))
+                running.exception()  # retrieved here; the waiters get it too
+                self._fail(ConnectionClosed(f"re-authentication with {self.address} failed: {exc}"))
+                raise
+            finally:
+                self._reauthentication = None
+            return
+        await asyncio.shield(running)
 
     def version_for(self, spec: ApiSpec, max_version: int | None = None) -> int:
         ours_max = spec.max_version if max_version is None else min(max_version, spec.max_version)
@@ -188,29 +222,45 @@ class BrokerConnection:
     ) -> Any:
         if self.closed or self._writer is None:
             raise ConnectionClosed(f"connection to {self.address} is closed")
+        if spec is SASL_HANDSHAKE or spec is SASL_AUTHENTICATE:
+            # The exchange itself: alone on the connection, so it takes no in-flight slot.
+            return await self._write_and_wait(spec, version, request, expect_response, timeout_s)
+        if self._reauthenticate_at is not None or self._reauthentication is not None:
+            await self._reauthenticate_if_due()
         async with self._slots:
-            loop = asyncio.get_running_loop()
-            async with self._send_lock:
-                correlation_id, parts = self.core.encode(spec, version, request, expect_response=expect_response)
-                fut: asyncio.Future[Any] | None = None
-                if expect_response:
-                    fut = loop.create_future()
-                    self._waiters[correlation_id] = fut
-                self._writer.writelines(parts)
-            try:
-                await self._writer.drain()
-            except (ConnectionError, OSError) as exc:
-                self._fail(ConnectionClosed(f"connection to {self.address} lost: {exc}"))
-            if fut is None:
-                return None
-            timeout = self.request_timeout_s if timeout_s is None else timeout_s
-            try:
-                async with asyncio.timeout(timeout):
-                    return await fut
-            except TimeoutError:
-                # A late answer would desynchronise the stream: drop the connection.
-                self._fail(ConnectionClosed(f"{spec.name} to {self.address} timed out after {timeout}s"))
-                raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"{spec.name} to {self.address} timed out") from None
+            while self._reauthentication is not None:
+                # Started while this request waited for its slot: nothing may go between
+                # the SaslHandshake and the last SaslAuthenticate.
+                await asyncio.shield(self._reauthentication)
+            return await self._write_and_wait(spec, version, request, expect_response, timeout_s)
+
+    async def _write_and_wait(
+        self, spec: ApiSpec, version: int, request: Any, expect_response: bool, timeout_s: float | None
+    ) -> Any:
+        if self.closed or self._writer is None:
+            raise ConnectionClosed(f"connection to {self.address} is closed")
+        loop = asyncio.get_running_loop()
+        async with self._send_lock:
+            correlation_id, parts = self.core.encode(spec, version, request, expect_response=expect_response)
+            fut: asyncio.Future[Any] | None = None
+            if expect_response:
+                fut = loop.create_future()
+                self._waiters[correlation_id] = fut
+            self._writer.writelines(parts)
+        try:
+            await self._writer.drain()
+        except (ConnectionError, OSError) as exc:
+            self._fail(ConnectionClosed(f"connection to {self.address} lost: {exc}"))
+        if fut is None:
+            return None
+        timeout = self.request_timeout_s if timeout_s is None else timeout_s
+        try:
+            async with asyncio.timeout(timeout):
+                return await fut
+        except TimeoutError:
+            # A late answer would desynchronise the stream: drop the connection.
+            self._fail(ConnectionClosed(f"{spec.name} to {self.address} timed out after {timeout}s"))
+            raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"{spec.name} to {self.address} timed out") from None
 
     async def _read_loop(self) -> None:
         assert self._reader is not None

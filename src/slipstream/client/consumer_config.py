@@ -125,7 +125,8 @@ class ConsumerConfig:
     value_deserializer: Callable[[bytes | None], Any] | None = None
     """Applied to each message handed out (see ``slipstream.client.serde``)."""
     statistics_callback: Callable[[Any], None] | None = None
-    """Called with a ConsumerStatistics every ``statistics_interval_ms``, from poll."""
+    """Called with a ConsumerStatistics every ``statistics_interval_ms``, from poll
+    (ConsumerGroup: from a claim's ``messages()`` as records arrive)."""
     statistics_interval_ms: int = 5000
 
     def validate(self) -> ConsumerConfig:

@@ -80,6 +80,7 @@ import contextvars
 import itertools
 import logging
 import operator
+import time
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import fields
 from typing import Any, cast
@@ -102,6 +103,7 @@ from .membership import (
 )
 from .offsets import CommitFailedError, OffsetAndMetadata, reset_offsets
 from .serde import RecordDeserializers
+from .statistics import ConsumerStatistics, StatisticsTracker
 from .tasks import deadline
 from .transactions import ConsumerGroupMetadata
 
@@ -287,8 +289,10 @@ class ConsumerGroupClaim:
                 records = await fetcher.fetch_partition(
                     tp, limit, 0.5, message_type=ConsumerMessage, one_batch=True
                 )
-                if records and deserializers.active:
-                    records = deserializers.apply_all(records)
+                if records:
+                    session._group._handed_out(len(records))
+                    if deserializers.active:
+                        records = deserializers.apply_all(records)
                 for msg in cast(list[ConsumerMessage], records):
                     if self._over:  # set with session end too (ConsumerGroupSession._end)
                         return
@@ -539,6 +543,7 @@ class _Listener(RebalanceListener):
             await self.group._end_session("partitions revoked")
 
     async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+        self.group._stats.rebalanced()
         if self.group._incremental():
             await self.group._assign_claims(assigned)
 
@@ -616,6 +621,9 @@ class ConsumerGroup:
         self._shutdown_deferred = False
         self.sessions = 0
         """Sessions started so far (for tests and metrics)."""
+        self._stats = StatisticsTracker(
+            self.config.client_id, group_id, time.monotonic(), self.config.statistics_interval_ms / 1000.0
+        )
 
     # ------------------------------------------------------------ public API
 
@@ -633,6 +641,38 @@ class ConsumerGroup:
         return ConsumerGroupMetadata(
             group_id, generation.generation_id, generation.member_id, self.config.group_instance_id
         )
+
+    def statistics(self) -> ConsumerStatistics:
+        """A snapshot (the poll consumers' shape): per-partition position, high watermark
+        and lag of the partitions this member holds, records handed to its claims and
+        their rate since the previous snapshot, and the rebalances (assignments received).
+        With ``statistics_callback`` the group also calls it every
+        ``statistics_interval_ms``, from a claim's ``messages()`` as records arrive."""
+        fetcher = self._fetcher
+        session = self._session
+        held = set(session._owned) if session is not None else fetcher.assigned()
+
+        def position(tp: TopicPartition) -> int | None:
+            try:
+                return fetcher.position(tp)
+            except KeyError:  # revoked between the listing and now
+                return None
+
+        def high_watermark(tp: TopicPartition) -> int | None:
+            try:
+                return fetcher.highwater(tp)
+            except KeyError:
+                return None
+
+        return self._stats.snapshot(time.monotonic(), held, position, high_watermark)
+
+    def _handed_out(self, count: int) -> None:
+        """Count records given to a claim; report statistics when an interval has passed."""
+        stats = self._stats
+        stats.consumed(count)
+        callback = self.config.statistics_callback
+        if callback is not None and stats.report_due(time.monotonic()):
+            callback(self.statistics())
 
     @property
     def session(self) -> ConsumerGroupSession | None:

@@ -1,9 +1,11 @@
 """Consumer statistics: per-partition lag, fetch rate and rebalance count.
 
-``Consumer.statistics()`` / ``AIOConsumer.statistics()`` return a snapshot; with
-``statistics_callback=fn`` (and ``statistics_interval_ms``, default 5 s) the consumer
-also calls ``fn(snapshot)`` from ``poll`` / ``getmany`` when an interval has passed,
-on the application's thread (as librdkafka's ``stats_cb`` is served from poll).
+``Consumer.statistics()`` / ``AIOConsumer.statistics()`` / ``ConsumerGroup.statistics()``
+return a snapshot; with ``statistics_callback=fn`` (and ``statistics_interval_ms``,
+default 5 s) the consumer also calls ``fn(snapshot)`` from ``poll`` / ``getmany`` when
+an interval has passed, on the application's thread (as librdkafka's ``stats_cb`` is
+served from poll); a ``ConsumerGroup`` calls it from a claim's ``messages()`` as records
+arrive, and counts the records handed to its claims.
 
 The tracker is sans-I/O: it counts what the facades hand out and is given ``now``.
 """

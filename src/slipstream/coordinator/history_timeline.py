@@ -7,6 +7,11 @@ summary line per completed generation with how long it took and what it waited f
     09:00:04.200  generation 7: 3.2 s, after member c-3 left; waited 3.0 s for member c-4
                   which never rejoined; removed at rebalance timeout
 
+For consumer-protocol (KIP-848) groups a summary line follows the step that completes a
+reconciliation: every member known from the events at the new group epoch and stable.
+
+    09:00:05.400  epoch 4: reconciled in 1.4 s, after member c-2 joined; last to settle: c-1
+
 Pure: events in, lines out. ``TimelineFormatter`` keeps what it needs between calls so
 a follower can feed it events as they come (``feed``); ``format_timeline`` formats a
 whole history at once. Times print in UTC; a line with the date comes first and
@@ -75,6 +80,15 @@ def _names(ids: Iterable[str], word: str = "member") -> str:
 
 
 @dataclass(slots=True)
+class _Reconciliation:
+    """A consumer group's move to a new group epoch, from the first unsettled bump."""
+
+    started_ms: int
+    epoch: int
+    causes: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class _Rebalance:
     """What the summary of the generation being formed needs."""
 
@@ -91,6 +105,10 @@ class TimelineFormatter:
         self._rebalance: _Rebalance | None = None
         # The last membership event, as the cause of a rebalance started at the same moment.
         self._trigger: tuple[int, str] | None = None
+        # Consumer groups: each member's (epoch, state) as the events told it, and the
+        # reconciliation under way. Members that joined before the events fed are unknown.
+        self._members: dict[str, tuple[int, str]] = {}
+        self._reconciliation: _Reconciliation | None = None
 
     def feed(self, events: Iterable[ev.GroupEvent]) -> list[str]:
         lines: list[str] = []
@@ -227,6 +245,8 @@ class TimelineFormatter:
         }.get(e.cause, e.reason or e.cause)
 
     def _summary(self, e: ev.GroupEvent) -> str | None:
+        if isinstance(e, ev.GroupEpochBumped | ev.MemberEpochAdvanced | ev.MemberJoined | ev.MemberLeft | ev.MemberFenced):
+            return self._reconciled(e)
         if not isinstance(e, ev.GenerationCompleted) or e.replayed:
             return None
         rebalance, self._rebalance = self._rebalance, None
@@ -235,6 +255,40 @@ class TimelineFormatter:
             text += f", after {rebalance.cause}"
             if rebalance.waits:
                 text += "; " + "; ".join(rebalance.waits)
+        return text
+
+
+    def _reconciled(self, e: ev.GroupEvent) -> str | None:
+        """The reconciliation summary when ``e`` completes one (consumer groups only)."""
+        if isinstance(e, ev.MemberJoined):
+            if e.member_id not in self._members:
+                self._members[e.member_id] = (0, "joining")
+            return None
+        if isinstance(e, ev.MemberLeft | ev.MemberFenced):
+            self._members.pop(e.member_id, None)
+        elif isinstance(e, ev.MemberEpochAdvanced):
+            self._members[e.member_id] = (e.to_epoch, e.state)
+        elif isinstance(e, ev.GroupEpochBumped):
+            if self._reconciliation is None:
+                self._reconciliation = _Reconciliation(e.at_ms, e.epoch)
+            self._reconciliation.epoch = e.epoch
+            self._reconciliation.causes.append(e.cause)
+            if not self._members:
+                self._reconciliation = None  # nobody left to reconcile: the group is empty
+            return None
+        pending = self._reconciliation
+        if pending is None or not self._members:
+            return None
+        if any(epoch < pending.epoch or state != "stable" for epoch, state in self._members.values()):
+            return None
+        self._reconciliation = None
+        if e.replayed:
+            return None  # the records' times say when they were written, not when members settled
+        text = f"epoch {pending.epoch}: reconciled in {duration(e.at_ms - pending.started_ms)}"
+        if pending.causes:
+            text += f", after {', '.join(pending.causes)}"
+        if isinstance(e, ev.MemberEpochAdvanced) and len(self._members) > 1:
+            text += f"; last to settle: {e.member_id}"
         return text
 
 

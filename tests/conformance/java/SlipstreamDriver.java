@@ -39,6 +39,13 @@
 //                                         (a static member sends no LeaveGroup), "closed", "done".
 //                                         Every line carries "t": System.nanoTime() (CLOCK_MONOTONIC
 //                                         on Linux, comparable with Python's time.monotonic_ns()).
+//   acl-create TYPE NAME PATTERN PRINCIPAL OPERATION PERMISSION
+//                                         Admin.createAcls of one binding (Kafka's enum names, host *):
+//                                         "acl-created", or "refused" with the exception type
+//   acl-list                              Admin.describeAcls(ANY): one "acl" line per binding
+//   try-produce TOPIC                     one record (producer defaults): "ack" or "refused"
+//   try-group-poll TOPIC GROUP            subscribe and poll for up to 10 s: "polled" with the
+//                                         record count, or "refused" with the exception type
 //
 // Output: one JSON object per line on stdout; the last line is {"event":"done",...}
 // on success or {"event":"error",...} (exit code 1) on failure. Diagnostics go to stderr.
@@ -84,6 +91,14 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.Node;
+import org.apache.kafka.common.acl.AccessControlEntry;
+import org.apache.kafka.common.acl.AclBinding;
+import org.apache.kafka.common.acl.AclBindingFilter;
+import org.apache.kafka.common.acl.AclOperation;
+import org.apache.kafka.common.acl.AclPermissionType;
+import org.apache.kafka.common.resource.PatternType;
+import org.apache.kafka.common.resource.ResourcePattern;
+import org.apache.kafka.common.resource.ResourceType;
 import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
@@ -142,6 +157,18 @@ public final class SlipstreamDriver {
                     break;
                 case "txn-copy":
                     txnCopy(bootstrap, rest);
+                    break;
+                case "acl-create":
+                    aclCreate(bootstrap, rest);
+                    break;
+                case "acl-list":
+                    aclList(bootstrap);
+                    break;
+                case "try-produce":
+                    tryProduce(bootstrap, rest[0]);
+                    break;
+                case "try-group-poll":
+                    tryGroupPoll(bootstrap, rest[0], rest[1]);
                     break;
                 default:
                     throw new IllegalArgumentException("unknown command " + command);
@@ -400,6 +427,95 @@ public final class SlipstreamDriver {
             throw new IllegalStateException(failed.get() + " of " + count + " records failed");
         }
         emit("{\"event\":\"done\",\"acked\":" + acked.get() + "}");
+    }
+
+    // ---- ACLs and authorization probes (a refusal is an event, not an error) ------------
+
+    private static Throwable root(Throwable t) {
+        Throwable r = t;
+        while (r.getCause() != null && r.getCause() != r) {
+            r = r.getCause();
+        }
+        return r;
+    }
+
+    private static void refused(Throwable t) {
+        Throwable r = root(t);
+        emit("{\"event\":\"refused\",\"type\":" + q(r.getClass().getName())
+                + ",\"message\":" + q(String.valueOf(r.getMessage())) + "}");
+    }
+
+    /** acl-create TYPE NAME PATTERN PRINCIPAL OPERATION PERMISSION (Kafka's enum names). */
+    private static void aclCreate(String bootstrap, String[] a) throws Exception {
+        AclBinding binding = new AclBinding(
+                new ResourcePattern(ResourceType.valueOf(a[0]), a[1], PatternType.valueOf(a[2])),
+                new AccessControlEntry(a[3], "*", AclOperation.valueOf(a[4]), AclPermissionType.valueOf(a[5])));
+        try (Admin admin = admin(bootstrap)) {
+            admin.createAcls(Collections.singleton(binding)).all().get(API_TIMEOUT_MS, TimeUnit.MILLISECONDS);
+            emit("{\"event\":\"acl-created\"}");
+        } catch (java.util.concurrent.ExecutionException e) {
+            refused(e);
+        }
+        emit("{\"event\":\"done\"}");
+    }
+
+    private static void aclList(String bootstrap) throws Exception {
+        try (Admin admin = admin(bootstrap)) {
+            for (AclBinding b : admin.describeAcls(AclBindingFilter.ANY).values()
+                    .get(API_TIMEOUT_MS, TimeUnit.MILLISECONDS)) {
+                emit("{\"event\":\"acl\",\"type\":" + q(b.pattern().resourceType().name())
+                        + ",\"name\":" + q(b.pattern().name()) + ",\"pattern\":" + q(b.pattern().patternType().name())
+                        + ",\"principal\":" + q(b.entry().principal()) + ",\"operation\":"
+                        + q(b.entry().operation().name()) + ",\"permission\":" + q(b.entry().permissionType().name()) + "}");
+            }
+        } catch (java.util.concurrent.ExecutionException e) {
+            refused(e);
+        }
+        emit("{\"event\":\"done\"}");
+    }
+
+    /** One record to TOPIC: an ack, or the exception that refused it. */
+    private static void tryProduce(String bootstrap, String topic) throws Exception {
+        Properties p = clientProperties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ProducerConfig.ACKS_CONFIG, "all");
+        p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "10000");
+        p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "15000");
+        p.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+            producer.send(new ProducerRecord<>(topic, "k".getBytes(StandardCharsets.UTF_8),
+                    "v".getBytes(StandardCharsets.UTF_8))).get(20, TimeUnit.SECONDS);
+            emit("{\"event\":\"ack\"}");
+        } catch (Exception e) {
+            refused(e);
+        }
+        emit("{\"event\":\"done\"}");
+    }
+
+    /** Subscribe to TOPIC in GROUP and poll until a record arrives or a poll throws (10 s). */
+    private static void tryGroupPoll(String bootstrap, String topic, String group) throws Exception {
+        Properties p = clientProperties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        p.put(ConsumerConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "10000");
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p)) {
+            consumer.subscribe(Collections.singletonList(topic));
+            long deadline = System.currentTimeMillis() + 10000;
+            int got = 0;
+            while (got == 0 && System.currentTimeMillis() < deadline) {
+                got = consumer.poll(Duration.ofMillis(200)).count();
+            }
+            emit("{\"event\":\"polled\",\"records\":" + got + "}");
+        } catch (Exception e) {
+            refused(e);
+        }
+        emit("{\"event\":\"done\"}");
     }
 
     // ---- txn-copy -------------------------------------------------------------------------

@@ -291,3 +291,40 @@ async def test_consumer_group_applies_deserializers(broker: Broker):
     finally:
         await group.close()
     assert seen == [("k", {"n": 1})]
+
+
+async def test_consumer_group_statistics_method_and_callback(broker: Broker):
+    create_topic(broker, "cg-stats", 2)
+    produce(broker.bootstrap_servers, "cg-stats", [(None, b"v", p) for p in (0, 0, 0, 1)])
+    reports = []
+    seen = []
+    during = []
+
+    class Handler(ConsumerGroupHandler):
+        async def consume_claim(self, session, claim):  # type: ignore[no-untyped-def]
+            async for msg in claim.messages():
+                seen.append((msg.partition, msg.offset))
+                if len(seen) == 4:
+                    during.append(group.statistics())
+                    session._end("read everything")  # ends consume() for the assertions
+                    return
+
+    group = ConsumerGroup(
+        broker.bootstrap_servers, "cg-stats-g", auto_offset_reset="earliest", client_id="cg-stats-client",
+        statistics_callback=reports.append, statistics_interval_ms=0, **FAST,
+    )  # fmt: skip
+    try:
+        before = group.statistics()
+        assert (before.rebalances, before.records_consumed, before.partitions) == (0, 0, {})
+        await asyncio.wait_for(group.consume(["cg-stats"], Handler()), 20)
+    finally:
+        await group.close()
+    assert sorted(seen) == [(0, 0), (0, 1), (0, 2), (1, 0)]
+    [stats] = during
+    assert (stats.client_id, stats.group_id) == ("cg-stats-client", "cg-stats-g")
+    assert stats.rebalances == 1 and stats.records_consumed == 4
+    assert {tp: (p.position, p.high_watermark, p.lag) for tp, p in stats.partitions.items()} == {
+        ("cg-stats", 0): (3, 3, 0),
+        ("cg-stats", 1): (1, 1, 0),
+    }
+    assert reports and reports[-1].records_consumed == 4 and reports[-1].rebalances == 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from consumer_group_client import Member as ConsumerMember
+from consumer_group_client import set_topics, settle
 from coord_context import REBALANCE_MS, GroupContext, assignment
 
 from slipstream.coordinator import history as ev
@@ -127,4 +129,53 @@ def test_client_member_ids_shorten_to_eight_uuid_digits() -> None:
     assert format_timeline(events, short_ids=True)[1:] == [
         "09:00:00.000    generation 1 started with 1 member: billing-1-8a8f2537",
         "09:00:00.000    assignment sent for generation 1: billing-1-8a8f2537 gets t-0",
+    ]
+
+
+def test_consumer_group_reconciliations_are_summarised_with_their_duration() -> None:
+    ctx = GroupContext()
+    set_topics(ctx, t=4)
+    a = ConsumerMember(ctx, "cg", topics=["t"])
+    a.join()
+    lines = format_timeline(e for _s, e in ctx.coordinator.history.events("cg"))
+    assert lines[-1].endswith("epoch 1: reconciled in 0 ms, after group created")
+    b = ConsumerMember(ctx, "cg", topics=["t"])
+    b.join()  # b waits for two of a's partitions
+    ctx.advance(400)
+    a.beat()  # a learns it must revoke them
+    ctx.advance(800)
+    a.beat()  # a has revoked: it is stable at epoch 2
+    lines = format_timeline(e for _s, e in ctx.coordinator.history.events("cg"))
+    assert not any("epoch 2: reconciled" in line for line in lines)  # b has not got its partitions yet
+    ctx.advance(300)
+    b.beat()
+    lines = format_timeline(e for _s, e in ctx.coordinator.history.events("cg"))
+    assert lines[-1].endswith(f"epoch 2: reconciled in 1.5 s, after member {b.member_id} joined; last to settle: {b.member_id}")
+    # A member leaving: the one left is reconciled when it reaches the new epoch.
+    ctx.advance(1000)
+    b.leave()
+    ctx.advance(200)
+    settle(a)
+    lines = format_timeline(e for _s, e in ctx.coordinator.history.events("cg"))
+    assert lines[-1].endswith(f"epoch 3: reconciled in 200 ms, after member {b.member_id} left")
+    assert sum("reconciled in" in line for line in lines) == 3
+
+
+def test_an_emptied_consumer_group_has_nothing_to_reconcile() -> None:
+    g = "cg"
+    events = [
+        ev.MemberJoined(group_id=g, at_ms=at(0), member_id="m-1"),
+        ev.GroupEpochBumped(group_id=g, at_ms=at(0), epoch=1, cause="group created"),
+        ev.MemberEpochAdvanced(group_id=g, at_ms=at(0), member_id="m-1", from_epoch=0, to_epoch=1, state="stable"),
+        ev.MemberLeft(group_id=g, at_ms=at(5), member_id="m-1"),
+        ev.MemberFenced(group_id=g, at_ms=at(5), member_id="m-1", epoch=1, cause="left"),
+        ev.GroupEpochBumped(group_id=g, at_ms=at(5), epoch=2, cause="member m-1 left"),
+        ev.MemberJoined(group_id=g, at_ms=at(9), member_id="m-2"),
+        ev.GroupEpochBumped(group_id=g, at_ms=at(9), epoch=3, cause="member m-2 joined"),
+        ev.MemberEpochAdvanced(group_id=g, at_ms=at(9.25), member_id="m-2", from_epoch=0, to_epoch=3, state="stable"),
+    ]
+    summaries = [line for line in format_timeline(events) if "reconciled" in line]
+    assert summaries == [
+        "09:00:00.000  epoch 1: reconciled in 0 ms, after group created",
+        "09:00:09.250  epoch 3: reconciled in 250 ms, after member m-2 joined",
     ]

@@ -4,6 +4,7 @@ the principal a connection carries, and the users/certs commands."""
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from slipstream.broker.listeners import Listener, parse_advertised, parse_listen
 from slipstream.cli import main
 from slipstream.cli.certs import make_dev_certs
 from slipstream.client.cluster import Cluster
-from slipstream.client.connection import AuthenticationFailed
+from slipstream.client.connection import AuthenticationFailed, ConnectionClosed
 from slipstream.client.scram_admin import describe_scram_users
 from slipstream.client.security import ClientSecurity
 
@@ -183,3 +184,79 @@ def test_serve_takes_listeners_as_flags() -> None:
         ["serve", "--listeners", "PLAINTEXT://:9092,SASL_SSL://:9093", "--advertised-listeners", "SASL_SSL://kafka:9093"]
     )
     assert (args.listeners, args.advertised_listeners) == ("PLAINTEXT://:9092,SASL_SSL://:9093", "SASL_SSL://kafka:9093")
+
+
+def test_per_listener_security_overrides_the_broker_wide_settings() -> None:
+    config = build(flags={
+        "listeners": "INTERNAL://127.0.0.1:0,EXTERNAL://127.0.0.1:0,SECURE://127.0.0.1:0",
+        "listener_security_protocol_map": "INTERNAL:SSL,EXTERNAL:SASL_SSL,SECURE:SASL_SSL",
+        "ssl_certfile": "/certs/broker.pem", "ssl_cafile": "/certs/ca.pem", "ssl_client_auth": "required",
+        "sasl_enabled_mechanisms": "SCRAM-SHA-512",
+        "listener.name.external.ssl.certfile": "/certs/public.pem",
+        "listener.name.external.ssl.keyfile": "/certs/public-key.pem",
+        "listener.name.external.sasl.enabled.mechanisms": "plain,scram-sha-256",
+        "listener.name.external.connections.max.reauth.ms": "60000",
+        "listener.name.secure.ssl.client.auth": "requested",
+    })
+    internal, external, secure = parse_listeners(
+        config.listeners, config.listener_security_protocol_map, config.host, config.port
+    )
+    own = config.listener_security(internal)
+    assert (own.certfile, own.cafile, own.client_auth, own.mechanisms, own.max_reauth_ms) == (
+        "/certs/broker.pem", "/certs/ca.pem", "required", ("SCRAM-SHA-512",), 0
+    )
+    own = config.listener_security(external)
+    # KIP-684: the broker-wide ssl.client.auth does not apply to SASL_SSL listeners ...
+    assert (own.certfile, own.keyfile, own.cafile, own.client_auth, own.mechanisms, own.max_reauth_ms) == (
+        "/certs/public.pem", "/certs/public-key.pem", "/certs/ca.pem", "none", ("PLAIN", "SCRAM-SHA-256"), 60000
+    )
+    # ... unless set for that listener by name.
+    assert config.listener_security(secure).client_auth == "requested"
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"listener.name.nope.ssl.certfile": "/x.pem"}, "'NOPE' is not a listener"),
+        ({"listener.name.plaintext.log.dirs": "/x"}, "'log.dirs' cannot be set per listener"),
+        ({"listener.name.ssl": "x"}, "expected listener.name.<listener>.<setting>"),
+        ({"listeners": "SSL://127.0.0.1:0", "listener.name.ssl.ssl.keyfile": "/k.pem"},
+         "listener SSL (SSL) needs ssl.certfile (or listener.name.ssl.ssl.certfile)"),
+        ({"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "GSSAPI"},
+         "sasl.enabled.mechanisms of listener SASL_PLAINTEXT: unsupported GSSAPI"),
+        ({"listeners": "SSL://127.0.0.1:0", "ssl.certfile": "/c.pem", "listener.name.ssl.ssl.client.auth": "maybe"},
+         "ssl.client.auth of listener SSL must be one of"),
+    ],
+)
+def test_bad_per_listener_settings_are_refused(settings: dict[str, str], message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        build(flags=settings)
+
+
+async def test_two_tls_listeners_with_their_own_certificates_and_client_auth(tmp_path: Path) -> None:
+    """Each listener presents its own certificate (from its own CA) and asks for a client
+    certificate or not, as its listener.name.* settings say."""
+    internal_ca, external_ca = tmp_path / "internal", tmp_path / "external"
+    make_dev_certs(internal_ca, clients=["service"])
+    make_dev_certs(external_ca)
+    async with Broker(
+        storage="memory", port=0, listeners="INTERNAL://127.0.0.1:0,EXTERNAL://127.0.0.1:0",
+        listener_security_protocol_map="INTERNAL:SSL,EXTERNAL:SSL",
+        ssl_certfile=str(internal_ca / "broker.pem"), ssl_keyfile=str(internal_ca / "broker-key.pem"),
+        ssl_cafile=str(internal_ca / "ca.pem"), ssl_client_auth="required",
+        listener_overrides={"EXTERNAL": {
+            "ssl_certfile": str(external_ca / "broker.pem"), "ssl_keyfile": str(external_ca / "broker-key.pem"),
+            "ssl_client_auth": "none",
+        }},
+    ) as broker:
+        internal = ClientSecurity(
+            security_protocol="SSL", ssl_cafile=str(internal_ca / "ca.pem"),
+            ssl_certfile=str(internal_ca / "service.pem"), ssl_keyfile=str(internal_ca / "service-key.pem"),
+        )
+        external = ClientSecurity(security_protocol="SSL", ssl_cafile=str(external_ca / "ca.pem"))
+        assert await _metadata_broker(broker.bootstrap_for("INTERNAL"), internal)
+        assert await _metadata_broker(broker.bootstrap_for("EXTERNAL"), external)
+        # The external listener's certificate is not trusted by the internal CA, and vice versa.
+        wrong_ca = ClientSecurity(security_protocol="SSL", ssl_cafile=str(internal_ca / "ca.pem"))
+        with pytest.raises(ConnectionClosed, match="CERTIFICATE_VERIFY_FAILED"):
+            await _metadata_broker(broker.bootstrap_for("EXTERNAL"), wrong_ca)

@@ -14,6 +14,7 @@ from ...coordinator.coordinator import CLASSIC_GROUP_TYPE, CONSUMER_GROUP_TYPE, 
 from ...coordinator.state import GroupState
 from ...protocol import consumer_protocol as cp
 from ..state import BrokerState
+from ..topics import Topic
 
 _DEAD = "Dead"
 
@@ -94,34 +95,38 @@ def group_lag(state: BrokerState, coordinator: GroupCoordinator, group_id: str) 
 
 
 def topics_document(state: BrokerState) -> list[dict[str, Any]]:
-    topics = []
-    for name, topic in sorted(state.topics.topics.items()):
-        partitions = [
-            {
-                "partition": index,
-                "log_start_offset": plog.log_start_offset,
-                "log_end_offset": plog.log_end_offset,
-                "size_bytes": plog.size_bytes,
-                "segments": segment_count(plog),
-            }
-            for index, plog in enumerate(topic.partitions)
-        ]
-        traffic = state.metrics.topics.get(name)
-        topics.append(
-            {
-                "name": name,
-                "topic_id": str(topic.topic_id),
-                "internal": topic.internal,
-                "configs": dict(sorted(topic.configs.items())),
-                "partitions": partitions,
-                "size_bytes": sum(p["size_bytes"] for p in partitions),
-                "records_in": traffic.records_in if traffic else 0,
-                "records_out": traffic.records_out if traffic else 0,
-                "bytes_in": traffic.bytes_in if traffic else 0,
-                "bytes_out": traffic.bytes_out if traffic else 0,
-            }
-        )
-    return topics
+    return [_topic_dict(state, name, topic) for name, topic in sorted(state.topics.topics.items())]
+
+
+def topic_document(state: BrokerState, name: str) -> dict[str, Any] | None:
+    topic = state.topics.get(name)
+    return None if topic is None else _topic_dict(state, name, topic)
+
+
+def _topic_dict(state: BrokerState, name: str, topic: Topic) -> dict[str, Any]:
+    partitions = [
+        {
+            "partition": index,
+            "log_start_offset": plog.log_start_offset,
+            "log_end_offset": plog.log_end_offset,
+            "size_bytes": plog.size_bytes,
+            "segments": segment_count(plog),
+        }
+        for index, plog in enumerate(topic.partitions)
+    ]
+    traffic = state.metrics.topics.get(name)
+    return {
+        "name": name,
+        "topic_id": str(topic.topic_id),
+        "internal": topic.internal,
+        "configs": dict(sorted(topic.configs.items())),
+        "partitions": partitions,
+        "size_bytes": sum(p["size_bytes"] for p in partitions),
+        "records_in": traffic.records_in if traffic else 0,
+        "records_out": traffic.records_out if traffic else 0,
+        "bytes_in": traffic.bytes_in if traffic else 0,
+        "bytes_out": traffic.bytes_out if traffic else 0,
+    }
 
 
 def groups_document(state: BrokerState, coordinator: GroupCoordinator) -> list[dict[str, Any]]:

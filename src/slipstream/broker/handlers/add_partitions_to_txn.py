@@ -8,6 +8,10 @@ newer versions get PRODUCER_FENCED.
 v4+ (brokers, KIP-890): several transactions in one request; ``verify_only``
 asks whether the partitions are in the transaction (TRANSACTION_ABORTABLE for
 those that are not) without adding them.
+With an authorizer: v0-3 need Write on the transactional id (else every partition is
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and Write on each topic (else
+TOPIC_AUTHORIZATION_FAILED there, OPERATION_NOT_ATTEMPTED for the others); v4+ come from
+brokers and need ClusterAction (else CLUSTER_AUTHORIZATION_FAILED), as in Kafka.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from ...protocol.apis.add_partitions_to_txn import (
 )
 from ...protocol.errors import ErrorCode
 from ..request_context import RequestContext
+from ..security.acl import Operation, ResourceType
 
 MIN_VERSION = 0
 MAX_VERSION = 5
@@ -37,6 +42,17 @@ async def _add(
     ctx: RequestContext, tid: str, producer_id: int, producer_epoch: int, partitions: list[tuple[str, int]]
 ) -> AddPartitionsToTxnResult:
     topics = ctx.state.topics
+    if not ctx.authorized(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
+        return partition_results(tid, dict.fromkeys(partitions, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+    denied = {tp for tp in partitions if not ctx.topic_allowed(Operation.WRITE, tp[0])}
+    if denied:
+        return partition_results(
+            tid,
+            {
+                tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp in denied else ErrorCode.OPERATION_NOT_ATTEMPTED
+                for tp in partitions
+            },
+        )
     unknown = {tp for tp in partitions if topics.partition(*tp) is None}
     if unknown:
         return partition_results(
@@ -70,6 +86,8 @@ async def handle(ctx: RequestContext, request: AddPartitionsToTxnRequest) -> Add
                     if p.partition_error_code == ErrorCode.PRODUCER_FENCED:
                         p.partition_error_code = ErrorCode.INVALID_PRODUCER_EPOCH
         return AddPartitionsToTxnResponse(results_by_topic_v3_and_below=result.topic_results)
+    if not ctx.authorized_cluster(Operation.CLUSTER_ACTION):
+        return AddPartitionsToTxnResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     response = AddPartitionsToTxnResponse(error_code=ErrorCode.NONE)
     coordinator = ctx.transactions.coordinator
     for txn in request.transactions:

@@ -12,6 +12,7 @@ resource types, a resource named twice, or a config named twice within one
 resource are INVALID_REQUEST; an unknown topic UNKNOWN_TOPIC_OR_PARTITION.
 
 v1 only differs in throttling; v2 is flexible.
+With an authorizer each resource needs AlterConfigs (config_access.py).
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ from ...protocol.apis.alter_configs import (
 from ...protocol.errors import ErrorCode, KafkaError
 from ..internal_topics import refuse_config_change
 from ..request_context import RequestContext
+from ..security.acl import Operation
 from ..state import BrokerState
 from ..topics import Topic, check_topic_name
+from .config_access import check_config_access
 from .describe_configs import (
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
@@ -52,9 +55,14 @@ async def handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConf
     responses = alter_each(
         request.resources,
         AlterConfigsResponseResource,
-        lambda resource: _alter(ctx.state, resource, request.validate_only),
+        lambda resource: _checked_alter(ctx, resource, request.validate_only),
     )
     return AlterConfigsResponse(throttle_time_ms=0, responses=responses)
+
+
+def _checked_alter(ctx: RequestContext, resource: AlterConfigsRequestResource, validate_only: bool) -> None:
+    check_config_access(ctx, resource.resource_type, resource.resource_name, Operation.ALTER_CONFIGS)
+    _alter(ctx.state, resource, validate_only)
 
 
 def _alter(state: BrokerState, resource: AlterConfigsRequestResource, validate_only: bool) -> None:

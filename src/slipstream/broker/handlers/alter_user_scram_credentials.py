@@ -7,7 +7,8 @@ Errors, as Kafka's: an unknown mechanism is UNSUPPORTED_SASL_MECHANISM; an empty
 name, empty salt or salted password, or iterations outside 4096..16384
 UNACCEPTABLE_CREDENTIAL; one user and mechanism altered twice DUPLICATE_RESOURCE;
 deleting a credential that does not exist RESOURCE_NOT_FOUND. The store is written
-(atomically, fsynced) before the answer.
+(atomically, fsynced) before the answer. With an authorizer, Alter on the cluster is
+needed (else every user's result is CLUSTER_AUTHORIZATION_FAILED, nothing changed).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ...protocol.apis.alter_user_scram_credentials import (
 )
 from ...protocol.scram import MAX_ITERATIONS, MECHANISMS_BY_CODE, MIN_ITERATIONS
 from ..request_context import RequestContext
+from ..security.acl import Operation
 from ..security.credentials import ScramCredential
 
 MIN_VERSION = 0
@@ -32,11 +34,23 @@ UNSUPPORTED_SASL_MECHANISM = 33
 RESOURCE_NOT_FOUND = 91
 DUPLICATE_RESOURCE = 92
 UNACCEPTABLE_CREDENTIAL = 93
+CLUSTER_AUTHORIZATION_FAILED = 31
 
 log = logging.getLogger(__name__)
 
 
 async def handle(ctx: RequestContext, request: AlterUserScramCredentialsRequest) -> AlterUserScramCredentialsResponse:
+    if not ctx.authorized_cluster(Operation.ALTER):
+        users = dict.fromkeys([*(d.name for d in request.deletions), *(u.name for u in request.upsertions)])
+        return AlterUserScramCredentialsResponse(
+            throttle_time_ms=0,
+            results=[
+                AlterUserScramCredentialsResult(
+                    user=name, error_code=CLUSTER_AUTHORIZATION_FAILED, error_message="Alter on the cluster is not allowed"
+                )
+                for name in users
+            ],
+        )
     store = ctx.state.credentials
     errors: dict[str, tuple[int, str]] = {}
     order: list[str] = []

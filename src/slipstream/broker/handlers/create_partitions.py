@@ -28,6 +28,7 @@ from ...protocol.apis.create_partitions import (
 from ...protocol.errors import ErrorCode, KafkaError
 from ..mutation_quota import QuotaCheck
 from ..request_context import RequestContext
+from ..security.acl import Operation
 from ..state import BrokerState
 from ..topics import OFFSETS_TOPIC
 
@@ -51,6 +52,9 @@ async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> Creat
                     ErrorCode.INVALID_REQUEST,
                     f"topic {wanted.name!r} is listed more than once in one request",
                 )
+            if not ctx.topic_allowed(Operation.ALTER, wanted.name):
+                # Alter on the topic, as Kafka checks (whether or not it exists).
+                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"Alter on topic {wanted.name!r} is not allowed")
             _create(ctx.state, wanted, request.validate_only, quota)
         except KafkaError as exc:
             out.error_code = exc.code

@@ -9,6 +9,9 @@ Thousands of topics in one request are created in slices that yield to the event
 loop (admin_slices.py); with ``controller.mutation.rate`` set, partitions created
 count against the client's quota (mutation_quota.py): v6+ refuses topics once it is
 in debt (THROTTLING_QUOTA_EXCEEDED), every version reports throttle_time_ms.
+With an authorizer a topic needs Create on the cluster or on the topic (else
+TOPIC_AUTHORIZATION_FAILED); its configs are answered only with DescribeConfigs on it
+(else null, with topic_config_error_code TOPIC_AUTHORIZATION_FAILED), as Kafka does.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from ...protocol.errors import ErrorCode, KafkaError
 from ..admin_slices import Slices
 from ..mutation_quota import QuotaCheck
 from ..request_context import RequestContext
+from ..security.acl import Operation
 from ..state import BrokerState
 from . import config_views
 
@@ -40,6 +44,7 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
     seen: set[str] = set()
     slices = Slices(ctx.state.topics)
     quota = QuotaCheck(ctx, strict=ctx.api_version >= STRICT_QUOTA_VERSION)
+    cluster_create = ctx.authorized_cluster(Operation.CREATE)
     for wanted in request.topics:
         out = CreateTopicsResponseTopic(name=wanted.name, configs=None)
         if wanted.name in seen:
@@ -48,8 +53,15 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
         else:
             seen.add(wanted.name)
             try:
+                if not cluster_create and not ctx.topic_allowed(Operation.CREATE, wanted.name):
+                    raise KafkaError(
+                        ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"Create on topic {wanted.name!r} is not allowed"
+                    )
                 _create(ctx.state, wanted, request.validate_only, out, quota)
                 slices.changed()
+                if not ctx.topic_allowed(Operation.DESCRIBE_CONFIGS, wanted.name):
+                    out.configs = None
+                    out.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             except KafkaError as exc:
                 out.error_code = exc.code
                 out.error_message = exc.message

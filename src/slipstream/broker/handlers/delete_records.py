@@ -10,7 +10,8 @@ POLICY_VIOLATION (as in Kafka); an unknown topic or partition
 UNKNOWN_TOPIC_OR_PARTITION; a failing disk KAFKA_STORAGE_ERROR. Errors answer low_watermark -1 (the response has
 no message field).
 
-v1 only differs in throttling; v2 is flexible.
+v1 only differs in throttling; v2 is flexible. With an authorizer each topic needs Delete
+(else TOPIC_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ...protocol.apis.delete_records import (
 )
 from ...protocol.errors import ErrorCode
 from ..request_context import RequestContext
+from ..security.acl import Operation
 from ..state import BrokerState
 
 MIN_VERSION = 0
@@ -41,8 +43,13 @@ async def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRe
     topics = []
     for wanted in request.topics:
         out = DeleteRecordsResponseTopic(name=wanted.name, partitions=[])
+        allowed = ctx.topic_allowed(Operation.DELETE, wanted.name)
         for part in wanted.partitions:
-            code, low = _delete(ctx.state, wanted.name, part.partition_index, part.offset)
+            if allowed:
+                code, low = _delete(ctx.state, wanted.name, part.partition_index, part.offset)
+            else:
+                # Delete on the topic, as Kafka checks.
+                code, low = ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1
             out.partitions.append(
                 DeleteRecordsResponsePartition(
                     partition_index=part.partition_index, low_watermark=low, error_code=code

@@ -4,7 +4,8 @@ v1-5 name topics in topic_names; v6 gives a name or a topic id per entry and is
 answered with both. Internal topics (``__consumer_offsets``) cannot be deleted.
 Many topics are deleted in slices that yield to the event loop (admin_slices.py);
 ``controller.mutation.rate`` counts deleted partitions (mutation_quota.py; v5+ may be
-refused with THROTTLING_QUOTA_EXCEEDED).
+refused with THROTTLING_QUOTA_EXCEEDED). With an authorizer each topic needs Delete (else
+TOPIC_AUTHORIZATION_FAILED; by id, without Describe, its name is not given either).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ...protocol.primitives import ZERO_UUID
 from ..admin_slices import Slices
 from ..mutation_quota import QuotaCheck
 from ..request_context import RequestContext
+from ..security.acl import Operation
 
 MIN_VERSION = 1
 MAX_VERSION = 6
@@ -47,7 +49,12 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
                 topic = state.topics.by_id.get(topic_id)
                 if topic is None:
                     raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID, f"no topic has id {topic_id}")
+                if not ctx.topic_allowed(Operation.DESCRIBE, topic.name):
+                    # Its name stays unsaid to a principal that may not describe it.
+                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"Describe on topic id {topic_id} is not allowed")
                 name = out.name = topic.name
+            if not ctx.topic_allowed(Operation.DELETE, name):
+                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"Delete on topic {name!r} is not allowed")
             topic = state.topics.get(name)
             if topic is not None and topic.internal:
                 raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"internal topic {name} cannot be deleted")

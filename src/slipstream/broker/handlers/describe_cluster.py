@@ -13,6 +13,7 @@ UNSUPPORTED_ENDPOINT_TYPE, each with a message.
 
 from __future__ import annotations
 
+from ...protocol.acl_types import CLUSTER_OPERATIONS
 from ...protocol.apis.describe_cluster import (
     SPEC,
     DescribeClusterRequest,
@@ -20,6 +21,7 @@ from ...protocol.apis.describe_cluster import (
     DescribeClusterResponseBroker,
 )
 from ..request_context import RequestContext
+from ..security.acl import CLUSTER_NAME, Operation, ResourceType
 
 MIN_VERSION = 0
 MAX_VERSION = 1
@@ -29,6 +31,7 @@ ENDPOINT_CONTROLLER = 2
 MISMATCHED_ENDPOINT_TYPE = 114
 UNSUPPORTED_ENDPOINT_TYPE = 115
 OPERATIONS_NOT_PROVIDED = -2147483648
+CLUSTER_AUTHORIZATION_FAILED = 31
 
 
 async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClusterResponse:
@@ -56,6 +59,17 @@ async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> Descri
             if b.node_id != node
         ]
         response.controller_id = min(b.broker_id for b in response.brokers)
+    if ctx.authorizing and request.include_cluster_authorized_operations:
+        response.cluster_authorized_operations = ctx.authorized_operations(
+            ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS
+        )
+    if not ctx.authorized_cluster(Operation.DESCRIBE):
+        response.error_code = CLUSTER_AUTHORIZATION_FAILED
+        response.error_message = "Describe on the cluster is not allowed"
+        response.brokers = []
+        response.controller_id = -1
+        response.cluster_id = ""
+        return response
     if ctx.api_version >= 1 and request.endpoint_type != ENDPOINT_BROKER:
         if request.endpoint_type == ENDPOINT_CONTROLLER:
             response.error_code = MISMATCHED_ENDPOINT_TYPE

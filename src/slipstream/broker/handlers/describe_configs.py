@@ -18,6 +18,7 @@ order of precedence: the topic override, then the broker-level value under
 Kafka's name for it (e.g. log.retention.ms for retention.ms), static or default. v2 only
 differs in throttling. v3 adds config_type and, with include_documentation,
 documentation. v4 is flexible.
+With an authorizer each resource needs DescribeConfigs (config_access.py).
 """
 
 from __future__ import annotations
@@ -36,9 +37,11 @@ from ...protocol.apis.describe_configs import (
 from ...protocol.errors import ErrorCode, KafkaError
 from ..config import BrokerConfig
 from ..request_context import RequestContext
+from ..security.acl import Operation
 from ..state import BrokerState
 from ..topics import check_topic_name
 from . import config_views
+from .config_access import check_config_access
 from .config_views import ConfigEntry
 
 MIN_VERSION = 1
@@ -87,6 +90,7 @@ async def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> Descri
             configs=[],
         )
         try:
+            check_config_access(ctx, resource.resource_type, resource.resource_name, Operation.DESCRIBE_CONFIGS)
             entries, synonyms = _describe(ctx.state, resource)
         except KafkaError as exc:
             out.error_code = exc.code

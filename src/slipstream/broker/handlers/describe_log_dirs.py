@@ -21,14 +21,21 @@ from ...protocol.apis.describe_log_dirs import (
 )
 from ...protocol.errors import ErrorCode
 from ..request_context import RequestContext
+from ..security.acl import Operation
 
 MIN_VERSION = 1
 MAX_VERSION = 5
 
 
+CLUSTER_AUTHORIZATION_FAILED = 31
+
+
 async def handle(ctx: RequestContext, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
     state = ctx.state
     topics = state.topics
+    if not ctx.authorized_cluster(Operation.DESCRIBE):
+        # Kafka: Describe on the cluster, else no log dir at all (v3+ also says why).
+        return DescribeLogDirsResponse(throttle_time_ms=0, error_code=CLUSTER_AUTHORIZATION_FAILED, results=[])
     if request.topics is None:
         wanted = {name: list(range(len(topic.partitions))) for name, topic in sorted(topics.topics.items())}
     else:

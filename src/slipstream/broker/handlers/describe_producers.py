@@ -4,7 +4,8 @@ The idempotent producers each requested partition remembers (rebuilt from the
 log's batch headers after a restart): id, epoch, last sequence, last batch
 timestamp, the coordinator epoch of its last marker and the first offset of its
 open transaction (-1 when none).
-An unknown topic or partition is UNKNOWN_TOPIC_OR_PARTITION for that partition.
+An unknown topic or partition is UNKNOWN_TOPIC_OR_PARTITION for that partition; with an
+authorizer, a topic without Read is TOPIC_AUTHORIZATION_FAILED (Kafka's check).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ...protocol.apis.describe_producers import (
 )
 from ...protocol.errors import ErrorCode
 from ..request_context import RequestContext
+from ..security.acl import Operation
 
 MIN_VERSION = 0
 MAX_VERSION = 0
@@ -29,7 +31,18 @@ async def handle(ctx: RequestContext, request: DescribeProducersRequest) -> Desc
     topics = []
     for wanted in request.topics:
         partitions = []
+        readable = ctx.topic_allowed(Operation.READ, wanted.name)
         for index in wanted.partition_indexes:
+            if not readable:
+                partitions.append(
+                    DescribeProducersResponsePartition(
+                        partition_index=index,
+                        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                        error_message=f"Read on topic {wanted.name!r} is not allowed",
+                        active_producers=[],
+                    )
+                )
+                continue
             if state.topics.partition(wanted.name, index) is None:
                 partitions.append(
                     DescribeProducersResponsePartition(

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 
+from ...protocol.acl_types import TOPIC_OPERATIONS
 from ...protocol.apis.describe_topic_partitions import (
     AUTHORIZED_OPERATIONS_OMITTED,
     SPEC,
@@ -34,6 +35,7 @@ from ...protocol.apis.describe_topic_partitions import (
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.primitives import ZERO_UUID
 from ..request_context import RequestContext
+from ..security.acl import Operation, ResourceType
 from ..topics import Topic, check_topic_name
 
 MIN_VERSION = 0
@@ -75,6 +77,11 @@ async def handle(
                 topic_name=name, partition_index=0
             )
             break
+        if not ctx.topic_allowed(Operation.DESCRIBE, name):
+            # Kafka's rule: left out of the all-topics form, refused when named.
+            if not fetch_all:
+                response.topics.append(_error_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            continue
         topic = state.topics.get(name)
         if topic is None:
             if not fetch_all:
@@ -90,6 +97,13 @@ async def handle(
             )
             break
         remaining -= max(end - start, 0)
+    if ctx.authorizing:
+        # Kafka fills each described topic's operations; without an authorizer: "omitted".
+        for described in response.topics:
+            if not described.error_code and described.name is not None:
+                described.topic_authorized_operations = ctx.authorized_operations(
+                    ResourceType.TOPIC, described.name, TOPIC_OPERATIONS
+                )
     return response
 
 

@@ -3,6 +3,7 @@
 Which SCRAM mechanisms each user has, with iteration counts (KIP-554). Users null or
 empty: every user with a credential. A user named but unknown is RESOURCE_NOT_FOUND,
 a user named twice DUPLICATE_RESOURCE (each once, for that user), as Kafka answers.
+With an authorizer, Describe on the cluster is needed (else CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -16,17 +17,24 @@ from ...protocol.apis.describe_user_scram_credentials import (
 )
 from ...protocol.scram import MECHANISMS
 from ..request_context import RequestContext
+from ..security.acl import Operation
 
 MIN_VERSION = 0
 MAX_VERSION = 0
 
 RESOURCE_NOT_FOUND = 91
 DUPLICATE_RESOURCE = 92
+CLUSTER_AUTHORIZATION_FAILED = 31
 
 
 async def handle(
     ctx: RequestContext, request: DescribeUserScramCredentialsRequest
 ) -> DescribeUserScramCredentialsResponse:
+    if not ctx.authorized_cluster(Operation.DESCRIBE):
+        return DescribeUserScramCredentialsResponse(
+            throttle_time_ms=0, error_code=CLUSTER_AUTHORIZATION_FAILED,
+            error_message="Describe on the cluster is not allowed", results=[],
+        )
     store = ctx.state.credentials
     wanted = [u.name for u in request.users] if request.users else store.users()
     counts: dict[str, int] = {}

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import struct
 import uuid
+from collections.abc import Callable
 
 from ...log.api import OffsetOutOfRange
 from ...protocol.apis.fetch import (
@@ -35,6 +36,7 @@ from ...protocol.apis.fetch import (
 from ...protocol.errors import ErrorCode
 from ..fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, FetchSession, PartitionKey
 from ..request_context import RequestContext
+from ..security.acl import Operation
 from ..state import BrokerState
 from ..topics import Topic
 
@@ -76,12 +78,13 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
             _update_session(session, request, version)
             topics = _session_topics(session, version)
             incremental = True
+    readable = _read_check(ctx, request, version)
     max_wait_s = max(0, request.max_wait_ms) / 1000
     deadline = state.clock() / 1000 + max_wait_s
     woken = True  # False once a wait ends without an append (timeout, or the client left)
     while True:
         responses, size, keys, failed = _read_all(
-            state, topics, request.max_bytes, version, request.isolation_level == READ_COMMITTED
+            state, topics, request.max_bytes, version, request.isolation_level == READ_COMMITTED, readable
         )
         remaining = deadline - state.clock() / 1000
         if size >= request.min_bytes or failed or remaining <= 0 or not keys or not woken:
@@ -94,6 +97,19 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
         session.advance_epoch()
     reported = _report(session, responses, version, incremental)
     return FetchResponse(error_code=0, session_id=session.id, responses=reported)
+
+
+def _read_check(ctx: RequestContext, request: FetchRequest, version: int) -> Callable[[str], bool] | None:
+    """Who may read what: consumers need Read on each topic; a follower's fetch (replica id
+    >= 0) needs ClusterAction on the cluster, for every topic at once (Kafka's rules).
+    None: no authorizer, everything is readable."""
+    if not ctx.authorizing:
+        return None
+    replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
+    if replica_id >= 0:
+        follower_allowed = ctx.authorized_cluster(Operation.CLUSTER_ACTION)
+        return lambda _topic: follower_allowed
+    return lambda topic: ctx.topic_allowed(Operation.READ, topic)
 
 
 def _error(code: int) -> FetchResponse:
@@ -186,6 +202,7 @@ def _read_all(
     max_bytes: int,
     version: int,
     read_committed: bool,
+    readable: Callable[[str], bool] | None = None,
 ) -> tuple[list[FetchResponseTopic], int, list[tuple[str, int]], bool]:
     budget = max_bytes if max_bytes > 0 else _NO_LIMIT
     total = 0
@@ -201,6 +218,11 @@ def _read_all(
             topic = state.topics.get(wanted.topic)
             missing_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         out = FetchResponseTopic(topic=wanted.topic, topic_id=wanted.topic_id)
+        # Not allowed: every partition says so and nothing of the log is read (an unknown
+        # topic id stays UNKNOWN_TOPIC_ID; a name is refused whether or not it exists).
+        denied = readable is not None and (topic is not None or version < 13) and not readable(
+            topic.name if topic is not None else wanted.topic
+        )
         for part in wanted.partitions:
             resp = FetchResponsePartition(
                 partition_index=part.partition,
@@ -212,6 +234,9 @@ def _read_all(
                 records=b"",
             )
             out.partitions.append(resp)
+            if denied:
+                resp.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             plog = None
             if topic is not None and 0 <= part.partition < len(topic.partitions):
                 plog = topic.partitions[part.partition]

@@ -5,6 +5,8 @@ This node coordinates every group (key_type 0) and every transactional id
 coordinator is the leader of the key's ``__consumer_offsets`` (or
 ``__transaction_state``) partition, COORDINATOR_NOT_AVAILABLE while it has none. Other key
 types (2, share groups) answer INVALID_REQUEST. v4+ batches keys (coordinator_keys).
+With an authorizer a key needs Describe on its group (else GROUP_AUTHORIZATION_FAILED) or
+transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED), as Kafka checks.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from ...protocol.apis.find_coordinator import (
 from ...protocol.errors import ErrorCode
 from ..internal_topics import TRANSACTION_STATE_TOPIC
 from ..request_context import RequestContext
+from ..security.acl import Operation, ResourceType
 
 MIN_VERSION = 0
 MAX_VERSION = 6
@@ -33,16 +36,25 @@ async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCo
     node = state.config.node_id
     host, port = ctx.advertised_endpoint()
     served = request.key_type in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION)
-    if request.key_type == KEY_TYPE_TRANSACTION:
+    keys = request.coordinator_keys if ctx.api_version >= 4 else [request.key]
+    # Only a key the principal may describe has effects (as in Kafka, which checks first).
+    allowed = [k for k in keys if served and not _denied(ctx, request.key_type, k)]
+    if request.key_type == KEY_TYPE_TRANSACTION and allowed:
         ctx.transactions.ensure_topic()
-    elif served:
+    elif allowed:
         # Lookups hint that members are on their way (group.initial.rebalance.delay.ms).
-        ctx.groups.note_coordinator_lookup(
-            request.coordinator_keys if ctx.api_version >= 4 else [request.key], ctx.client_host
-        )
+        ctx.groups.note_coordinator_lookup(allowed, ctx.client_host)
     if ctx.api_version >= 4:
         coordinators = []
         for key in request.coordinator_keys:
+            denied = served and _denied(ctx, request.key_type, key)
+            if denied:
+                coordinators.append(
+                    FindCoordinatorResponseCoordinator(
+                        key=key, node_id=-1, host="", port=-1, error_code=denied, error_message=None
+                    )
+                )
+                continue
             if not served:
                 coordinators.append(
                     FindCoordinatorResponseCoordinator(
@@ -59,6 +71,9 @@ async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCo
                 )
             )
         return FindCoordinatorResponse(coordinators=coordinators)
+    denied = served and _denied(ctx, request.key_type, request.key)
+    if denied:
+        return FindCoordinatorResponse(error_code=denied, error_message=None, node_id=-1, host="", port=-1)
     if not served:
         return FindCoordinatorResponse(
             error_code=ErrorCode.INVALID_REQUEST, error_message=_REFUSAL, node_id=-1, host="", port=-1
@@ -88,6 +103,14 @@ def _owner(ctx: RequestContext, key_type: int, key: str, node: int, host: str, p
         if row is not None:
             return ErrorCode.NONE, row.node_id, row.host, row.port
     return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+
+
+def _denied(ctx: RequestContext, key_type: int, key: str) -> int:
+    """The authorization error for the key, or 0 when Describe on it is allowed."""
+    if key_type == KEY_TYPE_TRANSACTION:
+        allowed = ctx.authorized(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key)
+        return 0 if allowed else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    return 0 if ctx.group_allowed(Operation.DESCRIBE, key) else ErrorCode.GROUP_AUTHORIZATION_FAILED
 
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "SPEC", "handle"]

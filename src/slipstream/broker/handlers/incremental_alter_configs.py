@@ -20,7 +20,8 @@ GROUP resources (a consumer group's consumer.session.timeout.ms and
 consumer.heartbeat.interval.ms, within Kafka's group.consumer.min/max bounds)
 take SET and DELETE; the new values apply from each member's next heartbeat.
 
-v1 is v0 in the flexible encoding.
+v1 is v0 in the flexible encoding. With an authorizer each resource needs AlterConfigs
+(config_access.py).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from ...protocol.apis.incremental_alter_configs import (
 from ...protocol.errors import ErrorCode, KafkaError
 from ..group_configs import GROUP_CONFIG_KEYS
 from ..request_context import RequestContext
+from ..security.acl import Operation
 from ..state import BrokerState
 from ..topic_config import TOPIC_CONFIG_KEYS
 from ..topics import Topic
@@ -45,6 +47,7 @@ from .alter_configs import (
     lookup_topic,
     refuse_broker_change,
 )
+from .config_access import check_config_access
 from .describe_configs import (
     RESOURCE_BROKER,
     RESOURCE_GROUP,
@@ -69,9 +72,14 @@ async def handle(
     responses = alter_each(
         request.resources,
         IncrementalAlterConfigsResponseResource,
-        lambda resource: _alter(ctx.state, resource, request.validate_only),
+        lambda resource: _checked_alter(ctx, resource, request.validate_only),
     )
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)
+
+
+def _checked_alter(ctx: RequestContext, resource: IncrementalAlterConfigsRequestResource, validate_only: bool) -> None:
+    check_config_access(ctx, resource.resource_type, resource.resource_name, Operation.ALTER_CONFIGS)
+    _alter(ctx.state, resource, validate_only)
 
 
 def _alter(

@@ -11,6 +11,9 @@ INVALID_PRODUCER_EPOCH). v6 (KIP-939): two-phase commit is not offered, so a req
 with enable2_pc gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED (as a Kafka broker with
 transaction.two.phase.commit.enable=false, its default); the ongoing-transaction
 fields of the answer are -1/-1.
+With an authorizer (Kafka 3.x): a transactional id needs Write on it (else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent producer needs IdempotentWrite on
+the cluster or Write on at least one topic (else CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import cast
 from ...protocol.apis.init_producer_id import SPEC, InitProducerIdRequest, InitProducerIdResponse
 from ...protocol.errors import ErrorCode
 from ..request_context import RequestContext
+from ..security.acl import Operation, ResourceType
 
 MIN_VERSION = 0
 MAX_VERSION = 6
@@ -29,7 +33,15 @@ async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitPro
     if request.enable2_pc:
         return InitProducerIdResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_epoch=-1)
     if request.transactional_id is None:
+        if not (
+            ctx.authorized_cluster(Operation.IDEMPOTENT_WRITE) or ctx.authorized_any(Operation.WRITE, ResourceType.TOPIC)
+        ):
+            return InitProducerIdResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, producer_id=-1, producer_epoch=-1)
         return InitProducerIdResponse(error_code=0, producer_id=ctx.state.producer_ids.allocate(), producer_epoch=0)
+    if not ctx.authorized(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        return InitProducerIdResponse(
+            error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1, producer_epoch=-1
+        )
     txns = ctx.transactions
     txns.ensure_topic()
     coordinator_ctx = ctx.coordinator_context()

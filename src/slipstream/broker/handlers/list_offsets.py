@@ -8,6 +8,7 @@ uploaded to tiered storage here: offset -1). Any other value finds the first rec
 timestamp is >= it; none -> offset -1. As in Kafka, a timestamp lookup (and -3)
 whose answer is at or past the last fetchable offset (the LSO for read_committed,
 else the high watermark) answers offset -1.
+With an authorizer, each topic needs Describe (else TOPIC_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ...protocol.apis.list_offsets import (
 )
 from ...protocol.errors import ErrorCode
 from ..request_context import RequestContext
+from ..security.acl import Operation
 
 MIN_VERSION = 1
 MAX_VERSION = 11
@@ -39,11 +41,16 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
     topics = []
     for wanted in request.topics:
         out = ListOffsetsResponseTopic(name=wanted.name)
+        allowed = ctx.topic_allowed(Operation.DESCRIBE, wanted.name)
         for part in wanted.partitions:
             resp = ListOffsetsResponsePartition(
                 partition_index=part.partition_index, timestamp=-1, offset=-1, leader_epoch=0
             )
             out.partitions.append(resp)
+            if not allowed:
+                resp.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                resp.leader_epoch = -1
+                continue
             plog = state.topics.partition(wanted.name, part.partition_index)
             if plog is None:
                 resp.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

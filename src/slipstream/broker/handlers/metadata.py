@@ -6,7 +6,13 @@ none does). Topics: null (v1+) or an empty list in v0 means
 all topics; otherwise unknown topics are auto-created when the broker allows it
 and the request does (allow_auto_topic_creation, v4+; implied before v4).
 v10+ carries topic ids; v12 lets a topic be named by id alone (name null).
-Authorized-operations fields answer "not requested" (-2147483648).
+Authorized-operations fields answer "not requested" (-2147483648) unless an authorizer
+is configured, which answers them when asked (v8+).
+With an authorizer (Kafka's rules): the all-topics form lists only topics the principal
+may Describe; a named topic it may not Describe is TOPIC_AUTHORIZATION_FAILED (nothing
+else said about it, existing or not); auto-creating one needs Create on the cluster or
+on the topic, else TOPIC_AUTHORIZATION_FAILED. A topic asked by id without Describe is
+TOPIC_AUTHORIZATION_FAILED with no name.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import logging
 import uuid
 
+from ...protocol.acl_types import CLUSTER_OPERATIONS, TOPIC_OPERATIONS
 from ...protocol.apis.metadata import (
     SPEC,
     MetadataRequest,
@@ -26,6 +33,7 @@ from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.primitives import ZERO_UUID
 from ..cluster.view import ClusterView
 from ..request_context import RequestContext
+from ..security.acl import CLUSTER_NAME, Operation, ResourceType
 from ..state import BrokerState
 from ..topics import Topic, check_topic_name
 
@@ -44,11 +52,12 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
     topics: list[MetadataResponseTopic] = []
     if request.topics is None or (version == 0 and not request.topics):
         for topic in state.topics.topics.values():
-            topics.append(describe_topic(topic, node, state.cluster))
+            if ctx.topic_allowed(Operation.DESCRIBE, topic.name):
+                topics.append(describe_topic(topic, node, state.cluster))
     else:
         allow_create = state.config.auto_create_topics and (version < 4 or request.allow_auto_topic_creation)
         for wanted in request.topics:
-            topics.append(_lookup(state, wanted.name, wanted.topic_id, allow_create, node))
+            topics.append(_authorized_lookup(ctx, wanted.name, wanted.topic_id, allow_create, node))
     host, port = ctx.advertised_endpoint()
     brokers = [MetadataResponseBroker(node_id=node, host=host, port=port, rack=None)]
     controller = node
@@ -59,13 +68,47 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
             if b.node_id != node
         ]
         controller = min(b.node_id for b in brokers)
+    cluster_operations = OPERATIONS_NOT_REQUESTED
+    if ctx.authorizing and version >= 8:
+        # With an authorizer, what was asked for is answered (without one: "not requested").
+        if request.include_topic_authorized_operations:
+            for described in topics:
+                if not described.error_code and described.name is not None:
+                    described.topic_authorized_operations = ctx.authorized_operations(
+                        ResourceType.TOPIC, described.name, TOPIC_OPERATIONS
+                    )
+        if version <= 10 and request.include_cluster_authorized_operations:
+            cluster_operations = ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS)
     return MetadataResponse(
         brokers=brokers,
         cluster_id=state.cluster_id,
         controller_id=controller,
         topics=topics,
-        cluster_authorized_operations=OPERATIONS_NOT_REQUESTED,
+        cluster_authorized_operations=cluster_operations,
     )
+
+
+def _authorized_lookup(
+    ctx: RequestContext, name: str | None, topic_id: uuid.UUID, allow_create: bool, node: int
+) -> MetadataResponseTopic:
+    state = ctx.state
+    if not ctx.authorizing:
+        return _lookup(state, name, topic_id, allow_create, node)
+    if name is None:
+        found = state.topics.by_id.get(topic_id)
+        if found is not None and not ctx.topic_allowed(Operation.DESCRIBE, found.name):
+            return MetadataResponseTopic(
+                error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=None, topic_id=topic_id,
+                topic_authorized_operations=OPERATIONS_NOT_REQUESTED,
+            )
+        return _lookup(state, name, topic_id, allow_create, node)
+    if not ctx.topic_allowed(Operation.DESCRIBE, name):
+        return _error_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    if allow_create and state.topics.get(name) is None and not (
+        ctx.authorized_cluster(Operation.CREATE) or ctx.topic_allowed(Operation.CREATE, name)
+    ):
+        return _error_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    return _lookup(state, name, topic_id, allow_create, node)
 
 
 def _lookup(

@@ -4,6 +4,10 @@ Listed partitions or all of a group's; v8+ several groups at once; v7+
 require_stable. v10 names topics by id: requested ids are resolved to names
 (an unknown id is UNKNOWN_TOPIC_ID for its partitions) and answered topics
 carry their id (offsets of a topic deleted since are left out: it has none).
+With an authorizer: a group needs Describe (else GROUP_AUTHORIZATION_FAILED and no
+offsets); each topic needs Describe: a listed topic without it answers
+TOPIC_AUTHORIZATION_FAILED for its partitions (no offset), and the all-topics form leaves
+such topics out.
 """
 
 from __future__ import annotations
@@ -12,18 +16,91 @@ from ...protocol.apis.offset_fetch import (
     SPEC,
     OffsetFetchRequest,
     OffsetFetchResponse,
+    OffsetFetchResponseGroup,
+    OffsetFetchResponsePartition,
     OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic,
     OffsetFetchResponseTopics,
 )
 from ...protocol.errors import ErrorCode
 from ..request_context import RequestContext
+from ..security.acl import Operation
 
 MIN_VERSION = 0
 MAX_VERSION = 10
 TOPIC_IDS_VERSION = 10
 
 
+GROUPS_VERSION = 8
+
+
 async def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
+    if not ctx.authorizing:
+        return await _fetch(ctx, request)
+    if ctx.api_version < GROUPS_VERSION:
+        return await _fetch_one_group(ctx, request)
+    wanted = request.groups
+    request.groups = [g for g in wanted if ctx.group_allowed(Operation.DESCRIBE, g.group_id)]
+    response = await _fetch(ctx, request) if request.groups else OffsetFetchResponse(groups=[])
+    answered = {g.group_id: g for g in response.groups}
+    groups: list[OffsetFetchResponseGroup] = []
+    for group in wanted:
+        found = answered.get(group.group_id)
+        if found is None:
+            groups.append(
+                OffsetFetchResponseGroup(group_id=group.group_id, topics=[], error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+            )
+            continue
+        listed = group.topics is not None
+        kept: list[OffsetFetchResponseTopics] = []
+        for topic in found.topics:
+            # A v10 topic id that names no topic has no name: UNKNOWN_TOPIC_ID already.
+            if not topic.name or ctx.topic_allowed(Operation.DESCRIBE, topic.name):
+                kept.append(topic)
+            elif listed:
+                for part in topic.partitions:
+                    part.committed_offset, part.committed_leader_epoch, part.metadata = -1, -1, None
+                    part.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                kept.append(topic)
+        found.topics = kept
+        groups.append(found)
+    response.groups = groups
+    return response
+
+
+async def _fetch_one_group(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
+    """v0-7: one group, topics by name."""
+    if not ctx.group_allowed(Operation.DESCRIBE, request.group_id):
+        topics = [
+            OffsetFetchResponseTopic(
+                name=t.name,
+                partitions=[
+                    OffsetFetchResponsePartition(
+                        partition_index=i, committed_offset=-1, metadata=None,
+                        error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                    )
+                    for i in t.partition_indexes
+                ],
+            )
+            for t in request.topics or ()
+        ] if ctx.api_version < 2 else []
+        return OffsetFetchResponse(topics=topics, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    listed = request.topics is not None
+    response = await _fetch(ctx, request)
+    kept: list[OffsetFetchResponseTopic] = []
+    for topic in response.topics:
+        if ctx.topic_allowed(Operation.DESCRIBE, topic.name):
+            kept.append(topic)
+        elif listed:
+            for part in topic.partitions:
+                part.committed_offset, part.committed_leader_epoch, part.metadata = -1, -1, None
+                part.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            kept.append(topic)
+    response.topics = kept
+    return response
+
+
+async def _fetch(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
     if ctx.api_version < TOPIC_IDS_VERSION:
         return await ctx.groups.offset_fetch(ctx.coordinator_context(), request)
     topics = ctx.state.topics

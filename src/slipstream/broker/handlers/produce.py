@@ -7,6 +7,9 @@ batch (keyless records to a compacted topic), so a client fails just those (KIP-
 (sent with NOT_LEADER_OR_FOLLOWER, which only a cluster broker returns). v13 names
 topics by id (an unknown id is UNKNOWN_TOPIC_ID). Transactional batches need the
 request's transactional_id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka).
+With an authorizer: a transactional id needs Write on it (else every partition is
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED); each topic needs Write (else
+TOPIC_AUTHORIZATION_FAILED, whether or not it exists), checked before anything is read.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from ...protocol.apis.produce import (
 )
 from ...protocol.errors import ErrorCode, KafkaError
 from ..request_context import RequestContext
+from ..security.acl import Operation, ResourceType
 from ..state import InvalidRecords
 
 MIN_VERSION = 3
@@ -42,6 +46,9 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
     transactional = request.transactional_id is not None
     by_id = state.topics.by_id if ctx.api_version >= TOPIC_IDS_VERSION else None
     endpoints: dict[int, ProduceResponseNodeEndpoint] = {}
+    txn_denied = transactional and not ctx.authorized(
+        Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id or ""
+    )
     for topic_data in request.topic_data:
         partitions: list[ProduceResponsePartition] = []
         unknown_id = False
@@ -51,11 +58,18 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                 unknown_id = True
             else:
                 topic_data.name = found.name
+        write_denied = not unknown_id and not ctx.topic_allowed(Operation.WRITE, topic_data.name)
         for part in topic_data.partition_data:
             resp = ProduceResponsePartition(index=part.index, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1)
-            if unknown_id:
+            if txn_denied:
+                resp.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                resp.error_message = f"Write on transactional id {request.transactional_id!r} is not allowed"
+            elif unknown_id:
                 resp.error_code = ErrorCode.UNKNOWN_TOPIC_ID
                 resp.error_message = f"no topic has id {topic_data.topic_id}"
+            elif write_denied:
+                resp.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                resp.error_message = f"Write on topic {topic_data.name!r} is not allowed"
             elif bad_acks:
                 resp.error_code = ErrorCode.INVALID_REQUIRED_ACKS
                 resp.error_message = f"acks must be 0, 1 or -1, got {acks}"

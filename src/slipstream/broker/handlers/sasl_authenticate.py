@@ -3,8 +3,9 @@
 One SASL token each way, after a v1 SaslHandshake. A failed authentication is
 answered SASL_AUTHENTICATION_FAILED with a message (the same one for an unknown user
 and a wrong password), and the connection is then closed, as Kafka does. Without a
-handshake, or once authenticated, ILLEGAL_SASL_STATE. session_lifetime_ms (v1+) is 0:
-sessions do not expire (no connections.max.reauth.ms).
+handshake, or once authenticated, ILLEGAL_SASL_STATE. session_lifetime_ms (v1+) is
+``connections.max.reauth.ms`` (0, the default: sessions do not end); the client then
+re-authenticates on the same connection before it ends (KIP-368, security/session.py).
 """
 
 from __future__ import annotations
@@ -52,9 +53,14 @@ async def handle(ctx: RequestContext, request: SaslAuthenticateRequest) -> SaslA
                 error_code=SASL_AUTHENTICATION_FAILED, error_message=str(exc), auth_bytes=b""
             ),
         ) from None
-    if session.authenticated:
-        log.info("%s authenticated as %s on listener %s", ctx.client_host, session.principal, ctx.listener)
-    return SaslAuthenticateResponse(error_code=0, error_message=None, auth_bytes=answer, session_lifetime_ms=0)
+    lifetime_ms = 0
+    if session.exchange_complete:
+        lifetime_ms = session.session_lifetime_ms()
+        done = "re-authenticated" if session.reauthentications else "authenticated"
+        log.info("%s %s as %s on listener %s", ctx.client_host, done, session.principal, ctx.listener)
+    return SaslAuthenticateResponse(
+        error_code=0, error_message=None, auth_bytes=answer, session_lifetime_ms=lifetime_ms
+    )
 
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "SPEC", "handle"]

@@ -5,20 +5,24 @@ transaction; on this single broker the coordinator calls ``txn_markers`` directl
 and this handler is the same call for tools and tests. Each marker is written to its
 partitions (see broker/txn_markers.py); the answer has one error code per partition:
 UNKNOWN_TOPIC_OR_PARTITION, INVALID_PRODUCER_EPOCH for a stale producer epoch,
-TRANSACTION_COORDINATOR_FENCED for an older coordinator epoch.
+TRANSACTION_COORDINATOR_FENCED for an older coordinator epoch. With an authorizer it needs
+ClusterAction (else every partition is CLUSTER_AUTHORIZATION_FAILED, nothing written).
 """
 
 from __future__ import annotations
 
 from ...protocol.apis.write_txn_markers import (
     SPEC,
+    WritableTxnMarker,
     WritableTxnMarkerPartitionResult,
     WritableTxnMarkerResult,
     WritableTxnMarkerTopicResult,
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
 )
+from ...protocol.errors import ErrorCode
 from ..request_context import RequestContext
+from ..security.acl import Operation
 from ..txn_markers import TxnMarker, write_txn_markers
 
 MIN_VERSION = 0
@@ -26,6 +30,9 @@ MAX_VERSION = 1
 
 
 async def handle(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
+    if not ctx.authorized_cluster(Operation.CLUSTER_ACTION):
+        # Only brokers write markers: without ClusterAction nothing is written (as Kafka).
+        return WriteTxnMarkersResponse(markers=[_refused(m) for m in request.markers])
     results = []
     for wanted in request.markers:
         marker = TxnMarker(
@@ -48,6 +55,22 @@ async def handle(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteT
         ]
         results.append(WritableTxnMarkerResult(producer_id=wanted.producer_id, topics=topics))
     return WriteTxnMarkersResponse(markers=results)
+
+
+def _refused(wanted: WritableTxnMarker) -> WritableTxnMarkerResult:
+    return WritableTxnMarkerResult(
+        producer_id=wanted.producer_id,
+        topics=[
+            WritableTxnMarkerTopicResult(
+                name=t.name,
+                partitions=[
+                    WritableTxnMarkerPartitionResult(partition_index=p, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+                    for p in t.partition_indexes
+                ],
+            )
+            for t in wanted.topics
+        ],
+    )
 
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "SPEC", "handle"]

@@ -1,0 +1,81 @@
+"""DeleteAcls (key 31). Served v0-3.
+
+Needs Alter on the cluster (else every filter result is CLUSTER_AUTHORIZATION_FAILED);
+without an authorizer configured, SECURITY_DISABLED, as Kafka's. Each filter removes the
+ACLs it matches and lists them; a filter with an UNKNOWN code is INVALID_REQUEST. The
+ACL set is written (atomically, durably) before the answer.
+"""
+
+from __future__ import annotations
+
+from ...protocol.apis.delete_acls import (
+    SPEC,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
+    DeleteAclsResponseFilterResult,
+    DeleteAclsResponseMatchingAcl,
+)
+from ...protocol.errors import ErrorCode
+from ..request_context import RequestContext
+from ..security.acl import AclBinding, InvalidAcl, Operation, make_filter
+from ..security.acl_changes import save_or_undo
+
+MIN_VERSION = 0
+MAX_VERSION = 3
+
+
+async def handle(ctx: RequestContext, request: DeleteAclsRequest) -> DeleteAclsResponse:
+    authorizer = ctx.state.authorizer
+    if authorizer is None:
+        return _all(request, ErrorCode.SECURITY_DISABLED, "No authorizer is configured on the broker (authorizer=acl).")
+    if not ctx.authorized_cluster(Operation.ALTER):
+        return _all(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Alter on the cluster is needed to delete ACLs.")
+    results: list[DeleteAclsResponseFilterResult] = []
+    removed: list[AclBinding] = []
+    for f in request.filters:
+        try:
+            acl_filter = make_filter(
+                f.resource_type_filter, f.resource_name_filter, f.pattern_type_filter,
+                f.principal_filter, f.host_filter, f.operation, f.permission_type,
+            )
+        except InvalidAcl as exc:
+            results.append(
+                DeleteAclsResponseFilterResult(error_code=ErrorCode.INVALID_REQUEST, error_message=str(exc), matching_acls=[])
+            )
+            continue
+        matched = authorizer.matching(acl_filter)
+        for binding in matched:
+            authorizer.remove(binding)
+        removed.extend(matched)
+        results.append(
+            DeleteAclsResponseFilterResult(error_code=0, error_message=None, matching_acls=[_described(b) for b in matched])
+        )
+    failure = save_or_undo(ctx.state, removed=removed)
+    if failure is not None:
+        results = [
+            r if r.error_code
+            else DeleteAclsResponseFilterResult(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=failure, matching_acls=[])
+            for r in results
+        ]
+    return DeleteAclsResponse(throttle_time_ms=0, filter_results=results)
+
+
+def _described(b: AclBinding) -> DeleteAclsResponseMatchingAcl:
+    return DeleteAclsResponseMatchingAcl(
+        error_code=0, error_message=None, resource_type=int(b.resource_type), resource_name=b.resource_name,
+        pattern_type=int(b.pattern_type), principal=b.principal, host=b.host, operation=int(b.operation),
+        permission_type=int(b.permission),
+    )
+
+
+def _all(request: DeleteAclsRequest, code: int, message: str) -> DeleteAclsResponse:
+    return DeleteAclsResponse(
+        throttle_time_ms=0,
+        filter_results=[
+            DeleteAclsResponseFilterResult(error_code=code, error_message=message, matching_acls=[])
+            for _ in request.filters
+        ],
+    )
+
+
+__all__ = ["MAX_VERSION", "MIN_VERSION", "SPEC", "handle"]
