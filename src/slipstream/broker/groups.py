@@ -183,12 +183,11 @@ class GroupCoordinatorAdapter:
 
     async def start(self) -> None:
         topics = self.state.topics
-        if topics.get(OFFSETS_TOPIC) is None:
-            topics.create(
-                OFFSETS_TOPIC,
-                self.config.offsets_topic_num_partitions,
-                {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)},
-            )
+        topics.ensure(
+            OFFSETS_TOPIC,
+            self.config.offsets_topic_num_partitions,
+            {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)},
+        )
         self._max_batch_bytes = int(topics.effective_configs(topics.topics[OFFSETS_TOPIC])["max.message.bytes"])
         loop = asyncio.get_running_loop()
         if self.state.cluster is not None:

@@ -225,6 +225,19 @@ class TopicManager:
         log.info("created topic %s with %d partitions", name, partitions)
         return topic
 
+    def ensure(self, name: str, partitions: int, configs: dict[str, str]) -> bool:
+        """Create an internal topic unless it exists - here, or (a cluster) created by a
+        broker starting at the same time; True if this call created it."""
+        if self.get(name) is not None:
+            return False
+        try:
+            self.create(name, partitions, configs)
+        except KafkaError as exc:
+            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
+            return False
+        return True
+
     def delete(self, name: str, *, save: bool = True) -> Topic:
         topic = self.topics.pop(name, None)
         if topic is None:

@@ -107,13 +107,11 @@ class TransactionCoordinatorAdapter:
 
     def ensure_topic(self) -> None:
         """Create ``__transaction_state`` on first use (a transactional producer arrived)."""
-        topics = self.state.topics
-        if topics.get(TRANSACTION_STATE_TOPIC) is None:
-            topics.create(
-                TRANSACTION_STATE_TOPIC,
-                self.config.transaction_state_num_partitions,
-                {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)},
-            )
+        if self.state.topics.ensure(
+            TRANSACTION_STATE_TOPIC,
+            self.config.transaction_state_num_partitions,
+            {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)},
+        ):
             log.info("created %s", TRANSACTION_STATE_TOPIC)
 
     async def _load(self) -> None:

@@ -102,3 +102,12 @@ def test_creating_a_topic_another_broker_just_created_finds_it() -> None:
         raise AssertionError("the second create should have found the topic")
     found = b.get("race")
     assert found is not None and found.topic_id == first.topic_id
+
+
+def test_internal_topics_are_ensured_once_when_brokers_start_together() -> None:
+    shared = SharedDocuments()
+    a, b = broker(shared), broker(shared)  # both loaded before either created it
+    assert a.ensure("__consumer_offsets", 6, {"cleanup.policy": "compact"})
+    assert not b.ensure("__consumer_offsets", 6, {"cleanup.policy": "compact"})
+    found, created = b.get("__consumer_offsets"), a.get("__consumer_offsets")
+    assert found is not None and created is not None and found.topic_id == created.topic_id
