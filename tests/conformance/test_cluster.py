@@ -139,14 +139,19 @@ def test_produce_through_one_broker_and_consume_through_another(cluster: Cluster
                          on_delivery=lambda err, meta: errors.append(err) if err else None)  # fmt: skip
     assert producer.flush(30) == 0 and not errors
     producer.close()
-    consumer = Consumer(one.bootstrap, group_id=f"{topic_name}-g", auto_offset_reset="earliest")
-    consumer.subscribe([topic_name])
-    values: set[bytes] = set()
-    deadline = time.monotonic() + 30
-    while len(values) < 300 and time.monotonic() < deadline:
-        values.update(m.value for m in consumer.poll(1.0) if m.value is not None)
-    consumer.close()
-    assert values == {f"v{i}".encode() for i in range(300)}
+    # A classic group through broker 1 and a consumer-protocol (KIP-848) group through
+    # broker 3: each coordinated by whichever broker leads its offsets partition.
+    for bootstrap, protocol in ((one.bootstrap, "classic"), (three.bootstrap, "consumer")):
+        consumer = Consumer(
+            bootstrap, group_id=f"{topic_name}-{protocol}", auto_offset_reset="earliest", group_protocol=protocol
+        )
+        consumer.subscribe([topic_name])
+        values: set[bytes] = set()
+        deadline = time.monotonic() + 40
+        while len(values) < 300 and time.monotonic() < deadline:
+            values.update(m.value for m in consumer.poll(1.0) if m.value is not None)
+        consumer.close()
+        assert values == {f"v{i}".encode() for i in range(300)}, protocol
 
 
 class GroupRun:
