@@ -206,9 +206,8 @@ class BrokerState:
             producers.record(header, offset)
             offset += header.last_offset_delta + 1
         if acks == -1 and self.config.syncs_before_ack:
-            self.notifier.notify((topic, partition))
             await self._sync(plog)
-        self.notifier.notify((topic, partition))  # (again: in a cluster reads wait for the commit)
+        self.notifier.notify((topic, partition))
         self.metrics.produced(topic, info.last_offset - info.base_offset + 1, sum(len(b) for b in batches))
         return info
 
