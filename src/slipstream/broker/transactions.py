@@ -191,8 +191,8 @@ class TransactionCoordinatorAdapter:
             by_partition.setdefault(record.partition, []).append(record)
         for partition, group in by_partition.items():
             plog = self.state.topics.partition(TRANSACTION_STATE_TOPIC, partition)
-            if plog is None:
-                return ErrorCode.NOT_COORDINATOR
+            if plog is None or self.state.not_leader(TRANSACTION_STATE_TOPIC, partition):
+                return ErrorCode.NOT_COORDINATOR  # (a cluster: another broker coordinates it)
             try:
                 batch = build_batch([ProducerRecord(r.key, r.value, timestamp_ms=now) for r in group])
                 plog.append([bytearray(batch)], now_ms=now, log_append_time=False)
