@@ -53,6 +53,10 @@ async def status_lines(url: str, session_ms: int) -> list[str]:
         now = await database.now_ms(conn)
         rows = await database.brokers(conn)
         leases = await database.leases(conn)
+    except asyncpg.UndefinedTableError:
+        raise ValueError(
+            "this database holds no Slipstream cluster yet (a broker started with --storage postgres creates it)"
+        ) from None
     finally:
         await conn.close()
     live_ids = [b.node_id for b in live_brokers(rows, now, session_ms)]
