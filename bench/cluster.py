@@ -36,14 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from broker_throughput import (
-    WARMUP_TOPIC,
-    BenchError,
-    Rate,
-    consume_phase,
-    create_topics,
-    produce_phase,
-)
+from broker_throughput import WARMUP_TOPIC, Rate, consume_phase, produce_phase
+from harness import BenchError, create_topics, log
 
 from slipstream.testing.ports import free_port
 from slipstream.testing.postgres import (
@@ -57,10 +51,6 @@ VALUE_SIZE = 1024
 SESSION_MS = 3000  # cluster.broker.session.ms
 GROUP_SESSION_MS = 6000
 OFFSETS_PARTITIONS = 6
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 class BrokerSet:

@@ -34,21 +34,15 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from harness import HOST, MB, free_port, log
 
 from slipstream.cli.certs import make_dev_certs
 from slipstream.client.connection import BrokerConnection
 from slipstream.client.security import ClientSecurity
-from slipstream.testing.ports import free_port
 
-HOST = "127.0.0.1"
 USER, PASSWORD = "bench", "bench-secret"
 VALUE_SIZE = 1024
 PARTITIONS = 4
-MB = 1_000_000
-
-
-def log(message: str) -> None:
-    print(f"[bench] {message}", file=sys.stderr, flush=True)
 
 
 class SecuredBroker:
