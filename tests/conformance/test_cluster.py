@@ -93,8 +93,14 @@ def cluster(tmp_path: Path, postgres_url: str) -> Iterator[Cluster]:
         for node in (1, 2, 3)
     ]  # fmt: skip
     try:
-        for broker in brokers:
-            broker.start(timeout=30)
+        # Started together (as an operator's script would): they agree on one cluster id,
+        # one set of internal topics and one spread of leaders.
+        starters = [threading.Thread(target=broker.start, kwargs={"timeout": 60}) for broker in brokers]
+        for t in starters:
+            t.start()
+        for t in starters:
+            t.join()
+        assert all(b.alive() for b in brokers), [b.log_tail(20) for b in brokers]
         c = Cluster(brokers, postgres_url)
         c.wait_settled({1, 2, 3})
         yield c
