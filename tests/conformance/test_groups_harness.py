@@ -75,6 +75,7 @@ class _MemberBase:
         self.owned: set[int] = set()
         self.closing = False
         self.stop = False
+        self.resubscribe = False  # SIGUSR1 (a confluent member with ``usr1_topics``)
 
     @staticmethod
     def emit(event: str, **fields: Any) -> None:
@@ -162,6 +163,11 @@ class _ConfluentMember(_MemberBase):
         def on_revoke(_c: Any, parts: list[Any]) -> None:
             if not self.closing:
                 ps = [tp.partition for tp in parts]
+                stall = cfg.get("stall_revoke_s")
+                if stall:
+                    # A member that never gives its partitions up in time (its heartbeats go on).
+                    self.emit("stalling", partitions=sorted(ps))
+                    time.sleep(stall)
                 commit(self.pending(ps))
                 self.note_revoked(ps)
 
@@ -173,6 +179,11 @@ class _ConfluentMember(_MemberBase):
         consumer.subscribe([self.topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
         self.emit("started")
         while not self.stop:
+            if self.resubscribe and cfg.get("usr1_topics"):
+                # SIGUSR1: change the subscription (a classic member's JoinGroup with new metadata).
+                self.resubscribe = False
+                consumer.subscribe(cfg["usr1_topics"], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
+                self.emit("resubscribed", topics=cfg["usr1_topics"])
             msgs = consumer.consume(num_messages=50, timeout=0.1)
             batch: dict[int, int] = {}
             for m in msgs:
@@ -404,7 +415,11 @@ def member_main(cfg: dict[str, Any]) -> int:
     def on_term(_sig: int, _frame: Any) -> None:
         member.stop = True
 
+    def on_usr1(_sig: int, _frame: Any) -> None:
+        member.resubscribe = True
+
     signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGUSR1, on_usr1)
     try:
         member.run()
     except BaseException as e:  # reported to the test, which fails on it
@@ -548,10 +563,14 @@ def start_java_member(java_driver: Any, name: str, bootstrap: str, topic: str, g
                       assignor: str = "range", instance_id: str | None = None,
                       session_ms: int = SESSION_MS, heartbeat_ms: int = HEARTBEAT_MS,
                       max_poll_ms: int = MAX_POLL_MS, client_id: str | None = None,
-                      group_protocol: str = "classic") -> Member:
+                      group_protocol: str = "classic", rebalance_trigger: Path | None = None,
+                      stall_assignment: tuple[Path, int] | None = None) -> Member:
     """``client_id`` defaults to ``name``; a restarted instance keeps its predecessor's.
     With ``group_protocol="consumer"`` (KIP-848) ``assignor`` names the broker's assignor and
-    the session and heartbeat settings are the broker's."""
+    the session and heartbeat settings are the broker's. ``assignor`` may list several,
+    comma-separated. When ``rebalance_trigger`` appears, the member calls enforceRebalance;
+    ``stall_assignment`` (path, ms): as leader, it sleeps ms in an assignment made while path
+    exists (range only)."""
     args = [
         java_driver.java, "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xmx256m",
         "-cp", java_driver.classpath, "SlipstreamDriver", bootstrap, "group-consume", topic, group,
@@ -562,6 +581,10 @@ def start_java_member(java_driver: Any, name: str, bootstrap: str, topic: str, g
         args += ["--instance-id", instance_id]
     if group_protocol != "classic":
         args += ["--group-protocol", group_protocol]
+    if rebalance_trigger is not None:
+        args += ["--rebalance-trigger", str(rebalance_trigger)]
+    if stall_assignment is not None:
+        args += ["--stall-assignment-file", str(stall_assignment[0]), "--stall-assignment-ms", str(stall_assignment[1])]
     proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     m = Member(name, proc, client_id=client_id or name, instance_id=instance_id)
