@@ -133,6 +133,7 @@ def test_produce_through_one_broker_and_consume_through_another(cluster: Cluster
 
     acks = ck_produce(one.bootstrap, topic_name, range(200))
     verify_records(ck_consume(three.bootstrap, topic_name, 200), range(200), acks=acks)
+    not_leader_answers(cluster, topic_name, {p: leaders[(topic_name, p)] for p in range(6)})
 
     # Slipstream's client: produce through broker 2, consume through broker 1 in a group.
     from slipstream.client.consumer import Consumer
@@ -158,6 +159,44 @@ def test_produce_through_one_broker_and_consume_through_another(cluster: Cluster
             values.update(m.value for m in consumer.poll(1.0) if m.value is not None)
         consumer.close()
         assert values == {f"v{i}".encode() for i in range(300)}, protocol
+
+
+def not_leader_answers(cluster: Cluster, topic: str, leaders: dict[int, int]) -> None:
+    """Produce v10+ and Fetch v12+ sent to a broker that does not lead the partition:
+    NOT_LEADER_OR_FOLLOWER, with the current leader (and, Produce, its endpoint)."""
+    from slipstream.client.connection import BrokerConnection
+    from slipstream.protocol.apis import fetch as fe
+    from slipstream.protocol.apis import produce as pr
+    from slipstream.protocol.errors import ErrorCode
+    from slipstream.protocol.records import ProducerRecord, build_batch
+
+    partition = 0
+    leader = leaders[partition]
+    other = cluster.by_node(next(n for n in (1, 2, 3) if n != leader))
+    batch = memoryview(build_batch([ProducerRecord(b"k", b"to-the-wrong-broker")]))
+    produce = pr.ProduceRequest(acks=-1, timeout_ms=10_000, topic_data=[pr.ProduceRequestTopicData(
+        name=topic, partition_data=[pr.ProduceRequestPartitionData(index=partition, records=batch)],
+    )])  # fmt: skip
+    fetch = fe.FetchRequest(max_wait_ms=0, min_bytes=0, session_epoch=-1, topics=[fe.FetchRequestTopic(
+        topic=topic, partitions=[fe.FetchRequestPartition(partition=partition, fetch_offset=0, partition_max_bytes=1 << 20)],
+    )])  # fmt: skip
+
+    async def ask() -> tuple[object, object]:
+        conn = await BrokerConnection(other.host, other.port).connect()
+        try:
+            return await conn.request(pr.SPEC, produce, version=10), await conn.request(fe.SPEC, fetch, version=12)
+        finally:
+            await conn.close()
+
+    produced, fetched = asyncio.run(ask())
+    part = produced.responses[0].partition_responses[0]  # type: ignore[attr-defined]
+    assert part.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert part.current_leader.leader_id == leader and part.current_leader.leader_epoch >= 1
+    endpoints = {e.node_id: e.port for e in produced.node_endpoints}  # type: ignore[attr-defined]
+    assert endpoints == {leader: cluster.by_node(leader).port}
+    answer = fetched.responses[0].partitions[0]  # type: ignore[attr-defined]
+    assert answer.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and answer.records in (b"", None, [])
+    assert answer.current_leader.leader_id == leader
 
 
 class GroupRun:
