@@ -75,6 +75,7 @@ test: install-test peers
 # tables print. The figures in the README come from full runs (see each table's command).
 bench-quick: install-bench
 	$(BIN)/python bench/broker_throughput.py --quick
+	$(BIN)/python bench/startup.py --quick
 	$(BIN)/python bench/client_throughput.py --quick
 	$(BIN)/python bench/group_coordinator.py --quick
 	$(BIN)/python bench/consumer_protocol.py --quick

@@ -15,6 +15,8 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+# Loaded with the broker, not in start(): an embedded broker's first start stays quick.
+from ..log.memory import MemoryLogStore
 from ..log.metadata import DirectoryMetadata, MetadataStore
 from ..log.postgres.store import LogFenced
 from .cleaner import LogCleaner
@@ -24,7 +26,7 @@ from .config import BrokerConfig
 from .connection_limits import ConnectionLimits
 from .dispatch import Dispatcher
 from .fetch_sessions import FetchSessionCache
-from .gc_tuning import ServingGC
+from .gc_tuning import FREEZE_AFTER_S, ServingGC
 from .group_configs import GroupConfigs
 from .groups import GroupCoordinatorAdapter
 from .listener_settings import ListenerSecurity
@@ -37,7 +39,7 @@ from .security.session import ConnectionSession
 from .security.tls import server_context, subject_name
 from .server import KafkaConnection
 from .state import BrokerState, load_cluster_id
-from .topics import TopicManager
+from .topics import OFFSETS_TOPIC, TopicManager
 from .transactions import TransactionCoordinatorAdapter
 
 if TYPE_CHECKING:
@@ -91,11 +93,11 @@ class Broker:
             )
             metadata = store.metadata()
         else:
-            from ..log.memory import MemoryLogStore
-
             store = MemoryLogStore()
         topics = TopicManager(config, store, metadata)
-        topics.load()
+        # A disk broker recovers __consumer_offsets (50 partitions) in a worker thread while
+        # its listener answers; the group coordinator is loading until then anyway.
+        topics.load(defer=(OFFSETS_TOPIC,) if config.storage == "disk" else ())
         group_configs = GroupConfigs(config, metadata)
         group_configs.load()
         state = BrokerState(
@@ -122,6 +124,8 @@ class Broker:
             state.cluster = ClusterView(config.node_id)
         groups = GroupCoordinatorAdapter(state)
         self.groups = groups
+        # Loading from here (group requests wait or answer COORDINATOR_LOAD_IN_PROGRESS);
+        # __consumer_offsets is made if missing and replayed in the background.
         await groups.start()
         transactions = TransactionCoordinatorAdapter(state, groups)
         self.transactions = transactions
@@ -139,8 +143,16 @@ class Broker:
         )
         self._limits = limits
         await self._open_listeners(state, dispatcher, metadata)
+        # The listener answers while a worker thread makes a missing __consumer_offsets;
+        # start() still returns with the topic there, as embedded users expect.
+        try:
+            await groups.offsets_topic_ready()
+        except BaseException:
+            await self.stop()  # the listeners are open already
+            raise
         if state.cluster is not None:
             assert config.database_url is not None
+            await groups.loaded()  # every offsets partition disowned until its lease is held
             self.cluster = ClusterMember(state, store, config.database_url, state.cluster)
             await self.cluster.start(groups)
             transactions.load()  # what this broker leads of __transaction_state is loaded now
@@ -277,12 +289,15 @@ class Broker:
         if self._server is None:
             await self.start()
         assert self._server is not None
-        # The CLI's broker owns its process: tune the collector for serving (see gc_tuning).
+        # The CLI's broker owns its process: tune the collector for serving (see gc_tuning);
+        # the full pass before the freeze waits until the first requests are answered.
         tuning = ServingGC()
-        tuning.apply()
+        tuning.apply(freeze=False)
+        freeze = asyncio.get_running_loop().call_later(FREEZE_AFTER_S, tuning.freeze_start_up_heap)
         try:
             await self._server.serve_forever()
         finally:
+            freeze.cancel()
             tuning.restore()
             await self.stop()
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -333,6 +332,8 @@ def load_file(path: str | Path) -> dict[str, Any]:
     """A TOML file (flat keys) or a Java-style .properties file."""
     text = Path(path).read_text()
     if str(path).endswith(".toml"):
+        import tomllib  # here: most starts read no TOML, and each module loaded costs start time
+
         return dict(tomllib.loads(text))
     settings: dict[str, Any] = {}
     for number, line in enumerate(text.splitlines(), 1):

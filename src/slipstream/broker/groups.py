@@ -167,6 +167,7 @@ class GroupCoordinatorAdapter:
         # Appends to __consumer_offsets so far (one per partition per write): tests and metrics.
         self.appends = 0
         self._loaded = asyncio.Event()
+        self._topic_ready: asyncio.Future[None] | None = None
 
     def _consumer_group_timeouts(self, group_id: str) -> ConsumerGroupTimeouts:
         configs = self.state.group_configs
@@ -182,23 +183,32 @@ class GroupCoordinatorAdapter:
     # ---------------------------------------------------------------- lifecycle
 
     async def start(self) -> None:
-        topics = self.state.topics
-        topics.ensure(
-            OFFSETS_TOPIC,
-            self.config.offsets_topic_num_partitions,
-            {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)},
-        )
-        self._max_batch_bytes = int(topics.effective_configs(topics.topics[OFFSETS_TOPIC])["max.message.bytes"])
+        """Group APIs answer COORDINATOR_LOAD_IN_PROGRESS (or queue for the lock) from now
+        until ``__consumer_offsets`` is made if missing and replayed, in the background;
+        ``offsets_topic_ready`` waits for the topic to exist."""
+        self.coordinator.begin_loading()
         loop = asyncio.get_running_loop()
-        if self.state.cluster is not None:
-            # A cluster broker owns no offsets partition until it holds its lease
-            # (load_partitions); until then their groups answer NOT_COORDINATOR.
-            self.coordinator.disown(range(self.config.offsets_topic_num_partitions), self.state.clock())
-            self._loaded.set()
-        else:
-            self.coordinator.begin_loading()
-            self._tasks.append(loop.create_task(self._load()))
-        self._tasks.append(loop.create_task(self._timer_loop()))
+        self._topic_ready = loop.create_future()
+        self._tasks.append(loop.create_task(self._load()))
+
+    async def offsets_topic_ready(self) -> None:
+        """Until ``__consumer_offsets`` exists; raises what making it raised."""
+        assert self._topic_ready is not None, "start() first"
+        await asyncio.shield(self._topic_ready)
+
+    async def _make_offsets_topic(self) -> None:
+        topics = self.state.topics
+        if topics.get(OFFSETS_TOPIC) is None:
+            await topics.open_deferred_in_worker_thread(OFFSETS_TOPIC)  # saved: Broker.start deferred it
+        if topics.get(OFFSETS_TOPIC) is None:
+            configs = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
+            partitions = self.config.offsets_topic_num_partitions
+            if self.state.config.storage == "disk":
+                await topics.create_in_worker_thread(OFFSETS_TOPIC, partitions, configs)
+            else:  # memory: nothing slow; postgres: its store is not shared across threads
+                # (ensure: brokers of a cluster starting together make it once)
+                topics.ensure(OFFSETS_TOPIC, partitions, configs)
+        self._max_batch_bytes = int(topics.effective_configs(topics.topics[OFFSETS_TOPIC])["max.message.bytes"])
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -221,7 +231,26 @@ class GroupCoordinatorAdapter:
         self._parked.clear()
 
     async def _load(self) -> None:
+        replayed = 0
+        ready = self._topic_ready
+        assert ready is not None, "start() first"
         async with self._lock:
+            try:
+                await self._make_offsets_topic()
+            except asyncio.CancelledError:
+                ready.cancel()
+                raise
+            except Exception as exc:  # e.g. OSError: start() raises it, via offsets_topic_ready
+                ready.set_exception(exc)
+                return
+            ready.set_result(None)
+            self._tasks.append(asyncio.get_running_loop().create_task(self._timer_loop()))
+            if self.state.cluster is not None:
+                # A cluster broker owns no offsets partition until it holds its lease
+                # (load_partitions); until then their groups answer NOT_COORDINATOR.
+                self.coordinator.disown(range(self.config.offsets_topic_num_partitions), self.state.clock())
+                self._loaded.set()
+                return
             replayed = await self._replay(None)
             self.coordinator.finish_loading(self.state.clock())
         self._loaded.set()
@@ -231,8 +260,8 @@ class GroupCoordinatorAdapter:
     async def load_partitions(self, partitions: list[int]) -> None:
         """This broker now owns these offsets partitions (cluster): replay them, answering
         COORDINATOR_LOAD_IN_PROGRESS for their groups meanwhile."""
-        self.coordinator.begin_loading(partitions)
         async with self._lock:
+            self.coordinator.begin_loading(partitions)
             self._flush()
             replayed = await self._replay(partitions)
             self.coordinator.finish_loading(self.state.clock(), partitions)

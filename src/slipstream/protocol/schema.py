@@ -144,7 +144,18 @@ def field(
     default: Any = _AUTO,
 ) -> Any:
     """Declare a field. Typed ``Any`` so ``name: int = field(INT32)`` type-checks."""
-    return Field(type_, Versions.parse(v), Versions.parse(nullable), tag, default)
+    return Field(type_, _versions(v), _versions(nullable), tag, default)
+
+
+# The ~1,400 field declarations repeat a few dozen ranges: each is parsed once (import time).
+_PARSED: dict[str | None, Versions] = {}
+
+
+def _versions(spec: str | None) -> Versions:
+    parsed = _PARSED.get(spec)
+    if parsed is None:
+        parsed = _PARSED[spec] = Versions.parse(spec)
+    return parsed
 
 
 class Struct:

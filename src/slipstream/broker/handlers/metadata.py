@@ -128,6 +128,10 @@ def _lookup(
             check_topic_name(name)
         except KafkaError:
             return _error_topic(name, ErrorCode.INVALID_TOPIC_EXCEPTION)
+        if state.topics.being_created(name):
+            # Its logs are still being made (__consumer_offsets at a fresh start): Kafka
+            # answers a topic in creation this way, and clients retry.
+            return _error_topic(name, ErrorCode.LEADER_NOT_AVAILABLE)
         if not allow_create:
             return _error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         try:
