@@ -15,12 +15,12 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..log.api import LogFenced
+
 # Loaded with the broker, not in start(): an embedded broker's first start stays quick.
 from ..log.memory import MemoryLogStore
 from ..log.metadata import DirectoryMetadata, MetadataStore
-from ..log.postgres.store import LogFenced
 from .cleaner import LogCleaner
-from .cluster.member import ClusterMember
 from .cluster.view import ClusterView
 from .config import BrokerConfig
 from .connection_limits import ConnectionLimits
@@ -44,6 +44,7 @@ from .transactions import TransactionCoordinatorAdapter
 
 if TYPE_CHECKING:
     from .admin.listener import AdminListener
+    from .cluster.member import ClusterMember
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +152,8 @@ class Broker:
             await self.stop()  # the listeners are open already
             raise
         if state.cluster is not None:
+            from .cluster.member import ClusterMember  # (loads the postgres side only when used)
+
             assert config.database_url is not None
             await groups.loaded()  # every offsets partition disowned until its lease is held
             self.cluster = ClusterMember(state, store, config.database_url, state.cluster)

@@ -9,9 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..coordinator.result import RequestContext as CoordinatorContext
-from ..log.api import AppendInfo, PartitionLog
+from ..log.api import AppendInfo, LogFenced, PartitionLog
 from ..log.metadata import MetadataStore
-from ..log.postgres.store import LogFenced
 from ..protocol import compression
 from ..protocol.apis.api_versions import ApiVersionsResponseApiVersion
 from ..protocol.compression import CorruptCompressedData, UnsupportedCompression

@@ -46,7 +46,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
-from slipstream.log.api import AbortedTxn, LogConfig
+from slipstream.log.api import AbortedTxn, LogConfig, LogFenced
 from slipstream.log.memory import MemoryLog, MemorySegment
 from slipstream.log.postgres.runner import DatabaseThread
 from slipstream.log.postgres.schema import NOW_MS, migrate
@@ -62,10 +62,6 @@ _log = logging.getLogger(__name__)
 
 BatchRow = tuple[int, int, int, int, int, bytes]
 AbortedRow = tuple[int, int, int, int, int, int]
-
-
-class LogFenced(RuntimeError):
-    """Another writer moved the partition in the database: this copy is stale."""
 
 
 class _Fenced(Exception):
