@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from ..coordinator.config import MigrationPolicy
 from .listener_settings import (
     CLIENT_AUTH_MODES,
     OVERRIDABLE,
@@ -90,6 +91,9 @@ class BrokerConfig:
     group_consumer_heartbeat_budget_per_sec: int = 200
     # Comma-separated server-side assignors members may ask for; the first is the default.
     group_consumer_assignors: str = "uniform,range"
+    # Online conversion of groups with members between the classic and the consumer
+    # protocols: disabled, upgrade, downgrade or bidirectional (Kafka 4's default).
+    group_consumer_migration_policy: str = "bidirectional"
     offsets_retention_minutes: int = 7 * 24 * 60
     # Ours: rebalance-history events kept per group (group.history.max.events; coordinator/history.py).
     group_history_max_events: int = 1_000
@@ -217,6 +221,7 @@ class BrokerConfig:
             raise ValueError(
                 f"group.consumer.assignors must list assignors among uniform, range; got {self.group_consumer_assignors!r}"
             )
+        MigrationPolicy.parse(self.group_consumer_migration_policy)
         return self
 
     @property

@@ -40,7 +40,7 @@ from ..coordinator import (
     Pending,
     Record,
 )
-from ..coordinator.config import DEFAULT_RECONCILING_HEARTBEAT_INTERVAL_MS
+from ..coordinator.config import DEFAULT_RECONCILING_HEARTBEAT_INTERVAL_MS, MigrationPolicy
 from ..coordinator.consumer_group_manager import ConsumerGroupTimeouts
 from ..coordinator.result import RequestContext as CoordinatorContext
 from ..protocol.apis.consumer_group_describe import (
@@ -143,6 +143,7 @@ class GroupCoordinatorAdapter:
             consumer_group_max_size=c.group_consumer_max_size,
             consumer_group_heartbeat_budget_per_s=c.group_consumer_heartbeat_budget_per_sec,
             consumer_group_assignors=c.consumer_group_assignors(),
+            consumer_group_migration_policy=MigrationPolicy.parse(c.group_consumer_migration_policy),
             group_history_max_events=c.group_history_max_events,
         )
         self.timer = ManualTimer(clock=state.clock)
