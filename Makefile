@@ -86,6 +86,7 @@ bench-quick: install-bench
 	$(BIN)/python bench/txn_consume.py --quick
 	$(BIN)/python bench/txn_produce.py --quick
 	$(BIN)/python bench/postgres_storage.py --quick
+	$(BIN)/python bench/cluster.py --quick
 	$(BIN)/python bench/security_throughput.py --quick
 	$(BIN)/python bench/tls_receive.py --quick
 

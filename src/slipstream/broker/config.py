@@ -45,6 +45,9 @@ class BrokerConfig:
     storage: str = "disk"
     database_url: str | None = None
     node_id: int = 0
+    # storage postgres runs a cluster: a broker is live while its heartbeat (every third
+    # of this) is younger than this, and its partition leases last this long.
+    cluster_broker_session_ms: int = 6000
     auto_create_topics: bool = True
     default_partitions: int = 1
     socket_request_max_bytes: int = 100 * 1024 * 1024
@@ -144,6 +147,8 @@ class BrokerConfig:
             raise ValueError(f"storage must be one of {', '.join(STORAGE_KINDS)}, not {self.storage!r}")
         if self.storage == "postgres" and not self.database_url:
             raise ValueError("storage 'postgres' needs a database URL (database_url, --database-url)")
+        if self.cluster_broker_session_ms < 300:
+            raise ValueError(f"cluster.broker.session.ms must be at least 300, got {self.cluster_broker_session_ms}")
         if self.durability not in DURABILITY_POLICIES:
             raise ValueError(
                 f"durability must be one of {', '.join(DURABILITY_POLICIES)}, not {self.durability!r}"

@@ -207,7 +207,8 @@ class GroupCoordinatorAdapter:
             if self.state.config.storage == "disk":
                 await topics.create_in_worker_thread(OFFSETS_TOPIC, partitions, configs)
             else:  # memory: nothing slow; postgres: its store is not shared across threads
-                topics.create(OFFSETS_TOPIC, partitions, configs)
+                # (ensure: brokers of a cluster starting together make it once)
+                topics.ensure(OFFSETS_TOPIC, partitions, configs)
         self._max_batch_bytes = int(topics.effective_configs(topics.topics[OFFSETS_TOPIC])["max.message.bytes"])
 
     async def stop(self) -> None:
@@ -245,38 +246,72 @@ class GroupCoordinatorAdapter:
                 return
             ready.set_result(None)
             self._tasks.append(asyncio.get_running_loop().create_task(self._timer_loop()))
-            topic = self.state.topics.topics[OFFSETS_TOPIC]
-            max_uncompressed = int(self.state.topics.effective_configs(topic)["max.message.bytes"])
-            now = self.state.clock()
-            for plog in topic.partitions:
-                for batches in log_batches(plog, max_uncompressed):
-                    for header, records in batches:
-                        if header.is_control:
-                            # A transaction marker: the producer's pending offsets end.
-                            if records and records[0].control_type is not None:
-                                commit = records[0].control_type == CONTROL_COMMIT
-                                self._untrusted(
-                                    header.next_offset - 1,
-                                    self.coordinator.replay_end_transaction,
-                                    header.producer_id, commit, now, header.producer_epoch,
-                                )
-                            replayed += 1
-                            continue
-                        producer_id = header.producer_id if header.is_transactional else -1
-                        for record in records:
-                            if record.key is None:
-                                continue
-                            replayed += self._untrusted(
-                                record.offset,
-                                self.coordinator.replay,
-                                record.key, record.value, now, producer_id, header.producer_epoch,
-                                record_time_ms=record.timestamp,
-                            )
-                    await asyncio.sleep(0)  # let other connections be served while we load
+            if self.state.cluster is not None:
+                # A cluster broker owns no offsets partition until it holds its lease
+                # (load_partitions); until then their groups answer NOT_COORDINATOR.
+                self.coordinator.disown(range(self.config.offsets_topic_num_partitions), self.state.clock())
+                self._loaded.set()
+                return
+            replayed = await self._replay(None)
             self.coordinator.finish_loading(self.state.clock())
         self._loaded.set()
         self._timer_changed.set()
         log.info("group coordinator loaded %d records from %s", replayed, OFFSETS_TOPIC)
+
+    async def load_partitions(self, partitions: list[int]) -> None:
+        """This broker now owns these offsets partitions (cluster): replay them, answering
+        COORDINATOR_LOAD_IN_PROGRESS for their groups meanwhile."""
+        async with self._lock:
+            self.coordinator.begin_loading(partitions)
+            self._flush()
+            replayed = await self._replay(partitions)
+            self.coordinator.finish_loading(self.state.clock(), partitions)
+        self._timer_changed.set()
+        log.info("group coordinator loaded %d records of %s partitions %s", replayed, OFFSETS_TOPIC, partitions)
+
+    async def unload_partitions(self, partitions: list[int]) -> None:
+        """Another broker owns these offsets partitions now: drop their groups here."""
+        async with self._lock:
+            self._flush()
+            dropped = self.coordinator.disown(partitions, self.state.clock())
+        if dropped:
+            log.info("group coordinator unloaded %d groups of %s partitions %s", len(dropped), OFFSETS_TOPIC, partitions)
+
+    async def _replay(self, partitions: list[int] | None) -> int:
+        """Replay the offsets partitions (all when None) into the coordinator; records applied."""
+        topic = self.state.topics.get(OFFSETS_TOPIC)
+        assert topic is not None
+        replayed = 0
+        max_uncompressed = int(self.state.topics.effective_configs(topic)["max.message.bytes"])
+        now = self.state.clock()
+        indexes = range(len(topic.partitions)) if partitions is None else partitions
+        for index in indexes:
+            plog = topic.partitions[index]
+            for batches in log_batches(plog, max_uncompressed):
+                for header, records in batches:
+                    if header.is_control:
+                        # A transaction marker: the producer's pending offsets end.
+                        if records and records[0].control_type is not None:
+                            commit = records[0].control_type == CONTROL_COMMIT
+                            self._untrusted(
+                                header.next_offset - 1,
+                                self.coordinator.replay_end_transaction,
+                                header.producer_id, commit, now, header.producer_epoch,
+                            )
+                        replayed += 1
+                        continue
+                    producer_id = header.producer_id if header.is_transactional else -1
+                    for record in records:
+                        if record.key is None:
+                            continue
+                        replayed += self._untrusted(
+                            record.offset,
+                            self.coordinator.replay,
+                            record.key, record.value, now, producer_id, header.producer_epoch,
+                            record_time_ms=record.timestamp,
+                        )
+                await asyncio.sleep(0)  # let other connections be served while we load
+        return replayed
 
     def _untrusted(self, offset: int, replay: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
         """Replay one record read back from the log; 1 if applied, 0 if it was skipped."""
@@ -603,7 +638,7 @@ class GroupCoordinatorAdapter:
         Returns (error code, the partition's log); nothing is replayed on error.
         """
         plog = self.state.topics.partition(OFFSETS_TOPIC, partition)
-        if plog is None:
+        if plog is None or not self.coordinator.owns(partition):
             return ErrorCode.NOT_COORDINATOR, None
         try:
             batches = _batches(records, now, self._max_batch_bytes)

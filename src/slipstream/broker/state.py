@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..coordinator.result import RequestContext as CoordinatorContext
-from ..log.api import AppendInfo, PartitionLog
+from ..log.api import AppendInfo, LogFenced, PartitionLog
 from ..log.metadata import MetadataStore
 from ..protocol.apis.api_versions import ApiVersionsResponseApiVersion
 from ..protocol.compression import CorruptCompressedData, UnsupportedCompression
@@ -25,6 +25,7 @@ from ..protocol.record_batch import (
 from . import topic_config
 from .append_policy import AppendPolicies
 from .batch_checks import CheckedRecords, check_batch_records
+from .cluster.view import ClusterView
 from .config import BrokerConfig
 from .durability import GroupCommitter
 from .fetch_sessions import FetchSessionCache
@@ -75,6 +76,18 @@ class BrokerState:
     metrics: BrokerMetrics = field(default_factory=BrokerMetrics)
     # Each topic's produce-time configs, parsed once per change (append_policy.py).
     append_policies: AppendPolicies = field(default_factory=AppendPolicies)
+    # A cluster over PostgreSQL: live brokers and the partitions this broker leads.
+    cluster: ClusterView | None = None
+
+    def not_leader(self, topic: str, partition: int) -> bool:
+        """In a cluster, whether another broker (or none, for now) leads the partition."""
+        return self.cluster is not None and not self.cluster.leads(topic, partition)
+
+    def high_watermark(self, plog: PartitionLog) -> int:
+        """The end consumers may read to: in a cluster, what the database holds."""
+        if self.cluster is None:
+            return plog.log_end_offset
+        return min(plog.log_end_offset, getattr(plog, "committed_end", plog.log_end_offset))
 
     def producer_state(self, topic: str, partition: int) -> PartitionProducerState:
         key = (topic, partition)
@@ -90,8 +103,9 @@ class BrokerState:
         """First offset of the earliest open transaction, else the high watermark; never
         below the log start (DeleteRecords or retention may pass an open transaction's
         start, as in Kafka)."""
-        lso = self.producer_state(topic, partition).last_stable_offset(plog.log_end_offset)
-        return max(lso, plog.log_start_offset)
+        hwm = self.high_watermark(plog)
+        lso = self.producer_state(topic, partition).last_stable_offset(hwm)
+        return max(min(lso, hwm), plog.log_start_offset)
 
     async def append(
         self, topic: str, partition: int, records: memoryview, *, acks: int, transactional: bool = False
@@ -109,6 +123,10 @@ class BrokerState:
             raise KafkaError(
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 f"topic {topic!r} partition {partition} does not exist",
+            )
+        if self.not_leader(topic, partition):
+            raise KafkaError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER, f"this broker does not lead {topic}-{partition}"
             )
         plog = found.partitions[partition]
         refuse_client_append(topic)
@@ -201,6 +219,8 @@ class BrokerState:
         retry is answered once it is durable)."""
         try:
             await self.committer.sync(plog)
+        except LogFenced as exc:  # the lease moved: the client should find the new leader
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"the write was refused: {exc}") from exc
         except Exception as exc:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"the write was not made durable: {exc}") from exc
 
@@ -271,7 +291,15 @@ def load_cluster_id(metadata: MetadataStore | None) -> str:
     fresh = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
     if metadata is None:
         return fresh
-    saved = metadata.load("meta.properties")
+    update = getattr(metadata, "update", None)
+    if update is not None:
+        # Brokers of a cluster starting together: the first to write names the cluster.
+        def keep_first(current: str | None) -> str:
+            return current if current and "cluster.id=" in current else f"version=1\ncluster.id={fresh}\n"
+
+        saved: str | None = update("meta.properties", keep_first)
+    else:
+        saved = metadata.load("meta.properties")
     for line in (saved or "").splitlines():
         if line.startswith("cluster.id="):
             return line.split("=", 1)[1].strip()

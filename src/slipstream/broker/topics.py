@@ -78,6 +78,12 @@ class TopicManager:
         self._being_created: set[str] = set()
         # Saved topics whose logs load() left to open_deferred_in_worker_thread: (topic, partitions).
         self._deferred: dict[str, tuple[Topic, int]] = {}
+        # Cluster (a metadata store with ``update``): topics changed or deleted here since
+        # the last save, so a save merges them into the shared document and leaves the
+        # other brokers' changes alone.
+        self._touched: set[str] = set()
+        self._deleted: set[str] = set()
+        self._seen_document: str | None = None
 
     # ---------------------------------------------------------------- persistence
 
@@ -88,6 +94,7 @@ class TopicManager:
         text = self._metadata.load(_DOCUMENT) if self._metadata is not None else None
         if text is None:
             return
+        self._seen_document = text
         saved = json.loads(text)
         for name, entry in saved["topics"].items():
             topic = Topic(name, uuid.UUID(entry["id"]), dict(entry.get("configs", {})))
@@ -124,8 +131,74 @@ class TopicManager:
         }
         for t, count in self._deferred.values():
             entries[t.name] = {"id": str(t.topic_id), "partitions": count, "configs": t.configs}
-        body = {"topics": entries}
-        self._metadata.save(_DOCUMENT, json.dumps(body, indent=1, sort_keys=True))
+        update = getattr(self._metadata, "update", None)
+        if update is None:
+            self._metadata.save(_DOCUMENT, json.dumps({"topics": entries}, indent=1, sort_keys=True))
+            return
+        deleted, self._deleted = self._deleted, set()
+        touched, self._touched = self._touched, set()
+
+        def merge(current: str | None) -> str:
+            # Brokers sharing the document: only what this broker changed is written.
+            topics = json.loads(current)["topics"] if current else {}
+            for name in deleted:
+                topics.pop(name, None)
+            topics.update({name: entries[name] for name in touched if name in entries})
+            return json.dumps({"topics": topics}, indent=1, sort_keys=True)
+
+        self._seen_document = update(_DOCUMENT, merge)
+
+    @property
+    def shared(self) -> bool:
+        """Whether other brokers change these topics too (a cluster's shared document)."""
+        return hasattr(self._metadata, "update")
+
+    def follow_others(self) -> None:
+        """Catch up with the shared document now (blocking), before a change here."""
+        if self.shared:
+            text = self.fetch_document()
+            if text is not None:
+                self.apply_document(text)
+
+    def fetch_document(self) -> str | None:
+        """The shared topics document if it changed since last seen (blocking; cluster)."""
+        text = self._metadata.load(_DOCUMENT) if self._metadata is not None else None
+        return None if text is None or text == self._seen_document else text
+
+    def apply_document(self, text: str) -> bool:
+        """Follow topics created, grown, reconfigured or deleted by other brokers; True if
+        anything changed here. Nothing is saved and no stored data is touched."""
+        self._seen_document = text
+        saved = json.loads(text)["topics"]
+        changed = False
+        mine = self._touched | self._deleted | self._being_created  # ours wins until saved
+        for name in [n for n in self.topics if n not in saved and n not in mine]:
+            gone = self.topics.pop(name)
+            self.by_id.pop(gone.topic_id, None)
+            for plog in gone.partitions:
+                plog.close()
+            changed = True
+        for name, entry in saved.items():
+            if name in mine:
+                continue
+            topic = self.topics.get(name)
+            if topic is None or str(topic.topic_id) != entry["id"]:
+                if topic is not None:
+                    self.by_id.pop(topic.topic_id, None)
+                topic = Topic(name, uuid.UUID(entry["id"]), dict(entry.get("configs", {})))
+                self._register(topic)
+                changed = True
+            elif topic.configs != entry.get("configs", {}):
+                topic.configs = dict(entry.get("configs", {}))
+                settings = topic_config.log_config(self.effective_configs(topic))
+                for plog in topic.partitions:
+                    plog.update_config(settings)
+            if len(topic.partitions) < int(entry["partitions"]):
+                self._open_partitions(topic, int(entry["partitions"]))
+                changed = True
+        if changed:
+            self._changed()
+        return changed
 
     # ---------------------------------------------------------------- queries
 
@@ -153,11 +226,14 @@ class TopicManager:
         save: bool = True,
     ) -> Topic:
         """Create a topic; ``save=False`` leaves writing the metadata to the caller."""
+        if name not in self.topics:
+            self.follow_others()  # another broker of the cluster may have created it
         topic = self._new_topic(name, partitions, configs)
         if validate_only:
             return topic
         self._register(topic)
         self._open_partitions(topic, partitions)
+        self._touched.add(name)
         if save:
             self._save()
         log.info("created topic %s with %d partitions", name, partitions)
@@ -174,6 +250,7 @@ class TopicManager:
         """
         topic = self._new_topic(name, partitions, configs)
         await self._attach_in_worker_thread(topic, partitions)
+        self._touched.add(name)
         self._save()
         log.info("created topic %s with %d partitions", name, partitions)
         return topic
@@ -221,11 +298,26 @@ class TopicManager:
                 raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
         return Topic(name, uuid.uuid4(), overrides)
 
+    def ensure(self, name: str, partitions: int, configs: dict[str, str]) -> bool:
+        """Create an internal topic unless it exists - here, or (a cluster) created by a
+        broker starting at the same time; True if this call created it."""
+        if self.get(name) is not None:
+            return False
+        try:
+            self.create(name, partitions, configs)
+        except KafkaError as exc:
+            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
+            return False
+        return True
+
     def delete(self, name: str, *, save: bool = True) -> Topic:
         topic = self.topics.pop(name, None)
         if topic is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
         del self.by_id[topic.topic_id]
+        self._deleted.add(name)
+        self._touched.discard(name)
         self._changed()
         for index, plog in enumerate(topic.partitions):
             plog.close()
@@ -253,6 +345,7 @@ class TopicManager:
         if validate_only:
             return
         self._open_partitions(topic, count)
+        self._touched.add(name)
         self._save()
 
     def set_configs(self, name: str, overrides: dict[str, str], *, validate_only: bool = False) -> None:
@@ -270,6 +363,7 @@ class TopicManager:
         settings = topic_config.log_config(self.effective_configs(topic))
         for plog in topic.partitions:
             plog.update_config(settings)
+        self._touched.add(name)
         self._save()
 
     def _register(self, topic: Topic) -> None:

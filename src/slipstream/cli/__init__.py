@@ -126,7 +126,7 @@ def build_parser(*, serve_only: bool = False) -> argparse.ArgumentParser:
     if serve_only:
         # The client commands import the whole client; a broker start need not pay for that.
         return parser
-    from . import acls, certs, client_commands, groups, pipeline, users
+    from . import acls, certs, client_commands, cluster, groups, pipeline, users
 
     client_commands.add_commands(sub)
     groups.add_commands(sub)
@@ -134,6 +134,7 @@ def build_parser(*, serve_only: bool = False) -> argparse.ArgumentParser:
     acls.add_commands(sub)
     certs.add_commands(sub)
     pipeline.add_commands(sub)
+    cluster.add_commands(sub)
     return parser
 
 

@@ -775,6 +775,12 @@ class ConsumerGroupManager:
             self.timer.cancel(session_key(group_id, member_id))
             self.timer.cancel(rebalance_key(group_id, member_id))
 
+    def unload(self, group_id: str) -> None:
+        """Drop a group from memory (its partition moved to another coordinator): its
+        records stay in the log for the next owner."""
+        self.forget(group_id)
+        self.groups.pop(group_id, None)
+
     # ================================================================ describe
 
     def assignor_name(self, group: ConsumerGroup) -> str:

@@ -159,6 +159,8 @@ class GroupCoordinator:
         self.classic_members = ClassicMembers(self.consumer_groups)
         self.consumer_groups.downgrade = self._maybe_downgrade
         self._loading: set[int] = set()
+        # Partitions another broker of a cluster owns: their groups answer NOT_COORDINATOR.
+        self._foreign: set[int] = set()
         self._now_ms = 0
         # Rebalance history: filled by whoever carries results out (their ``events``), and
         # at load from the records (``replay``). Pure data, read by the broker's admin side.
@@ -181,11 +183,45 @@ class GroupCoordinator:
     def is_group_loading(self, group_id: str) -> bool:
         return bool(self._loading) and self.partition_for(group_id) in self._loading
 
+    def group_unavailable(self, group_id: str) -> int:
+        """Why this coordinator cannot serve the group now: NOT_COORDINATOR (another broker
+        owns its partition), COORDINATOR_LOAD_IN_PROGRESS, or 0 (it can)."""
+        if not self._loading and not self._foreign:
+            return ErrorCode.NONE
+        partition = self.partition_for(group_id)
+        if partition in self._foreign:
+            return ErrorCode.NOT_COORDINATOR
+        if partition in self._loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return ErrorCode.NONE
+
+    def owns(self, partition: int) -> bool:
+        return partition not in self._foreign
+
     def begin_loading(self, partitions: Iterable[int] | None = None) -> None:
         """Mark partitions (default: all) as loading; their groups answer COORDINATOR_LOAD_IN_PROGRESS."""
         if partitions is None:
             partitions = range(self.config.offsets_topic_num_partitions)
+        partitions = set(partitions)
+        self._foreign -= partitions
         self._loading.update(partitions)
+
+    def disown(self, partitions: Iterable[int], now_ms: int) -> list[str]:
+        """Another broker owns these partitions now: forget their groups (timers stopped,
+        offsets dropped) until they are loaded again; returns the group ids dropped."""
+        gone = set(partitions)
+        self._foreign |= gone
+        self._loading -= gone
+        dropped = []
+        for group_id in [g for g in self.group_manager.groups if self.partition_for(g) in gone]:
+            self.group_manager.remove_group(group_id, now_ms)
+            dropped.append(group_id)
+        for group_id in [g for g in self.consumer_groups.groups if self.partition_for(g) in gone]:
+            self.consumer_groups.unload(group_id)
+            dropped.append(group_id)
+        for group_id in [g for g in self.offset_manager.offsets if self.partition_for(g) in gone]:
+            self.offset_manager.drop_group(group_id)
+        return dropped
 
     def finish_loading(self, now_ms: int, partitions: Iterable[int] | None = None) -> None:
         """Serve the loaded partitions' groups: arm member sessions and the retention job."""
@@ -299,8 +335,8 @@ class GroupCoordinator:
         self._now_ms = now_ms
         if not req.group_id:
             return _answer(txn_commit_error_response(req, ErrorCode.INVALID_GROUP_ID))
-        if self.is_group_loading(req.group_id):
-            return _answer(txn_commit_error_response(req, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
+        if code := self.group_unavailable(req.group_id):
+            return _answer(txn_commit_error_response(req, code))
         return self.offset_manager.txn_commit(ctx, req, now_ms)
 
     def _replay_group(self, group_id: str, value: gr.GroupMetadataValue | None, now_ms: int) -> None:
@@ -336,10 +372,8 @@ class GroupCoordinator:
             <= self.config.group_max_session_timeout_ms
         ):
             return _answer(join_response(version, error=ErrorCode.INVALID_SESSION_TIMEOUT, member_id=req.member_id))
-        if self.is_group_loading(req.group_id):
-            return _answer(
-                join_response(version, error=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, member_id=req.member_id)
-            )
+        if code := self.group_unavailable(req.group_id):
+            return _answer(join_response(version, error=code, member_id=req.member_id))
         consumer_group = self.consumer_groups.get(req.group_id)
         if consumer_group is not None:
             return self._join_consumer_group(ctx, req, consumer_group)
@@ -373,8 +407,8 @@ class GroupCoordinator:
         self._now_ms = now_ms
         if not req.group_id:
             return _answer(SyncGroupResponse(error_code=ErrorCode.INVALID_GROUP_ID))
-        if self.is_group_loading(req.group_id):
-            return _answer(SyncGroupResponse(error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
+        if code := self.group_unavailable(req.group_id):
+            return _answer(SyncGroupResponse(error_code=code))
         consumer_group = self.consumer_groups.get(req.group_id)
         if consumer_group is not None:
             if not consumer_group.members:
@@ -386,9 +420,10 @@ class GroupCoordinator:
         self._now_ms = now_ms
         if not req.group_id:
             return _answer(HeartbeatResponse(error_code=ErrorCode.INVALID_GROUP_ID))
-        if self.is_group_loading(req.group_id):
+        if code := self.group_unavailable(req.group_id):
             # Like Kafka: members of a group still loading are told all is well.
-            return _answer(HeartbeatResponse(error_code=ErrorCode.NONE))
+            loading = code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+            return _answer(HeartbeatResponse(error_code=ErrorCode.NONE if loading else code))
         consumer_group = self.consumer_groups.get(req.group_id)
         if consumer_group is not None:
             return self.classic_members.heartbeat(req, consumer_group, now_ms)
@@ -398,8 +433,8 @@ class GroupCoordinator:
         self._now_ms = now_ms
         if not req.group_id:
             return _answer(LeaveGroupResponse(error_code=ErrorCode.INVALID_GROUP_ID))
-        if self.is_group_loading(req.group_id):
-            return _answer(LeaveGroupResponse(error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
+        if code := self.group_unavailable(req.group_id):
+            return _answer(LeaveGroupResponse(error_code=code))
         consumer_group = self.consumer_groups.get(req.group_id)
         if consumer_group is not None:
             return self.classic_members.leave(ctx, req, consumer_group, now_ms)
@@ -412,8 +447,8 @@ class GroupCoordinator:
     ) -> CoordinatorResult:
         self._now_ms = now_ms
         group_id = req.group_id
-        if group_id and self.is_group_loading(group_id):
-            return _answer(heartbeat_error(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
+        if group_id and (code := self.group_unavailable(group_id)):
+            return _answer(heartbeat_error(code))
         preceding: list[Record] = []
         classic = self.group_manager.get(group_id)
         if classic is not None and classic.state is not GroupState.DEAD:
@@ -537,9 +572,9 @@ class GroupCoordinator:
         self._now_ms = now_ms
         out = ConsumerGroupDescribeResponse()
         for group_id in req.group_ids:
-            if self.is_group_loading(group_id):
+            if code := self.group_unavailable(group_id):
                 described = self.consumer_groups.describe(group_id, False, 0)
-                described.error_code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+                described.error_code = code
                 described.error_message = None
             elif self.group_manager.get(group_id) is not None and self.consumer_groups.get(group_id) is None:
                 described = self.consumer_groups.describe(group_id, False, 0)
@@ -555,8 +590,8 @@ class GroupCoordinator:
 
     def offset_commit(self, ctx: RequestContext, req: OffsetCommitRequest, now_ms: int) -> CoordinatorResult:
         self._now_ms = now_ms
-        if self.is_group_loading(req.group_id):
-            return _answer(commit_error_response(req, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
+        if code := self.group_unavailable(req.group_id):
+            return _answer(commit_error_response(req, code))
         return self.offset_manager.commit(ctx, req, now_ms)
 
     def offset_fetch(self, ctx: RequestContext, req: OffsetFetchRequest, now_ms: int) -> CoordinatorResult:
@@ -611,8 +646,8 @@ class GroupCoordinator:
         member_id: str | None = None,
         member_epoch: int = -1,
     ) -> OffsetFetchResponseGroup:
-        if self.is_group_loading(group_id):
-            return OffsetFetchResponseGroup(group_id=group_id, error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        if code := self.group_unavailable(group_id):
+            return OffsetFetchResponseGroup(group_id=group_id, error_code=code)
         consumer_group = self.consumer_groups.get(group_id)
         if consumer_group is not None:
             error = validate_member_fetch(consumer_group, member_id, member_epoch)
@@ -624,8 +659,8 @@ class GroupCoordinator:
         self._now_ms = now_ms
         if not req.group_id:
             return _answer(OffsetDeleteResponse(error_code=ErrorCode.INVALID_GROUP_ID))
-        if self.is_group_loading(req.group_id):
-            return _answer(OffsetDeleteResponse(error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
+        if code := self.group_unavailable(req.group_id):
+            return _answer(OffsetDeleteResponse(error_code=code))
         return self.offset_manager.delete(ctx, req, now_ms)
 
     # ================================================================ admin: describe, list, delete
@@ -645,10 +680,8 @@ class GroupCoordinator:
         return _answer(out)
 
     def _describe(self, group_id: str) -> DescribeGroupsResponseDescribedGroup:
-        if self.is_group_loading(group_id):
-            return DescribeGroupsResponseDescribedGroup(
-                error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, group_id=group_id
-            )
+        if code := self.group_unavailable(group_id):
+            return DescribeGroupsResponseDescribedGroup(error_code=code, group_id=group_id)
         consumer_group = self.consumer_groups.get(group_id)
         if consumer_group is not None:
             return self._describe_consumer_group(consumer_group)
@@ -773,8 +806,8 @@ class GroupCoordinator:
         return CoordinatorResult(pending=own, records=records, after_append=after_append)
 
     def _delete_group_records(self, group_id: str, records: list[Record]) -> int:
-        if self.is_group_loading(group_id):
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if code := self.group_unavailable(group_id):
+            return code
         partition = self.partition_for(group_id)
         consumer_group = self.consumer_groups.get(group_id)
         if consumer_group is not None:
