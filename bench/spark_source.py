@@ -23,12 +23,10 @@ loading are not measured. Progress goes to stderr; the Markdown report to stdout
 from __future__ import annotations
 
 import argparse
-import asyncio
+import contextlib
 import os
 import platform
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,53 +36,14 @@ from typing import Any
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-from slipstream.client.admin import Admin
-from slipstream.client.cluster import Cluster
+from harness import create_topics, log, slipstream_broker
+
 from slipstream.client.producer import Producer
-from slipstream.testing.ports import free_port
-
-
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
-
-def start_broker(data_dir: Path, storage: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable, "-m", "slipstream", "serve", "--host", "127.0.0.1", "--port", str(port),
-            "--storage", storage, "--data-dir", str(data_dir), "--log-level", "WARNING",
-            "--set", "group.initial.rebalance.delay.ms=0",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=(data_dir.parent / "broker.log").open("wb"),
-    )
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return proc, f"127.0.0.1:{port}"
-        except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("broker did not start in 20 s")
-
-
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    async def main() -> None:
-        cluster = Cluster(bootstrap)
-        try:
-            await Admin(cluster).create_topic(name, partitions)
-        finally:
-            await cluster.close()
-
-    asyncio.run(main())
 
 
 def fill(bootstrap: str, topic: str, partitions: int, records: int) -> float:
     """Produce ``records`` (100-byte values) spread evenly over the partitions; returns rows/s."""
-    create_topic(bootstrap, topic, partitions)
+    create_topics(bootstrap, {topic: partitions}, 30)
     value = b"v" * 100
     began = time.perf_counter()
     with Producer(bootstrap, linger_ms=20, batch_size=512 * 1024, buffer_memory=256 * 1024 * 1024) as p:
@@ -207,8 +166,13 @@ def main(argv: list[str] | None = None) -> int:
     command = "python bench/spark_source.py " + " ".join(argv if argv is not None else sys.argv[1:])
 
     workdir = Path(tempfile.mkdtemp(prefix="slipstream-spark-bench-"))
-    proc, bootstrap = start_broker(workdir / "data", args.storage)
-    try:
+    with contextlib.ExitStack() as cleanup:
+        cleanup.callback(shutil.rmtree, workdir, ignore_errors=True)
+        broker = cleanup.enter_context(slipstream_broker(
+            workdir, "--storage", args.storage, "--log-level", "WARNING",
+            "--set", "group.initial.rebalance.delay.ms=0", timeout=20,
+        ))
+        bootstrap = broker.bootstrap
         from slipstream.spark.session import get_session
 
         log(f"broker at {bootstrap}; starting Spark ({args.master})")
@@ -236,13 +200,6 @@ def main(argv: list[str] | None = None) -> int:
         pipeline_rate(spark, bootstrap, workdir, 5000, "warmup")
         pipe_rate, pipe_busy_rate, pipe_out = pipeline_rate(spark, bootstrap, workdir, args.pipeline_events, "bench")
         spark.stop()
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        shutil.rmtree(workdir, ignore_errors=True)
 
     import pyspark
 

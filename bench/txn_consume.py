@@ -24,9 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,22 +33,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from harness import HOST, MB, log, markdown_table, slipstream_broker
 
 from slipstream.client.connection import BrokerConnection
 from slipstream.client.consumer import Consumer as SlipConsumer
 from slipstream.protocol.apis.create_topics import SPEC as CREATE_TOPICS
 from slipstream.protocol.apis.create_topics import CreateTopicsRequest, CreateTopicsRequestTopic
-from slipstream.testing.ports import free_port
 from slipstream.testing.transactions import WireTxnWriter
 
-HOST = "127.0.0.1"
 BATCH_RECORDS = 100
 VALUE_SIZE = 1024
-MB = 1_000_000
-
-
-def log(message: str) -> None:
-    print(f"[bench] {message}", file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True)
@@ -152,19 +144,6 @@ def read_slipstream(port: int, topic: str, isolation: str, expected: int, timeou
     return elapsed
 
 
-def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"broker exited with {proc.returncode}")
-        try:
-            with socket.create_connection((HOST, port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"broker did not listen on {port} within {timeout}s")
-
-
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="20k records, 1 round")
@@ -176,52 +155,44 @@ def main(argv: list[str]) -> int:
     opts = parser.parse_args(argv)
     if opts.quick:
         opts.records, opts.rounds = 20_000, 1
-    port = free_port()
-    with tempfile.TemporaryDirectory(prefix="txn-bench-") as workdir:
-        cmd = [sys.executable, "-m", "slipstream", "serve", "--host", HOST, "--port", str(port),
-               "--data-dir", str(Path(workdir) / "data")]
-        with open(Path(workdir) / "broker.log", "wb") as broker_log:
-            proc = subprocess.Popen(cmd, stdout=broker_log, stderr=subprocess.STDOUT)
-        try:
-            wait_for_port(port, proc, 30)
-            log(f"writing {opts.records} records of {VALUE_SIZE} B to each topic")
-            written = asyncio.run(write_topics(port, opts.records, opts.txn_batches, opts.abort_every))
-            readers: dict[str, Callable[[int, str, str, int, float], float]] = {
-                "confluent-kafka": read_confluent,
-                "slipstream": read_slipstream,
-            }
-            cells: dict[tuple[str, str, str], list[float]] = {}
-            for round_ in range(opts.rounds):
-                order = ["read_uncommitted", "read_committed"]
-                if round_ % 2:
-                    order.reverse()
-                for client, read in readers.items():
-                    for topic in ("plain", "txn"):
-                        for isolation in order:
-                            expected = written.committed if (topic, isolation) == ("txn", "read_committed") \
-                                else written.total
-                            seconds = read(port, topic, isolation, expected, opts.timeout)
-                            cells.setdefault((client, topic, isolation), []).append(expected / seconds)
-                            log(f"round {round_ + 1} {client} {topic} {isolation}: "
-                                f"{expected / seconds:,.0f} records/s")
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+    with (
+        tempfile.TemporaryDirectory(prefix="txn-bench-") as workdir,
+        slipstream_broker(Path(workdir)) as broker,
+    ):
+        port = broker.port
+        log(f"writing {opts.records} records of {VALUE_SIZE} B to each topic")
+        written = asyncio.run(write_topics(port, opts.records, opts.txn_batches, opts.abort_every))
+        readers: dict[str, Callable[[int, str, str, int, float], float]] = {
+            "confluent-kafka": read_confluent,
+            "slipstream": read_slipstream,
+        }
+        cells: dict[tuple[str, str, str], list[float]] = {}
+        for round_ in range(opts.rounds):
+            order = ["read_uncommitted", "read_committed"]
+            if round_ % 2:
+                order.reverse()
+            for client, read in readers.items():
+                for topic in ("plain", "txn"):
+                    for isolation in order:
+                        expected = written.committed if (topic, isolation) == ("txn", "read_committed") \
+                            else written.total
+                        seconds = read(port, topic, isolation, expected, opts.timeout)
+                        cells.setdefault((client, topic, isolation), []).append(expected / seconds)
+                        log(f"round {round_ + 1} {client} {topic} {isolation}: "
+                            f"{expected / seconds:,.0f} records/s")
     print(f"read_committed vs read_uncommitted, one partition, {written.total:,} records of "
           f"{VALUE_SIZE} B per topic; `txn`: transactions of {opts.txn_batches * BATCH_RECORDS} records, "
           f"1 in {opts.abort_every} aborted ({written.committed:,} committed); median of {opts.rounds} "
           f"round(s); rates count the records each reader delivers.\n")
-    print("| client | topic | read_uncommitted | read_committed | committed / uncommitted |")
-    print("|---|---|---|---|---|")
+    rows = []
     for client in readers:
         for topic in ("plain", "txn"):
             unc = statistics.median(cells[(client, topic, "read_uncommitted")])
             com = statistics.median(cells[(client, topic, "read_committed")])
-            print(f"| {client} | {topic} | {unc:,.0f} rec/s ({unc * VALUE_SIZE / MB:.0f} MB/s) | "
-                  f"{com:,.0f} rec/s ({com * VALUE_SIZE / MB:.0f} MB/s) | {com / unc:.2f} |")
+            rows.append([client, topic, f"{unc:,.0f} rec/s ({unc * VALUE_SIZE / MB:.0f} MB/s)",
+                         f"{com:,.0f} rec/s ({com * VALUE_SIZE / MB:.0f} MB/s)", f"{com / unc:.2f}"])
+    header = ["client", "topic", "read_uncommitted", "read_committed", "committed / uncommitted"]
+    print("\n".join(markdown_table(header, rows)))
     return 0
 
 

@@ -24,9 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,25 +34,17 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Producer as CKProducer
-from confluent_kafka.admin import AdminClient, NewTopic
+from harness import MB, create_topics, log, markdown_table, slipstream_broker
 
 from slipstream.client.producer import AIOProducer
-from slipstream.testing.ports import free_port
 
-HOST = "127.0.0.1"
 VALUE_SIZE = 1024
-MB = 1_000_000
 MODES = {"idempotent": 0, "txn-100": 100, "txn-10000": 10_000}
-
-
-def log(message: str) -> None:
-    print(f"[bench] {message}", file=sys.stderr, flush=True)
 
 
 def create_topic(bootstrap: str) -> str:
     name = f"bench-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, num_partitions=1, replication_factor=1)])[name].result(timeout=20)
+    create_topics(bootstrap, {name: 1}, 20)
     return name
 
 
@@ -132,19 +122,6 @@ def produce_slipstream(bootstrap: str, topic: str, records: int, per_txn: int, v
     return asyncio.run(_produce_slipstream(bootstrap, topic, records, per_txn, value))
 
 
-def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"broker exited with {proc.returncode}")
-        try:
-            with socket.create_connection((HOST, port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"broker did not listen on {port} within {timeout}s")
-
-
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="20k records per cell, 1 round")
@@ -159,40 +136,30 @@ def main(argv: list[str]) -> int:
         "slipstream": produce_slipstream,
     }
     cells: dict[tuple[str, str], list[float]] = {}
-    port = free_port()
-    bootstrap = f"{HOST}:{port}"
-    with tempfile.TemporaryDirectory(prefix="txn-produce-bench-") as workdir:
-        cmd = [sys.executable, "-m", "slipstream", "serve", "--host", HOST, "--port", str(port),
-               "--data-dir", str(Path(workdir) / "data")]
-        with open(Path(workdir) / "broker.log", "wb") as broker_log:
-            proc = subprocess.Popen(cmd, stdout=broker_log, stderr=subprocess.STDOUT)
-        try:
-            wait_for_port(port, proc, 30)
-            modes = list(MODES)
-            for round_ in range(opts.rounds):
-                order = modes[round_ % len(modes):] + modes[:round_ % len(modes)]
-                for client, produce in clients.items():
-                    for mode in order:
-                        per_txn = min(MODES[mode], opts.records)
-                        seconds = produce(bootstrap, create_topic(bootstrap), opts.records, per_txn, value)
-                        rate = opts.records / seconds
-                        cells.setdefault((client, mode), []).append(rate)
-                        log(f"round {round_ + 1} {client} {mode}: {rate:,.0f} records/s")
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+    with (
+        tempfile.TemporaryDirectory(prefix="txn-produce-bench-") as workdir,
+        slipstream_broker(Path(workdir)) as broker,
+    ):
+        bootstrap = broker.bootstrap
+        modes = list(MODES)
+        for round_ in range(opts.rounds):
+            order = modes[round_ % len(modes):] + modes[:round_ % len(modes)]
+            for client, produce in clients.items():
+                for mode in order:
+                    per_txn = min(MODES[mode], opts.records)
+                    seconds = produce(bootstrap, create_topic(bootstrap), opts.records, per_txn, value)
+                    rate = opts.records / seconds
+                    cells.setdefault((client, mode), []).append(rate)
+                    log(f"round {round_ + 1} {client} {mode}: {rate:,.0f} records/s")
     print(f"Transactional vs idempotent produce, one partition, {opts.records:,} records of {VALUE_SIZE} B "
           f"per cell, acks=all; median of {opts.rounds} round(s).\n")
-    print("| client | mode | records/s | MB/s | vs idempotent |")
-    print("|---|---|---|---|---|")
+    rows = []
     for client in clients:
         base = statistics.median(cells[(client, "idempotent")])
         for mode in MODES:
             rate = statistics.median(cells[(client, mode)])
-            print(f"| {client} | {mode} | {rate:,.0f} | {rate * VALUE_SIZE / MB:.0f} | {rate / base:.2f} |")
+            rows.append([client, mode, f"{rate:,.0f}", f"{rate * VALUE_SIZE / MB:.0f}", f"{rate / base:.2f}"])
+    print("\n".join(markdown_table(["client", "mode", "records/s", "MB/s", "vs idempotent"], rows)))
     return 0
 
 

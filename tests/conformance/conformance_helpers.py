@@ -7,9 +7,13 @@ import queue
 import subprocess
 import threading
 import time
+import urllib.request
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+from slipstream.cli.group_history import fetch_history
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 PARTITIONS = 3
@@ -357,3 +361,64 @@ def ck_watermarks(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
                 for p in ck_partitions(bootstrap, topic)}
     finally:
         c.close()
+
+
+# ---- the rebalance history, read from the broker's admin listener ---------------------------
+
+
+def wait_ready(base: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(base + "/readyz", timeout=5) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        assert time.monotonic() < deadline, "the broker never became ready"
+        time.sleep(0.1)
+
+
+def wait_history(
+    base: str, group: str, done: Callable[[list[dict[str, Any]]], bool], what: str, timeout: float = 40.0
+) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + timeout
+    events: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        try:
+            events, _last = fetch_history(base, group)
+        except Exception:
+            events = []
+        if done(events):
+            return events
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}; history: {[(e['kind'], e.get('member_id')) for e in events]}")
+
+
+def stable_with(members: set[str]) -> Callable[[list[dict[str, Any]]], bool]:
+    """The last generation started with exactly these member ids, and completed."""
+
+    def check(events: list[dict[str, Any]]) -> bool:
+        started = [e for e in events if e["kind"] == "generation-started"]
+        if not started or set(started[-1]["member_ids"]) != members:
+            return False
+        gen = started[-1]["generation"]
+        return any(e["kind"] == "generation-completed" and e["generation"] == gen for e in events)
+
+    return check
+
+
+def member_id_of(events: list[dict[str, Any]], client_id: str) -> str:
+    ids = [e["member_id"] for e in events if e["kind"] == "member-joined" and e["client_id"] == client_id]
+    assert ids, f"{client_id} never joined"
+    return ids[-1]
+
+
+def causes(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(the event that started each rebalance, the cause the coordinator gave)."""
+    out = []
+    for i, e in enumerate(events):
+        if e["kind"] == "rebalance-started":
+            trigger = events[i - 1]
+            out.append((trigger["kind"], e["cause"]))
+    return out

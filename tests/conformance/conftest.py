@@ -69,7 +69,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = outcome.get_result()  # type: ignore[attr-defined]
     if not report.failed:
         return
-    for name in ("broker", "fresh_broker", "group_broker"):
+    for name in ("broker", "fresh_broker", "group_broker", "consumer_broker", "no_migration_broker"):
         b = getattr(item, "funcargs", {}).get(name)
         if isinstance(b, BrokerProcess):
             report.sections.append((f"broker log tail ({name}, {b.log_path})", b.log_tail()))

@@ -16,7 +16,8 @@ what an owner processed but had not committed; commits never go backwards per
 partition (committed lines in time order and the final OffsetFetch); with
 cooperative-sticky no partition owned by two live members at the same instant
 (a killed member's ownership ends at its kill); with range the owned sets of
-one generation are disjoint.
+one generation are disjoint, and only a member that lost its partitions (its
+session expired while it went on) or was killed overlaps the next owner.
 """
 
 from __future__ import annotations
@@ -309,12 +310,15 @@ def verify_end(admin: Any, bootstrap: str, group: str, topic: str, members: list
     for m in members:
         assert not m.errors(), f"{m.name}: {m.errors()[:3]}; {m.diag()}"
     intervals = ownership_intervals(members)
-    if cooperative:
-        check_exclusive_ownership(intervals)
+    # Eager: a member whose session expired may go on until it learns it lost its
+    # partitions, but one that revoked them never overlaps the next owner.
+    check_exclusive_ownership(intervals, zombies=not cooperative)
     check_generations(members)
-    report = check_processing(members, acks)
+    # Commits first: the duplicate bound of check_processing reads each partition's latest
+    # commit, which is only the right bound while commits never go backwards.
     final = committed_offsets(admin, group, topic, partitions)
     check_commits_monotonic(members, final)
+    report = check_processing(members, acks)
     hw = {p: hi for p, (_lo, hi) in ck_watermarks(bootstrap, topic).items()}
     done = last_processed(members)
     assert final == {p: done.get(p, -1) + 1 for p in hw} == hw, (

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
+from conformance_helpers import causes, member_id_of, stable_with, wait_history, wait_ready
 from test_groups_harness import start_java_member, start_python_member
 
 from slipstream.cli.group_history import fetch_history
@@ -43,64 +42,6 @@ def admin_broker(tmp_path: Path) -> Iterator[tuple[BrokerProcess, str]]:
     args = (*GROUP_BROKER_ARGS, "--admin-port", str(port), "--set", "group.initial.rebalance.delay.ms=0")
     for broker in running_broker(tmp_path, args):
         yield broker, f"http://127.0.0.1:{port}"
-
-
-def wait_ready(base: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with urllib.request.urlopen(base + "/readyz", timeout=5) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        assert time.monotonic() < deadline, "the broker never became ready"
-        time.sleep(0.1)
-
-
-def wait_history(
-    base: str, group: str, done: Callable[[list[dict[str, Any]]], bool], what: str, timeout: float = 40.0
-) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + timeout
-    events: list[dict[str, Any]] = []
-    while time.monotonic() < deadline:
-        try:
-            events, _last = fetch_history(base, group)
-        except Exception:
-            events = []
-        if done(events):
-            return events
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}; history: {[(e['kind'], e.get('member_id')) for e in events]}")
-
-
-def stable_with(members: set[str]) -> Callable[[list[dict[str, Any]]], bool]:
-    """The last generation started with exactly these member ids, and completed."""
-
-    def check(events: list[dict[str, Any]]) -> bool:
-        started = [e for e in events if e["kind"] == "generation-started"]
-        if not started or set(started[-1]["member_ids"]) != members:
-            return False
-        gen = started[-1]["generation"]
-        return any(e["kind"] == "generation-completed" and e["generation"] == gen for e in events)
-
-    return check
-
-
-def member_id_of(events: list[dict[str, Any]], client_id: str) -> str:
-    ids = [e["member_id"] for e in events if e["kind"] == "member-joined" and e["client_id"] == client_id]
-    assert ids, f"{client_id} never joined"
-    return ids[-1]
-
-
-def causes(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """(the event that started each rebalance, the cause the coordinator gave)."""
-    out = []
-    for i, e in enumerate(events):
-        if e["kind"] == "rebalance-started":
-            trigger = events[i - 1]
-            out.append((trigger["kind"], e["cause"]))
-    return out
 
 
 def test_history_tells_each_rebalance_with_its_cause(admin_broker, java_driver, topic_name) -> None:

@@ -72,12 +72,22 @@ def test_ten_confluent_members_share_the_topic(consumer_broker, topic_name):
             m.reap()
 
 
-def test_mixed_group_is_refused_as_kafka_does(consumer_broker, topic_name):
-    """A consumer-protocol member cannot join a classic group that has members (Kafka 4
-    would upgrade the group online; Slipstream answers GROUP_ID_NOT_FOUND, as Kafka does when
-    it does not convert). The classic member is not disturbed."""
+@pytest.fixture
+def no_migration_broker(tmp_path):
+    """A consumer_broker with group.consumer.migration.policy=disabled."""
+    from slipstream.testing.broker_process import CONSUMER_BROKER_ARGS, running_broker
+
+    yield from running_broker(tmp_path, (*CONSUMER_BROKER_ARGS, "--set", "group.consumer.migration.policy=disabled"))
+
+
+def test_mixed_group_is_refused_as_kafka_does(no_migration_broker, topic_name):
+    """With group.consumer.migration.policy=disabled a consumer-protocol member cannot join a
+    classic group that has members: GROUP_ID_NOT_FOUND, as Kafka answers when it does not
+    convert (the default policy upgrades the group: test_groups_migration.py). The classic
+    member is not disturbed."""
     from conformance_helpers import ck_create_topic
 
+    consumer_broker = no_migration_broker
     group = f"g-mixed-{uuid.uuid4().hex[:8]}"
     ck_create_topic(consumer_broker.bootstrap, topic_name, partitions=TOPIC_PARTITIONS)
     classic = start_python_member("confluent", "classic", consumer_broker.bootstrap, topic_name, group)

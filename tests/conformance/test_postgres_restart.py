@@ -144,3 +144,50 @@ def test_idempotent_producer_in_flight_at_kill_9_loses_and_duplicates_nothing(pg
     assert not dupes, f"duplicated after restart: {dupes[:20]}"
     for k, (p, off) in acks.items():
         assert (by_key[k][0].partition, by_key[k][0].offset) == (p, off)
+
+
+def init_transactional_id(bootstrap: str, transactional_id: str) -> tuple[int, int]:
+    """InitProducerId for ``transactional_id`` straight to the broker: (producer id, epoch)."""
+    import asyncio
+
+    from slipstream.client.connection import BrokerConnection
+    from slipstream.protocol.apis import init_producer_id as ipi
+
+    host, port = bootstrap.split(":")
+
+    async def ask() -> tuple[int, int]:
+        conn = await BrokerConnection(host, int(port)).connect()
+        try:
+            for _ in range(100):  # while the coordinator loads
+                response = await conn.request(
+                    ipi.SPEC, ipi.InitProducerIdRequest(transactional_id=transactional_id, transaction_timeout_ms=60_000)
+                )
+                if response.error_code == 0:
+                    return response.producer_id, response.producer_epoch
+                await asyncio.sleep(0.1)
+            raise AssertionError(f"InitProducerId kept failing: error {response.error_code}")
+        finally:
+            await conn.close()
+
+    return asyncio.run(ask())
+
+
+def test_transactional_ids_survive_kill_9_on_a_fresh_data_dir(pg_broker, topic_name):
+    """The transaction coordinator of a broker over PostgreSQL loads ``__transaction_state``
+    once it holds its leases: after a restart the same transactional id keeps its producer
+    id and gets the next epoch (a fresh id would let a zombie producer carry on)."""
+    from confluent_kafka import Producer
+
+    b = pg_broker
+    ck_create_topic(b.bootstrap, topic_name)
+    producer = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": f"{topic_name}-tx"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic_name, b"committed", key=b"k")
+    producer.commit_transaction(30)
+    before = init_transactional_id(b.bootstrap, f"{topic_name}-tx")
+
+    restart_on_fresh_data_dir(b)
+
+    after = init_transactional_id(b.bootstrap, f"{topic_name}-tx")
+    assert after == (before[0], before[1] + 1)

@@ -14,8 +14,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from spark_helpers import BrokerProc
+from spark_helpers import start_broker
 
+from slipstream.testing.broker_process import BrokerProcess
 from slipstream.testing.peers import IN_CI
 
 try:
@@ -32,8 +33,8 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProc]:
-    b = BrokerProc(tmp_path_factory.mktemp("broker"))
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    b = start_broker(tmp_path_factory.mktemp("broker"))
     yield b
     b.stop()
 

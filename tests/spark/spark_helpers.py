@@ -1,13 +1,10 @@
-"""Helpers for the Spark tests: a broker subprocess, topics, producing, group and admin calls."""
+"""Helpers for the Spark tests: the broker subprocess (slipstream.testing.broker_process),
+topics, producing, group and admin calls."""
 
 from __future__ import annotations
 
 import asyncio
 import shutil
-import socket
-import subprocess
-import sys
-import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,45 +12,19 @@ from typing import Any
 
 from slipstream.client.admin import Admin
 from slipstream.client.cluster import Cluster
-from slipstream.testing.ports import free_port
+from slipstream.testing.broker_process import BrokerProcess
 from slipstream.testing.transactions import MixedLog, write_mixed_transactions
 
+# The Spark tests' broker: in memory, no initial rebalance delay, quiet.
+SPARK_BROKER_ARGS = (
+    "--storage", "memory", "--set", "group.initial.rebalance.delay.ms=0", "--log-level", "WARNING",
+)
 
-class BrokerProc:
-    def __init__(self, tmp: Path) -> None:
-        self.port = free_port()
-        self.log = tmp / "broker.log"
-        self.proc = subprocess.Popen(
-            [
-                sys.executable, "-m", "slipstream", "serve", "--host", "127.0.0.1", "--port", str(self.port),
-                "--storage", "memory", "--data-dir", str(tmp / "data"),
-                "--set", "group.initial.rebalance.delay.ms=0", "--log-level", "WARNING",
-            ],
-            stdout=self.log.open("wb"),
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"broker exited: {self.log.read_text()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("broker did not start listening in 20 s")
 
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
+def start_broker(tmp: Path) -> BrokerProcess:
+    broker = BrokerProcess(tmp / "data", tmp / "broker.log", extra_args=SPARK_BROKER_ARGS, test_defaults=False)
+    broker.start(timeout=20)
+    return broker
 
 
 def unique(prefix: str) -> str:

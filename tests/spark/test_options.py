@@ -105,7 +105,7 @@ def test_isolation_level_option() -> None:
 def test_sink_exactly_once_options() -> None:
     from pyspark.sql.types import BinaryType, StructField, StructType
 
-    from slipstream.spark.sink import parse_sink_options
+    from slipstream.spark.sink_rows import parse_sink_options
 
     schema = StructType([StructField("value", BinaryType())])
     base = {"kafka.bootstrap.servers": "h:1", "topic": "t"}

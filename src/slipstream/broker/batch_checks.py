@@ -29,47 +29,59 @@ from ..protocol.compression import (
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.record_batch import HEADER_SIZE, BatchHeader, InvalidBatch
 from ..protocol.record_framing import check_records
+from ..protocol.uniform_records import check_uniform_records
 
 
 @dataclass(frozen=True, slots=True)
 class CheckedRecords:
     """A batch's records section as checked: the uncompressed bytes and the keyless records."""
 
-    raw: bytes | bytearray
+    raw: bytes | bytearray | memoryview
     keyless: list[int]
 
 
 def check_batch_records(batch: memoryview, header: BatchHeader, max_bytes: int) -> CheckedRecords:
     """Check ``batch``'s record count and framing; raise KafkaError with the produce error."""
-    where = f"record batch with base offset {header.base_offset}"
     count = header.record_count
     if count <= 0:
-        raise KafkaError(ErrorCode.INVALID_RECORD, f"{where} reports an invalid record count {count}")
+        raise KafkaError(ErrorCode.INVALID_RECORD, f"{_where(header)} reports an invalid record count {count}")
     if header.last_offset_delta + 1 != count:
         raise KafkaError(
             ErrorCode.INVALID_RECORD,
-            f"{where} reports {count} records but an offset range of "
+            f"{_where(header)} reports {count} records but an offset range of "
             f"{header.last_offset_delta + 1} (last offset delta {header.last_offset_delta})",
         )
     section = batch[HEADER_SIZE:]
     codec = header.compression
-    raw: bytes | bytearray
+    raw: bytes | bytearray | memoryview
     if codec == compression.NONE:
-        raw = section.tobytes()  # indexing bytes is much cheaper than indexing a view
+        raw = section  # checked in place when its records share one shape (no copy)
     else:
         try:
             raw = compression.decompress_bounded(codec, section, max_bytes)
         except DecompressedTooLarge as exc:
             raise KafkaError(
                 ErrorCode.MESSAGE_TOO_LARGE,
-                f"{where}: records expand past max.message.bytes={max_bytes} ({exc})",
+                f"{_where(header)}: records expand past max.message.bytes={max_bytes} ({exc})",
             ) from None
         except CorruptCompressedData as exc:
-            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"{where}: {exc}") from None
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"{_where(header)}: {exc}") from None
         except UnsupportedCompression as exc:
             raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(exc)) from None
+    # Records of one shape (the usual batch) are checked in C; any other batch, or a
+    # faulty one, is walked record by record, which also words the error.
+    keyless = check_uniform_records(raw, count)
+    if keyless is not None:
+        return CheckedRecords(raw, keyless)
+    if isinstance(raw, memoryview):
+        raw = raw.tobytes()  # the walk indexes bytes much faster than a view
     try:
-        keyless = check_records(raw, 0, count, where)
+        keyless = check_records(raw, 0, count, _where(header))
     except InvalidBatch as exc:
         raise KafkaError(ErrorCode.INVALID_RECORD, str(exc)) from None
     return CheckedRecords(raw, keyless)
+
+
+def _where(header: BatchHeader) -> str:
+    """The batch as error messages name it."""
+    return f"record batch with base offset {header.base_offset}"

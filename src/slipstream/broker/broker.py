@@ -15,13 +15,18 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..log.api import LogFenced
+
+# Loaded with the broker, not in start(): an embedded broker's first start stays quick.
+from ..log.memory import MemoryLogStore
 from ..log.metadata import DirectoryMetadata, MetadataStore
 from .cleaner import LogCleaner
+from .cluster.view import ClusterView
 from .config import BrokerConfig
 from .connection_limits import ConnectionLimits
 from .dispatch import Dispatcher
 from .fetch_sessions import FetchSessionCache
-from .gc_tuning import ServingGC
+from .gc_tuning import FREEZE_AFTER_S, ServingGC
 from .group_configs import GroupConfigs
 from .groups import GroupCoordinatorAdapter
 from .listener_settings import ListenerSecurity
@@ -34,11 +39,12 @@ from .security.session import ConnectionSession
 from .security.tls import server_context, subject_name
 from .server import KafkaConnection
 from .state import BrokerState, load_cluster_id
-from .topics import TopicManager
+from .topics import OFFSETS_TOPIC, TopicManager
 from .transactions import TransactionCoordinatorAdapter
 
 if TYPE_CHECKING:
     from .admin.listener import AdminListener
+    from .cluster.member import ClusterMember
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +69,7 @@ class Broker:
         self.port = self.config.port
         self.admin: AdminListener | None = None
         self._limits: ConnectionLimits | None = None
+        self.cluster: ClusterMember | None = None
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -83,22 +90,24 @@ class Broker:
             assert config.database_url is not None  # validate() checked
             # Connecting and migrating block: do it off the loop.
             store = await asyncio.get_running_loop().run_in_executor(
-                None, PostgresLogStore, config.database_url
+                None, partial(PostgresLogStore, config.database_url, node_id=config.node_id, lazy=True)
             )
             metadata = store.metadata()
         else:
-            from ..log.memory import MemoryLogStore
-
             store = MemoryLogStore()
         topics = TopicManager(config, store, metadata)
-        topics.load()
+        # A disk broker recovers __consumer_offsets (50 partitions) in a worker thread while
+        # its listener answers; the group coordinator is loading until then anyway.
+        topics.load(defer=(OFFSETS_TOPIC,) if config.storage == "disk" else ())
         group_configs = GroupConfigs(config, metadata)
         group_configs.load()
         state = BrokerState(
             config=config,
             topics=topics,
             cluster_id=load_cluster_id(metadata),
-            producer_ids=ProducerIdAllocator(metadata),
+            producer_ids=ProducerIdAllocator(
+                metadata, store.reserve_producer_ids if config.storage == "postgres" else None
+            ),
             group_configs=group_configs,
             fetch_sessions=FetchSessionCache(config.max_incremental_fetch_session_cache_slots),
         )
@@ -110,12 +119,18 @@ class Broker:
                 state.acl_store.load(),
             )
         self.state = state
+        if config.storage == "postgres":
+            # A broker over PostgreSQL is a cluster member (alone or not): it serves only
+            # the partitions whose lease it holds.
+            state.cluster = ClusterView(config.node_id)
         groups = GroupCoordinatorAdapter(state)
         self.groups = groups
+        # Loading from here (group requests wait or answer COORDINATOR_LOAD_IN_PROGRESS);
+        # __consumer_offsets is made if missing and replayed in the background.
         await groups.start()
         transactions = TransactionCoordinatorAdapter(state, groups)
         self.transactions = transactions
-        await transactions.start()
+        await transactions.start(load=state.cluster is None)
         dispatcher = Dispatcher(state, groups, transactions)
         # Up before the Kafka listener, so probes see the broker from its first moment.
         if config.admin_port is not None:
@@ -129,6 +144,23 @@ class Broker:
         )
         self._limits = limits
         await self._open_listeners(state, dispatcher, metadata)
+        # The listener answers while a worker thread makes a missing __consumer_offsets;
+        # start() still returns with the topic there, as embedded users expect.
+        try:
+            await groups.offsets_topic_ready()
+        except BaseException:
+            await self.stop()  # the listeners are open already
+            raise
+        if state.cluster is not None:
+            from .cluster.member import ClusterMember  # (loads the postgres side only when used)
+
+            assert config.database_url is not None
+            await groups.loaded()  # every offsets partition disowned until its lease is held
+            self.cluster = ClusterMember(state, store, config.database_url, state.cluster)
+            await self.cluster.start(groups)
+            transactions.load()  # what this broker leads of __transaction_state is loaded now
+            for server in self._servers:
+                await server.start_serving()
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._retention_loop()))
         self._tasks.append(loop.create_task(limits.sweep_idle(self._connections)))
@@ -176,6 +208,8 @@ class Broker:
                 port=listener.port,
                 reuse_address=True,
                 ssl=tls,
+                # A cluster member first takes its leases (it needs its bound port for that).
+                start_serving=state.cluster is None,
             )
             port = server.sockets[0].getsockname()[1]
             self._servers.append(server)
@@ -221,6 +255,9 @@ class Broker:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
+        if self.cluster is not None:
+            await self.cluster.stop()  # hand the leases over before the data path closes
+            self.cluster = None
         if self.cleaner is not None:
             self.cleaner.close()
             self.cleaner = None
@@ -244,20 +281,26 @@ class Broker:
             if self.groups is not None:
                 await self.groups.stop()
                 self.groups = None
-            self.state.topics.flush_all()
-            self.state.topics.close()
+            try:
+                self.state.topics.flush_all()
+                self.state.topics.close()
+            except LogFenced as exc:  # unacknowledged writes of a lost lease
+                log.warning("closing the log store: %s", exc)
             self.state = None
 
     async def serve_forever(self) -> None:
         if self._server is None:
             await self.start()
         assert self._server is not None
-        # The CLI's broker owns its process: tune the collector for serving (see gc_tuning).
+        # The CLI's broker owns its process: tune the collector for serving (see gc_tuning);
+        # the full pass before the freeze waits until the first requests are answered.
         tuning = ServingGC()
-        tuning.apply()
+        tuning.apply(freeze=False)
+        freeze = asyncio.get_running_loop().call_later(FREEZE_AFTER_S, tuning.freeze_start_up_heap)
         try:
             await self._server.serve_forever()
         finally:
+            freeze.cancel()
             tuning.restore()
             await self.stop()
 
@@ -332,6 +375,11 @@ class Broker:
             await asyncio.sleep(self.config.flush_interval_ms / 1000)
             if self.state is not None:
                 await loop.run_in_executor(None, self.state.topics.flush_all)
+                if self.state is not None and self.state.cluster is not None:
+                    # Reads stop at the committed end: fetches waiting on acks=0/1 writes
+                    # see them now.
+                    for key in list(self.state.cluster.held):
+                        self.state.notifier.notify(key)
 
 
 def _redacted(url: str) -> str:

@@ -27,12 +27,36 @@ import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..log.api import PartitionLog
-from ..log.compaction import CompactionJob, CompactionStats, plan_compaction
 from .topics import TopicManager
 
+if TYPE_CHECKING:
+    from ..log.compaction import CompactionJob, CompactionStats
+
 log = logging.getLogger(__name__)
+
+
+def plan_compaction(
+    plog: PartitionLog,
+    *,
+    now_ms: int,
+    delete_retention_ms: int,
+    min_compaction_lag_ms: int,
+    last_stable_offset: int | None = None,
+) -> CompactionJob | None:
+    """``log.compaction.plan_compaction``, imported at the first pass instead of at start:
+    serving does not need the compaction modules, and a start pays for each one loaded."""
+    from ..log import compaction
+
+    return compaction.plan_compaction(
+        plog,
+        now_ms=now_ms,
+        delete_retention_ms=delete_retention_ms,
+        min_compaction_lag_ms=min_compaction_lag_ms,
+        last_stable_offset=last_stable_offset,
+    )
 
 DEFAULT_BACKOFF_MS = 15_000
 DEFAULT_MIN_CLEANABLE_RATIO = 0.5

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import logging
 import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from ..coordinator.config import MigrationPolicy
 from .listener_settings import (
     CLIENT_AUTH_MODES,
     OVERRIDABLE,
@@ -45,6 +45,9 @@ class BrokerConfig:
     storage: str = "disk"
     database_url: str | None = None
     node_id: int = 0
+    # storage postgres runs a cluster: a broker is live while its heartbeat (every third
+    # of this) is younger than this, and its partition leases last this long.
+    cluster_broker_session_ms: int = 6000
     auto_create_topics: bool = True
     default_partitions: int = 1
     socket_request_max_bytes: int = 100 * 1024 * 1024
@@ -88,6 +91,9 @@ class BrokerConfig:
     group_consumer_heartbeat_budget_per_sec: int = 200
     # Comma-separated server-side assignors members may ask for; the first is the default.
     group_consumer_assignors: str = "uniform,range"
+    # Online conversion of groups with members between the classic and the consumer
+    # protocols: disabled, upgrade, downgrade or bidirectional (Kafka 4's default).
+    group_consumer_migration_policy: str = "bidirectional"
     offsets_retention_minutes: int = 7 * 24 * 60
     # Ours: rebalance-history events kept per group (group.history.max.events; coordinator/history.py).
     group_history_max_events: int = 1_000
@@ -141,6 +147,8 @@ class BrokerConfig:
             raise ValueError(f"storage must be one of {', '.join(STORAGE_KINDS)}, not {self.storage!r}")
         if self.storage == "postgres" and not self.database_url:
             raise ValueError("storage 'postgres' needs a database URL (database_url, --database-url)")
+        if self.cluster_broker_session_ms < 300:
+            raise ValueError(f"cluster.broker.session.ms must be at least 300, got {self.cluster_broker_session_ms}")
         if self.durability not in DURABILITY_POLICIES:
             raise ValueError(
                 f"durability must be one of {', '.join(DURABILITY_POLICIES)}, not {self.durability!r}"
@@ -213,6 +221,7 @@ class BrokerConfig:
             raise ValueError(
                 f"group.consumer.assignors must list assignors among uniform, range; got {self.group_consumer_assignors!r}"
             )
+        MigrationPolicy.parse(self.group_consumer_migration_policy)
         return self
 
     @property
@@ -328,6 +337,8 @@ def load_file(path: str | Path) -> dict[str, Any]:
     """A TOML file (flat keys) or a Java-style .properties file."""
     text = Path(path).read_text()
     if str(path).endswith(".toml"):
+        import tomllib  # here: most starts read no TOML, and each module loaded costs start time
+
         return dict(tomllib.loads(text))
     settings: dict[str, Any] = {}
     for number, line in enumerate(text.splitlines(), 1):

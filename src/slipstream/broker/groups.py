@@ -40,7 +40,7 @@ from ..coordinator import (
     Pending,
     Record,
 )
-from ..coordinator.config import DEFAULT_RECONCILING_HEARTBEAT_INTERVAL_MS
+from ..coordinator.config import DEFAULT_RECONCILING_HEARTBEAT_INTERVAL_MS, MigrationPolicy
 from ..coordinator.consumer_group_manager import ConsumerGroupTimeouts
 from ..coordinator.result import RequestContext as CoordinatorContext
 from ..protocol.apis.consumer_group_describe import (
@@ -143,6 +143,7 @@ class GroupCoordinatorAdapter:
             consumer_group_max_size=c.group_consumer_max_size,
             consumer_group_heartbeat_budget_per_s=c.group_consumer_heartbeat_budget_per_sec,
             consumer_group_assignors=c.consumer_group_assignors(),
+            consumer_group_migration_policy=MigrationPolicy.parse(c.group_consumer_migration_policy),
             group_history_max_events=c.group_history_max_events,
         )
         self.timer = ManualTimer(clock=state.clock)
@@ -167,6 +168,7 @@ class GroupCoordinatorAdapter:
         # Appends to __consumer_offsets so far (one per partition per write): tests and metrics.
         self.appends = 0
         self._loaded = asyncio.Event()
+        self._topic_ready: asyncio.Future[None] | None = None
 
     def _consumer_group_timeouts(self, group_id: str) -> ConsumerGroupTimeouts:
         configs = self.state.group_configs
@@ -182,18 +184,32 @@ class GroupCoordinatorAdapter:
     # ---------------------------------------------------------------- lifecycle
 
     async def start(self) -> None:
-        topics = self.state.topics
-        if topics.get(OFFSETS_TOPIC) is None:
-            topics.create(
-                OFFSETS_TOPIC,
-                self.config.offsets_topic_num_partitions,
-                {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)},
-            )
-        self._max_batch_bytes = int(topics.effective_configs(topics.topics[OFFSETS_TOPIC])["max.message.bytes"])
+        """Group APIs answer COORDINATOR_LOAD_IN_PROGRESS (or queue for the lock) from now
+        until ``__consumer_offsets`` is made if missing and replayed, in the background;
+        ``offsets_topic_ready`` waits for the topic to exist."""
         self.coordinator.begin_loading()
         loop = asyncio.get_running_loop()
+        self._topic_ready = loop.create_future()
         self._tasks.append(loop.create_task(self._load()))
-        self._tasks.append(loop.create_task(self._timer_loop()))
+
+    async def offsets_topic_ready(self) -> None:
+        """Until ``__consumer_offsets`` exists; raises what making it raised."""
+        assert self._topic_ready is not None, "start() first"
+        await asyncio.shield(self._topic_ready)
+
+    async def _make_offsets_topic(self) -> None:
+        topics = self.state.topics
+        if topics.get(OFFSETS_TOPIC) is None:
+            await topics.open_deferred_in_worker_thread(OFFSETS_TOPIC)  # saved: Broker.start deferred it
+        if topics.get(OFFSETS_TOPIC) is None:
+            configs = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
+            partitions = self.config.offsets_topic_num_partitions
+            if self.state.config.storage == "disk":
+                await topics.create_in_worker_thread(OFFSETS_TOPIC, partitions, configs)
+            else:  # memory: nothing slow; postgres: its store is not shared across threads
+                # (ensure: brokers of a cluster starting together make it once)
+                topics.ensure(OFFSETS_TOPIC, partitions, configs)
+        self._max_batch_bytes = int(topics.effective_configs(topics.topics[OFFSETS_TOPIC])["max.message.bytes"])
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -216,41 +232,86 @@ class GroupCoordinatorAdapter:
         self._parked.clear()
 
     async def _load(self) -> None:
-        topic = self.state.topics.get(OFFSETS_TOPIC)
-        assert topic is not None
         replayed = 0
-        max_uncompressed = int(self.state.topics.effective_configs(topic)["max.message.bytes"])
+        ready = self._topic_ready
+        assert ready is not None, "start() first"
         async with self._lock:
-            now = self.state.clock()
-            for plog in topic.partitions:
-                for batches in log_batches(plog, max_uncompressed):
-                    for header, records in batches:
-                        if header.is_control:
-                            # A transaction marker: the producer's pending offsets end.
-                            if records and records[0].control_type is not None:
-                                commit = records[0].control_type == CONTROL_COMMIT
-                                self._untrusted(
-                                    header.next_offset - 1,
-                                    self.coordinator.replay_end_transaction,
-                                    header.producer_id, commit, now, header.producer_epoch,
-                                )
-                            replayed += 1
-                            continue
-                        producer_id = header.producer_id if header.is_transactional else -1
-                        for record in records:
-                            if record.key is None:
-                                continue
-                            replayed += self._untrusted(
-                                record.offset,
-                                self.coordinator.replay,
-                                record.key, record.value, now, producer_id, header.producer_epoch,
-                                record_time_ms=record.timestamp,
-                            )
-                    await asyncio.sleep(0)  # let other connections be served while we load
+            try:
+                await self._make_offsets_topic()
+            except asyncio.CancelledError:
+                ready.cancel()
+                raise
+            except Exception as exc:  # e.g. OSError: start() raises it, via offsets_topic_ready
+                ready.set_exception(exc)
+                return
+            ready.set_result(None)
+            self._tasks.append(asyncio.get_running_loop().create_task(self._timer_loop()))
+            if self.state.cluster is not None:
+                # A cluster broker owns no offsets partition until it holds its lease
+                # (load_partitions); until then their groups answer NOT_COORDINATOR.
+                self.coordinator.disown(range(self.config.offsets_topic_num_partitions), self.state.clock())
+                self._loaded.set()
+                return
+            replayed = await self._replay(None)
             self.coordinator.finish_loading(self.state.clock())
         self._loaded.set()
         self._timer_changed.set()
         log.info("group coordinator loaded %d records from %s", replayed, OFFSETS_TOPIC)
+
+    async def load_partitions(self, partitions: list[int]) -> None:
+        """This broker now owns these offsets partitions (cluster): replay them, answering
+        COORDINATOR_LOAD_IN_PROGRESS for their groups meanwhile."""
+        async with self._lock:
+            self.coordinator.begin_loading(partitions)
+            self._flush()
+            replayed = await self._replay(partitions)
+            self.coordinator.finish_loading(self.state.clock(), partitions)
+        self._timer_changed.set()
+        log.info("group coordinator loaded %d records of %s partitions %s", replayed, OFFSETS_TOPIC, partitions)
+
+    async def unload_partitions(self, partitions: list[int]) -> None:
+        """Another broker owns these offsets partitions now: drop their groups here."""
+        async with self._lock:
+            self._flush()
+            dropped = self.coordinator.disown(partitions, self.state.clock())
+        if dropped:
+            log.info("group coordinator unloaded %d groups of %s partitions %s", len(dropped), OFFSETS_TOPIC, partitions)
+
+    async def _replay(self, partitions: list[int] | None) -> int:
+        """Replay the offsets partitions (all when None) into the coordinator; records applied."""
+        topic = self.state.topics.get(OFFSETS_TOPIC)
+        assert topic is not None
+        replayed = 0
+        max_uncompressed = int(self.state.topics.effective_configs(topic)["max.message.bytes"])
+        now = self.state.clock()
+        indexes = range(len(topic.partitions)) if partitions is None else partitions
+        for index in indexes:
+            plog = topic.partitions[index]
+            for batches in log_batches(plog, max_uncompressed):
+                for header, records in batches:
+                    if header.is_control:
+                        # A transaction marker: the producer's pending offsets end.
+                        if records and records[0].control_type is not None:
+                            commit = records[0].control_type == CONTROL_COMMIT
+                            self._untrusted(
+                                header.next_offset - 1,
+                                self.coordinator.replay_end_transaction,
+                                header.producer_id, commit, now, header.producer_epoch,
+                            )
+                        replayed += 1
+                        continue
+                    producer_id = header.producer_id if header.is_transactional else -1
+                    for record in records:
+                        if record.key is None:
+                            continue
+                        replayed += self._untrusted(
+                            record.offset,
+                            self.coordinator.replay,
+                            record.key, record.value, now, producer_id, header.producer_epoch,
+                            record_time_ms=record.timestamp,
+                        )
+                await asyncio.sleep(0)  # let other connections be served while we load
+        return replayed
 
     def _untrusted(self, offset: int, replay: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
         """Replay one record read back from the log; 1 if applied, 0 if it was skipped."""
@@ -577,7 +638,7 @@ class GroupCoordinatorAdapter:
         Returns (error code, the partition's log); nothing is replayed on error.
         """
         plog = self.state.topics.partition(OFFSETS_TOPIC, partition)
-        if plog is None:
+        if plog is None or not self.coordinator.owns(partition):
             return ErrorCode.NOT_COORDINATOR, None
         try:
             batches = _batches(records, now, self._max_batch_bytes)

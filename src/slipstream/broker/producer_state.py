@@ -14,7 +14,7 @@ open transaction bounds the last stable offset (LSO) that read_committed readers
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ..log.metadata import MetadataStore
@@ -76,8 +76,12 @@ class CompletedTxn:
 class ProducerIdAllocator:
     """Hands out unique producer ids; blocks are persisted so ids never repeat after a restart."""
 
-    def __init__(self, metadata: MetadataStore | None) -> None:
+    def __init__(self, metadata: MetadataStore | None, reserve: Callable[[int, int], int] | None = None) -> None:
+        """``reserve(count, floor)``: the first id (at least ``floor``) of a block no other
+        broker hands out (a cluster's shared database); without it blocks are recorded in
+        ``metadata``."""
         self._metadata = metadata
+        self._reserve = reserve
         self._next = 0
         self._block_end = 0
         saved = metadata.load(_DOCUMENT) if metadata is not None else None
@@ -85,6 +89,9 @@ class ProducerIdAllocator:
             self._next = self._block_end = int(saved.strip() or 0)
 
     def allocate(self) -> int:
+        if self._next >= self._block_end and self._reserve is not None:
+            self._next = self._reserve(_ID_BLOCK, self._next)
+            self._block_end = self._next + _ID_BLOCK
         if self._next >= self._block_end:
             self._block_end = self._next + _ID_BLOCK
             if self._metadata is not None:

@@ -19,6 +19,12 @@ pipelining client gets its commits batched. The rule, per connection:
   together go out in one write. While the transport asks us to pause writing no new
   request starts, which bounds what we buffer.
 
+Reading is a ``BufferedProtocol``: the transport receives into a per-thread scratch
+buffer, complete small frames are copied out of it once, and a large frame (from
+``_OWN_BUFFER_BYTES`` on, e.g. a Produce of big batches) gets a buffer of its own as soon
+as its size is known, which the rest of it is received into directly: no copy of its
+bytes in Python at all. An idle connection holds no buffer.
+
 When the client closes (EOF) or the connection is lost, the connection's gone-signal
 (connection_gone.py) ends its parked long-polls at once: they answer with what they
 have (or are cancelled), so a departed client holds no task, waiter or socket.
@@ -34,6 +40,7 @@ import asyncio
 import contextvars
 import logging
 import struct
+import threading
 from collections import deque
 from collections.abc import Callable, Coroutine
 from functools import partial
@@ -54,6 +61,19 @@ _MAX_QUEUED = 64
 _MAX_QUEUED_BYTES = 16 * 1024 * 1024
 # Requests of pipelined APIs in flight at once on one connection.
 _MAX_IN_FLIGHT = 128
+# What the transport receives into (shared by the connections of one thread's loop: each
+# read is handled, and anything kept copied out, before the next one), and the frame size
+# from which a frame is received into a buffer of its own instead.
+_SCRATCH_BYTES = 256 * 1024
+_OWN_BUFFER_BYTES = 64 * 1024
+_scratch = threading.local()
+
+
+def _scratch_view() -> memoryview:
+    view: memoryview | None = getattr(_scratch, "view", None)
+    if view is None:
+        view = _scratch.view = memoryview(bytearray(_SCRATCH_BYTES))
+    return view
 
 # API keys whose handlers perform all their ordering-relevant effects synchronously
 # before their first await (audited: OffsetCommit queues its coordinator result in
@@ -63,7 +83,7 @@ _MAX_IN_FLIGHT = 128
 PIPELINED_APIS = frozenset({8, 12})
 
 
-class KafkaConnection(asyncio.Protocol):
+class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(
         self,
         dispatcher: Dispatcher,
@@ -86,7 +106,11 @@ class KafkaConnection(asyncio.Protocol):
         self.connections = connections
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
-        self._buf = bytearray()
+        # The start of a frame not complete yet (size prefix included), when small...
+        self._partial = bytearray()
+        # ... or a large frame's own buffer (without its size prefix) and how much is in.
+        self._own: bytearray | None = None
+        self._own_filled = 0
         # Frames read but not started, and requests started but not yet answered (in order).
         self._frames: deque[bytearray] = deque()
         self._in_flight: deque[asyncio.Task[Buffers | None]] = deque()
@@ -133,13 +157,45 @@ class KafkaConnection(asyncio.Protocol):
             self.session = self.session_factory(transport)
             self._dispatch = partial(self.dispatcher.dispatch, session=self.session)
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._own is not None:
+            return memoryview(self._own)[self._own_filled :]
+        return _scratch_view()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._own is not None:
+            if not self._closed:
+                self._own_filled += nbytes
+                self._own_done()
+                self._received()
+            return
+        self.data_received(_scratch_view()[:nbytes])
+
+    def _own_done(self) -> None:
+        own = self._own
+        if own is not None and self._own_filled == len(own):
+            self._frames.append(own)
+            self._queued_bytes += len(own)
+            self._own = None
+
+    def data_received(self, data: bytes | bytearray | memoryview) -> None:
+        """Frames out of ``data`` (what was read after what came before)."""
         if self._closed:
             return
-        if self.limits is not None:
-            self.last_active_ms = self.limits.clock()
-        buf = self._buf
-        buf += data
+        if self._own is not None:  # data handed over, not read into get_buffer's view
+            take = min(len(self._own) - self._own_filled, len(data))
+            self._own[self._own_filled : self._own_filled + take] = data[:take]
+            self._own_filled += take
+            self._own_done()
+            data = data[take:]
+            if self._own is not None or not data:
+                self._received()
+                return
+        if self._partial:
+            self._partial += data
+            buf: bytes | bytearray | memoryview = self._partial
+        else:
+            buf = data
         start = 0
         end = len(buf)
         frames = self._frames
@@ -149,13 +205,25 @@ class KafkaConnection(asyncio.Protocol):
                 self.close(f"request size {size} is outside 0..{self.max_request_bytes} (socket.request.max.bytes)")
                 return
             if end - start - 4 < size:
+                if size >= _OWN_BUFFER_BYTES:
+                    # Received straight into its own buffer from here on (get_buffer).
+                    own = self._own = bytearray(size)
+                    self._own_filled = end - start - 4
+                    own[: self._own_filled] = buf[start + 4 : end]
+                    start = end
                 break
-            frames.append(buf[start + 4 : start + 4 + size])
+            frames.append(bytearray(buf[start + 4 : start + 4 + size]))
             self._queued_bytes += size
             start += 4 + size
-        if start:
-            del buf[:start]
+        # What is left is the start of the next frame: kept (a copy: ``data`` may be the scratch).
+        self._partial = bytearray(buf[start:end]) if start < end else bytearray()
+        self._received()
+
+    def _received(self) -> None:
+        if self.limits is not None:
+            self.last_active_ms = self.limits.clock()
         self._pump()
+        frames = self._frames
         too_much = len(frames) >= _MAX_QUEUED or self._queued_bytes >= _MAX_QUEUED_BYTES
         if too_much and not self._reading_paused and self.transport and not self._closed:
             self._reading_paused = True
@@ -217,6 +285,10 @@ class KafkaConnection(asyncio.Protocol):
         if self._closed:
             if not task.cancelled():
                 task.exception()  # nobody will write it: keep asyncio from logging it as lost
+            return
+        if len(self._in_flight) == 1 and self._in_flight[0] is task and not self._write_scheduled:
+            # The only request in flight: nothing could join its write, so no extra turn.
+            self._write_ready()
             return
         # Deferred one loop turn so responses finishing together share one write.
         if not self._write_scheduled and self._loop is not None:

@@ -9,9 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..coordinator.result import RequestContext as CoordinatorContext
-from ..log.api import AppendInfo, PartitionLog
+from ..log.api import AppendInfo, LogFenced, PartitionLog
 from ..log.metadata import MetadataStore
-from ..protocol import compression
 from ..protocol.apis.api_versions import ApiVersionsResponseApiVersion
 from ..protocol.compression import CorruptCompressedData, UnsupportedCompression
 from ..protocol.errors import ErrorCode, KafkaError
@@ -24,7 +23,9 @@ from ..protocol.record_batch import (
     validate_batch,
 )
 from . import topic_config
+from .append_policy import AppendPolicies
 from .batch_checks import CheckedRecords, check_batch_records
+from .cluster.view import ClusterView
 from .config import BrokerConfig
 from .durability import GroupCommitter
 from .fetch_sessions import FetchSessionCache
@@ -73,6 +74,20 @@ class BrokerState:
     mutation_quotas: MutationQuotas = field(default_factory=MutationQuotas)
     # Request, byte and record counts (read by the admin listener's /metrics).
     metrics: BrokerMetrics = field(default_factory=BrokerMetrics)
+    # Each topic's produce-time configs, parsed once per change (append_policy.py).
+    append_policies: AppendPolicies = field(default_factory=AppendPolicies)
+    # A cluster over PostgreSQL: live brokers and the partitions this broker leads.
+    cluster: ClusterView | None = None
+
+    def not_leader(self, topic: str, partition: int) -> bool:
+        """In a cluster, whether another broker (or none, for now) leads the partition."""
+        return self.cluster is not None and not self.cluster.leads(topic, partition)
+
+    def high_watermark(self, plog: PartitionLog) -> int:
+        """The end consumers may read to: in a cluster, what the database holds."""
+        if self.cluster is None:
+            return plog.log_end_offset
+        return min(plog.log_end_offset, getattr(plog, "committed_end", plog.log_end_offset))
 
     def producer_state(self, topic: str, partition: int) -> PartitionProducerState:
         key = (topic, partition)
@@ -88,8 +103,9 @@ class BrokerState:
         """First offset of the earliest open transaction, else the high watermark; never
         below the log start (DeleteRecords or retention may pass an open transaction's
         start, as in Kafka)."""
-        lso = self.producer_state(topic, partition).last_stable_offset(plog.log_end_offset)
-        return max(lso, plog.log_start_offset)
+        hwm = self.high_watermark(plog)
+        lso = self.producer_state(topic, partition).last_stable_offset(hwm)
+        return max(min(lso, hwm), plog.log_start_offset)
 
     async def append(
         self, topic: str, partition: int, records: memoryview, *, acks: int, transactional: bool = False
@@ -102,26 +118,31 @@ class BrokerState:
 
         Raises KafkaError with the code the produce response should carry.
         """
-        plog = self.topics.partition(topic, partition)
-        if plog is None:
+        found = self.topics.topics.get(topic)
+        if found is None or not 0 <= partition < len(found.partitions):
             raise KafkaError(
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 f"topic {topic!r} partition {partition} does not exist",
             )
+        if self.not_leader(topic, partition):
+            raise KafkaError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER, f"this broker does not lead {topic}-{partition}"
+            )
+        plog = found.partitions[partition]
         refuse_client_append(topic)
-        configs = self.topics.effective_configs(self.topics.topics[topic])
-        max_batch = int(configs["max.message.bytes"])
-        compacted = "compact" in configs["cleanup.policy"]
-        if acks == -1 and configs["min.insync.replicas"] != "1":
+        policy = self.append_policies.for_topic(self.topics, found)
+        max_batch = policy.max_batch_bytes
+        compacted = policy.compacted
+        if acks == -1 and policy.min_insync_replicas is not None:
             # One replica is all there is: acks=all cannot meet a higher minimum (as Kafka).
             raise KafkaError(
                 ErrorCode.NOT_ENOUGH_REPLICAS,
-                f"topic {topic!r} has min.insync.replicas={configs['min.insync.replicas']} but this "
+                f"topic {topic!r} has min.insync.replicas={policy.min_insync_replicas} but this "
                 "broker keeps one replica; acks=all cannot be satisfied",
             )
-        timestamp_window = _timestamp_window(configs, self.clock)
+        timestamp_window = _timestamp_window(policy.timestamp_bounds, self.clock)
         # compression.type "producer" (the default) stores batches as sent: zero-copy.
-        topic_codec = _TOPIC_CODECS.get(configs["compression.type"])
+        topic_codec = policy.topic_codec
         batches = []
         headers = []
         try:
@@ -179,7 +200,7 @@ class BrokerState:
                         "a request mixing new and already-written batches cannot be deduplicated",
                     )
 
-        log_append_time = configs["message.timestamp.type"] == "LogAppendTime"
+        log_append_time = policy.log_append_time
         # The request buffer is writable (we read frames into bytearrays): stamp in place.
         info = plog.append(batches, now_ms=self.clock(), log_append_time=log_append_time)  # type: ignore[arg-type]
         offset = info.base_offset
@@ -198,6 +219,8 @@ class BrokerState:
         retry is answered once it is durable)."""
         try:
             await self.committer.sync(plog)
+        except LogFenced as exc:  # the lease moved: the client should find the new leader
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"the write was refused: {exc}") from exc
         except Exception as exc:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"the write was not made durable: {exc}") from exc
 
@@ -206,29 +229,17 @@ class BrokerState:
         return topic_config.log_config(self.topics.effective_configs(t))
 
 
-_LONG_MAX = str((1 << 63) - 1)
-# A topic's compression.type -> the codec its batches are stored with (absent: as produced).
-_TOPIC_CODECS = {
-    "uncompressed": compression.NONE,
-    "gzip": compression.GZIP,
-    "snappy": compression.SNAPPY,
-    "lz4": compression.LZ4,
-    "zstd": compression.ZSTD,
-}
-
-
-def _timestamp_window(configs: dict[str, str], clock: Callable[[], int]) -> tuple[int, int] | None:
+def _timestamp_window(bounds: tuple[int, int] | None, clock: Callable[[], int]) -> tuple[int, int] | None:
     """(earliest, latest) CreateTime accepted, or None when neither bound is set (the default:
     no clock read, no per-batch check)."""
-    before, after = configs["message.timestamp.before.max.ms"], configs["message.timestamp.after.max.ms"]
-    if before == _LONG_MAX and after == _LONG_MAX:
+    if bounds is None:
         return None
     now_ms = clock()
-    return now_ms - int(before), now_ms + int(after)
+    return now_ms - bounds[0], now_ms + bounds[1]
 
 
 def _recompressed(
-    batch: memoryview, header: BatchHeader, codec: int, topic: str, raw: bytes | bytearray
+    batch: memoryview, header: BatchHeader, codec: int, topic: str, raw: bytes | bytearray | memoryview
 ) -> memoryview:
     try:
         return memoryview(recompress(batch, header, codec, raw))
@@ -280,7 +291,15 @@ def load_cluster_id(metadata: MetadataStore | None) -> str:
     fresh = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
     if metadata is None:
         return fresh
-    saved = metadata.load("meta.properties")
+    update = getattr(metadata, "update", None)
+    if update is not None:
+        # Brokers of a cluster starting together: the first to write names the cluster.
+        def keep_first(current: str | None) -> str:
+            return current if current and "cluster.id=" in current else f"version=1\ncluster.id={fresh}\n"
+
+        saved: str | None = update("meta.properties", keep_first)
+    else:
+        saved = metadata.load("meta.properties")
     for line in (saved or "").splitlines():
         if line.startswith("cluster.id="):
             return line.split("=", 1)[1].strip()

@@ -79,14 +79,22 @@ class TransactionCoordinatorAdapter:
 
     # ---------------------------------------------------------------- lifecycle
 
-    async def start(self) -> None:
+    async def start(self, *, load: bool = True) -> None:
+        """``load=False``: the caller calls ``load`` later (a cluster member, once it
+        holds its leases: only then are its partitions read from the database)."""
         loop = asyncio.get_running_loop()
         if self.state.topics.get(TRANSACTION_STATE_TOPIC) is not None:
             self.coordinator.begin_loading()
-            self._tasks.append(loop.create_task(self._load()))
+            if load:
+                self.load()
         else:
             self._loaded.set()
         self._tasks.append(loop.create_task(self._timer_loop()))
+
+    def load(self) -> None:
+        """Replay ``__transaction_state`` in the background (once, after ``start(load=False)``)."""
+        if self.coordinator.is_loading and not self._loaded.is_set():
+            self._tasks.append(asyncio.get_running_loop().create_task(self._load()))
 
     async def stop(self) -> None:
         for task in [*self._tasks, *self._marker_tasks]:
@@ -99,13 +107,11 @@ class TransactionCoordinatorAdapter:
 
     def ensure_topic(self) -> None:
         """Create ``__transaction_state`` on first use (a transactional producer arrived)."""
-        topics = self.state.topics
-        if topics.get(TRANSACTION_STATE_TOPIC) is None:
-            topics.create(
-                TRANSACTION_STATE_TOPIC,
-                self.config.transaction_state_num_partitions,
-                {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)},
-            )
+        if self.state.topics.ensure(
+            TRANSACTION_STATE_TOPIC,
+            self.config.transaction_state_num_partitions,
+            {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)},
+        ):
             log.info("created %s", TRANSACTION_STATE_TOPIC)
 
     async def _load(self) -> None:
@@ -185,8 +191,8 @@ class TransactionCoordinatorAdapter:
             by_partition.setdefault(record.partition, []).append(record)
         for partition, group in by_partition.items():
             plog = self.state.topics.partition(TRANSACTION_STATE_TOPIC, partition)
-            if plog is None:
-                return ErrorCode.NOT_COORDINATOR
+            if plog is None or self.state.not_leader(TRANSACTION_STATE_TOPIC, partition):
+                return ErrorCode.NOT_COORDINATOR  # (a cluster: another broker coordinates it)
             try:
                 batch = build_batch([ProducerRecord(r.key, r.value, timestamp_ms=now) for r in group])
                 plog.append([bytearray(batch)], now_ms=now, log_append_time=False)

@@ -64,6 +64,8 @@ def _write_one(state: BrokerState, marker: TxnMarker, topic: str, partition: int
         raise KafkaError(
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} partition {partition} does not exist"
         )
+    if state.not_leader(topic, partition):  # a cluster: only the partition's leader writes it
+        raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"this broker does not lead {topic}-{partition}")
     if marker.producer_id < 0 or marker.producer_epoch < 0:
         raise KafkaError(
             ErrorCode.INVALID_PRODUCER_ID_MAPPING,

@@ -152,7 +152,7 @@ class ClassicJoin:
             return None  # parked: answered later as a completion
         error = self.rebalance.validate_member(group, member_id, instance_id, "join-group")
         if error:
-            if error == ErrorCode.FENCED_INSTANCE_ID:
+            if self.rebalance.is_fence(error, member_id):
                 op.fx.event(self.rebalance.fenced(group, member_id, instance_id, "JoinGroup", error, None, op.now_ms))
             return join_response(version, error=error, member_id=member_id)
 
@@ -172,10 +172,14 @@ class ClassicJoin:
             if member.matches(op.protocols):
                 # Same metadata (e.g. it missed the JoinGroup response): answer the current generation.
                 return self._current_generation_response(group, member_id, version, with_members=True)
-            self._note_metadata_change(op, member)
+            changed = self._note_metadata_change(op, member)
+            if not changed:
+                self._joined(op, member_id, ev.JOINED_REJOIN)
             self._update_member_and_rebalance(
-                op, member, f"member {member_id} changed its metadata during {state} (client reason: {reason})",
-                ev.RebalanceCause.METADATA_CHANGED,
+                op, member,
+                f"member {member_id} {'changed its metadata' if changed else 'rejoins'} during {state} "
+                f"(client reason: {reason})",
+                ev.RebalanceCause.METADATA_CHANGED if changed else ev.RebalanceCause.MEMBER_REJOINED,
             )
             return None  # parked: answered later as a completion
         if state is GroupState.STABLE:
@@ -209,8 +213,11 @@ class ClassicJoin:
         )
 
     def _note_metadata_change(self, op: JoinOperation, member: Member) -> bool:
-        """A MetadataChanged event if the member's protocols differ from what it had; whether they did."""
-        if member.matches(op.protocols):
+        """A MetadataChanged event if the member's protocols or subscription differ from what it
+        had; whether they did. A consumer's subscription also carries what it owned in the last
+        generation (owned partitions, generation id, the sticky assignors' user data), which every
+        rejoin changes: only its topics and rack make a metadata change."""
+        if member.matches(op.protocols) or _same_subscriptions(op.req.protocol_type, member.protocols, op.protocols):
             return False
         detail = (
             "protocols changed"
@@ -404,6 +411,21 @@ def _fence_replaced_member(old: Member, fx: Effects) -> None:
         p = old.sync_pending
         old.sync_pending = None
         fx.complete(p, SyncGroupResponse(error_code=ErrorCode.FENCED_INSTANCE_ID))
+
+
+def _same_subscriptions(protocol_type: str, before: Protocols, after: Protocols) -> bool:
+    """The same protocols subscribing to the same topics from the same rack (consumer protocol)."""
+    if protocol_type != cp.PROTOCOL_TYPE or [n for n, _ in before] != [n for n, _ in after]:
+        return False
+    try:
+        for (_, old), (_, new) in zip(before, after, strict=True):
+            _v, was = cp.decode_subscription(old)
+            _v, now = cp.decode_subscription(new)
+            if sorted(was.topics) != sorted(now.topics) or was.rack_id != now.rack_id:
+                return False
+    except (ValueError, IndexError, struct.error):
+        return False
+    return True
 
 
 def _subscribed_topics(op: JoinOperation) -> tuple[str, ...]:

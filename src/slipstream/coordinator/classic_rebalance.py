@@ -352,6 +352,15 @@ class ClassicRebalance:
             )
         )
 
+    @staticmethod
+    def is_fence(error: int, member_id: str) -> bool:
+        """Whether a refusal fences the requester: a stale generation, a replaced static
+        instance, or a member id the group no longer has (a zombie whose session expired or
+        that was dropped at the rebalance timeout). The history notes those."""
+        if error in (ErrorCode.ILLEGAL_GENERATION, ErrorCode.FENCED_INSTANCE_ID):
+            return True
+        return error == ErrorCode.UNKNOWN_MEMBER_ID and bool(member_id)
+
     def fenced(
         self, group: ClassicGroup, member_id: str, instance_id: str | None, api: str, error: int,
         request_generation: int | None, now_ms: int,

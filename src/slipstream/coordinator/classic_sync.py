@@ -44,7 +44,7 @@ class ClassicSync:
         error = self._validate_sync(group, req)
         if error:
             response = SyncGroupResponse(error_code=error)
-            if error in (ErrorCode.ILLEGAL_GENERATION, ErrorCode.FENCED_INSTANCE_ID):
+            if rb.is_fence(error, req.member_id):
                 fenced = rb.fenced(
                     group, req.member_id, req.group_instance_id, "SyncGroup", error, req.generation_id, now_ms
                 )

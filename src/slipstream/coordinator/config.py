@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 # group.initial.rebalance.delay.ms: Kafka's default is 3000 ms, which makes a lone
@@ -14,6 +15,34 @@ from dataclasses import dataclass
 DEFAULT_INITIAL_REBALANCE_DELAY_MS = 100
 # See CoordinatorConfig.consumer_group_reconciling_heartbeat_interval_ms.
 DEFAULT_RECONCILING_HEARTBEAT_INTERVAL_MS = 200
+
+
+class MigrationPolicy(enum.Enum):
+    """``group.consumer.migration.policy``: which online conversions between the classic
+    and the consumer group protocols are allowed (Kafka 4's default: bidirectional)."""
+
+    DISABLED = "disabled"
+    UPGRADE = "upgrade"
+    DOWNGRADE = "downgrade"
+    BIDIRECTIONAL = "bidirectional"
+
+    @classmethod
+    def parse(cls, text: str) -> MigrationPolicy:
+        """Case-insensitive, as Kafka reads it."""
+        try:
+            return cls(text.strip().lower())
+        except ValueError:
+            raise ValueError(
+                f"group.consumer.migration.policy must be one of {', '.join(p.value for p in cls)}; got {text!r}"
+            ) from None
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        return self in (MigrationPolicy.UPGRADE, MigrationPolicy.BIDIRECTIONAL)
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        return self in (MigrationPolicy.DOWNGRADE, MigrationPolicy.BIDIRECTIONAL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +73,8 @@ class CoordinatorConfig:
     consumer_group_heartbeat_interval_ms: int = 5_000
     consumer_group_max_size: int = 2**31 - 1
     consumer_group_assignors: tuple[str, ...] = ("uniform", "range")
+    # group.consumer.migration.policy (see MigrationPolicy and migration.py).
+    consumer_group_migration_policy: MigrationPolicy = MigrationPolicy.BIDIRECTIONAL
     # Ours: the heartbeat interval given to a member while its group is changing (it
     # has partitions to revoke or to receive, the group is not Stable, or its epoch
     # moved less than one regular interval ago). The coordinator cannot call a member,

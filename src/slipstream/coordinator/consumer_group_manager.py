@@ -76,6 +76,7 @@ log = logging.getLogger("slipstream.coordinator")
 # ConsumerGroupHeartbeat v1 (KIP-1082): the consumer generates its member id.
 CONSUMER_GENERATED_MEMBER_ID_VERSION = 1
 CONSUMER_MEMBER_TYPE = 1
+CLASSIC_MEMBER_TYPE = 0
 # A Stable group whose epoch moved this recently still heartbeats fast: members that start
 # together keep arriving for a while after the first one settles.
 SETTLE_WINDOW_MS = 1_000
@@ -121,11 +122,12 @@ def validate_member_commit(group: ConsumerGroup, member_id: str, member_epoch: i
     member = group.member(member_id)
     if member is None:
         return ErrorCode.UNKNOWN_MEMBER_ID
-    if version < 9:
+    if version < 9 and not member.uses_classic_protocol:
         # Members of the consumer protocol commit with OffsetCommit v9+.
         return ErrorCode.UNSUPPORTED_VERSION
     if member_epoch != member.member_epoch:
-        return ErrorCode.STALE_MEMBER_EPOCH
+        # A classic member's generation is its epoch: a mismatch is the classic error.
+        return ErrorCode.ILLEGAL_GENERATION if member.uses_classic_protocol else ErrorCode.STALE_MEMBER_EPOCH
     return ErrorCode.NONE
 
 
@@ -137,7 +139,7 @@ def validate_member_fetch(group: ConsumerGroup, member_id: str | None, member_ep
     if member is None:
         return ErrorCode.UNKNOWN_MEMBER_ID
     if member_epoch != member.member_epoch:
-        return ErrorCode.STALE_MEMBER_EPOCH
+        return ErrorCode.ILLEGAL_GENERATION if member.uses_classic_protocol else ErrorCode.STALE_MEMBER_EPOCH
     return ErrorCode.NONE
 
 
@@ -171,6 +173,9 @@ class ConsumerGroupManager:
         )
         self.timeouts = timeouts or (lambda _group_id: default)
         self.groups: dict[str, ConsumerGroup] = {}
+        # Set by the coordinator: turns a group whose last consumer-protocol member leaves
+        # into a classic group (online downgrade); None when it does not (see _fence).
+        self.downgrade: Callable[[ConsumerGroup, ConsumerGroupMember, int], CoordinatorResult | None] | None = None
         # Members of all consumer groups, counted at most once a second (for the budget).
         self._member_count = 0
         self._member_count_at: int | None = None
@@ -186,13 +191,16 @@ class ConsumerGroupManager:
         req: ConsumerGroupHeartbeatRequest,
         now_ms: int,
         preceding: list[Record] | None = None,
+        converted: ConsumerGroup | None = None,
     ) -> CoordinatorResult:
-        """``preceding``: records to write first (a classic group this group replaces)."""
+        """``preceding``: records to write first (a classic group this group replaces).
+        ``converted``: the group an online upgrade makes of a classic group with members
+        (what replaying ``preceding`` will build), to run the heartbeat against."""
         try:
             self._validate(ctx.api_version, req)
             if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                 return self._leave(req, now_ms)
-            return self._heartbeat(ctx, req, now_ms, list(preceding or ()))
+            return self._heartbeat(ctx, req, now_ms, list(preceding or ()), converted)
         except KafkaError as exc:
             response = heartbeat_error(exc.code, exc.message)
             if exc.code in _FENCING_ERRORS:
@@ -253,13 +261,17 @@ class ConsumerGroupManager:
             validate_subscription_regex(req.subscribed_topic_regex)
 
     def _heartbeat(
-        self, ctx: RequestContext, req: ConsumerGroupHeartbeatRequest, now_ms: int, records: list[Record]
+        self,
+        ctx: RequestContext,
+        req: ConsumerGroupHeartbeatRequest,
+        now_ms: int,
+        records: list[Record],
+        converted: ConsumerGroup | None = None,
     ) -> CoordinatorResult:
         group_id = req.group_id
         epoch = req.member_epoch
         partition = self.partition_for(group_id)
-        image = self.topics()
-        group = self.groups.get(group_id)
+        group = converted if converted is not None else self.groups.get(group_id)
         if group is None:
             if epoch != JOIN_GROUP_MEMBER_EPOCH:
                 raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
@@ -294,6 +306,10 @@ class ConsumerGroupManager:
                 member = ConsumerGroupMember(member_id=member_id)
                 is_new = True
                 log.info("group %s: member %s joins with the consumer protocol", group_id, member_id)
+            elif member.uses_classic_protocol and epoch != JOIN_GROUP_MEMBER_EPOCH:
+                raise KafkaError(
+                    ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} uses the classic protocol."
+                )
             else:
                 validate_member_epoch(member, epoch, owned)
         else:
@@ -347,6 +363,58 @@ class ConsumerGroupManager:
                 )
             )
 
+        reconciled, target_epoch, bump = self.advance_member(
+            group, member, updated, owned, now_ms, records, events,
+            replaced=replaced, rejoined=rejoined, is_new=is_new,
+        )
+        self._schedule_session_timeout(group_id, member_id)
+
+        # 5. The answer.
+        response = ConsumerGroupHeartbeatResponse(
+            throttle_time_ms=0,
+            error_code=ErrorCode.NONE,
+            member_id=member_id,
+            member_epoch=reconciled.member_epoch,
+            heartbeat_interval_ms=self._interval(group, bump, reconciled.is_reconciled_to(target_epoch), now_ms),
+        )
+        full = epoch == JOIN_GROUP_MEMBER_EPOCH or (
+            req.rebalance_timeout_ms != -1
+            and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None)
+            and req.topic_partitions is not None
+        )
+        if full or reconciled.assigned_partitions != member.assigned_partitions:
+            response.assignment = ConsumerGroupHeartbeatResponseAssignment(
+                topic_partitions=[
+                    ConsumerGroupHeartbeatResponseTopicPartitions(topic_id=t, partitions=sorted(parts))
+                    for t, parts in sorted(reconciled.assigned_partitions.items())
+                ]
+            )
+        return _answer_after_write(response, records, events=events)
+
+    def advance_member(
+        self,
+        group: ConsumerGroup,
+        member: ConsumerGroupMember,
+        updated: ConsumerGroupMember,
+        owned: PartitionMap | None,
+        now_ms: int,
+        records: list[Record],
+        events: list[ev.GroupEvent],
+        *,
+        replaced: ConsumerGroupMember | None = None,
+        rejoined: bool = False,
+        is_new: bool = False,
+    ) -> tuple[ConsumerGroupMember, int, bool]:
+        """Steps 2-4 of a heartbeat (and of a classic member's JoinGroup in a consumer group):
+        bump the group epoch if ``updated`` changed what the group consumes, compute a new
+        target assignment for a new epoch, and reconcile the member towards its target.
+        Appends the records and events; returns (the reconciled member, the target
+        assignment epoch, whether the group epoch was bumped)."""
+        group_id = group.group_id
+        member_id = updated.member_id
+        partition = self.partition_for(group_id)
+        image = self.topics()
+        subscription_changed = updated.subscription_differs(member)
         # 2. Does the group need a new epoch?
         bump = group.group_epoch == 0 or rejoined or subscription_changed
         bump_cause = (
@@ -448,29 +516,7 @@ class ConsumerGroupManager:
                 self._schedule_rebalance_timeout(group_id, reconciled)
             else:
                 self.timer.cancel(rebalance_key(group_id, member_id))
-        self._schedule_session_timeout(group_id, member_id)
-
-        # 5. The answer.
-        response = ConsumerGroupHeartbeatResponse(
-            throttle_time_ms=0,
-            error_code=ErrorCode.NONE,
-            member_id=member_id,
-            member_epoch=reconciled.member_epoch,
-            heartbeat_interval_ms=self._interval(group, bump, reconciled.is_reconciled_to(target_epoch), now_ms),
-        )
-        full = epoch == JOIN_GROUP_MEMBER_EPOCH or (
-            req.rebalance_timeout_ms != -1
-            and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None)
-            and req.topic_partitions is not None
-        )
-        if full or reconciled.assigned_partitions != member.assigned_partitions:
-            response.assignment = ConsumerGroupHeartbeatResponseAssignment(
-                topic_partitions=[
-                    ConsumerGroupHeartbeatResponseTopicPartitions(topic_id=t, partitions=sorted(parts))
-                    for t, parts in sorted(reconciled.assigned_partitions.items())
-                ]
-            )
-        return _answer_after_write(response, records, events=events)
+        return reconciled, target_epoch, bump
 
     def _interval(self, group: ConsumerGroup, bumped: bool, reconciled: bool, now_ms: int) -> int:
         """The regular interval for a member of a settled group, a short one while it changes."""
@@ -512,7 +558,9 @@ class ConsumerGroupManager:
                 member = group.member(member_id) or ConsumerGroupMember(member_id=member_id)
                 log.info("group %s: static member %s (%s) joins", group.group_id, member_id, instance_id)
                 return member, None
-            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH and not existing.uses_classic_protocol:
+                # A member of the consumer protocol must have left (-2) first; a classic one
+                # is replaced at once (a rolling upgrade restarts it with the new protocol).
                 raise KafkaError(
                     ErrorCode.UNRELEASED_INSTANCE_ID,
                     f"Static member {member_id} with instance id {instance_id} cannot join the group "
@@ -524,7 +572,7 @@ class ConsumerGroupManager:
                 instance_id,
                 member_id,
             )
-            return replacement_for_static_member(existing, member_id), existing
+            return replacement_for_static_member(existing, member_id).replace(classic=None), existing
         if existing is None:
             raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
         if existing.member_id != member_id:
@@ -569,7 +617,7 @@ class ConsumerGroupManager:
                 )
             log.info("group %s: member %s left", group_id, member.member_id)
             left = ev.MemberLeft(group_id=group_id, at_ms=now_ms, member_id=member.member_id)
-            return self._fence(group, member, now_ms, "left", response, left)
+            return self.fence(group, member, now_ms, "left", response, left)
         member = group.static_member(req.instance_id)
         if member is None:
             raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
@@ -582,7 +630,7 @@ class ConsumerGroupManager:
         if req.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
             log.info("group %s: static member %s (%s) left", group_id, member.member_id, req.instance_id)
             left = ev.MemberLeft(group_id=group_id, at_ms=now_ms, member_id=member.member_id, instance_id=req.instance_id)
-            return self._fence(group, member, now_ms, "left", response, left)
+            return self.fence(group, member, now_ms, "left", response, left)
         # -2: the static member will be back; it keeps its partitions until its session ends.
         log.info("group %s: static member %s (%s) left for now", group_id, member.member_id, req.instance_id)
         leaving = member.replace(member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, partitions_pending_revocation={})
@@ -612,7 +660,7 @@ class ConsumerGroupManager:
         records.append(crec.group_epoch_record(partition, group_id, group.group_epoch + 1, metadata_hash))
         return records
 
-    def _fence(
+    def fence(
         self,
         group: ConsumerGroup,
         member: ConsumerGroupMember,
@@ -625,10 +673,13 @@ class ConsumerGroupManager:
         once the removal is durable; if the write fails it stays, and a fence that a timer
         started is tried again after ``FENCE_RETRY_MS`` (Kafka's timers retry a failed write)."""
         group_id, member_id = group.group_id, member.member_id
+        if self.downgrade is not None:
+            downgraded = self.downgrade(group, member, now_ms)
+            if downgraded is not None:
+                return _with_response(downgraded, response, left)
 
         def stop_timers() -> None:
-            self.timer.cancel(session_key(group_id, member_id))
-            self.timer.cancel(rebalance_key(group_id, member_id))
+            self.cancel_timers(group_id, member_id)
 
         def retry() -> None:
             log.warning("group %s: fencing member %s failed to write; retrying", group_id, member_id)
@@ -649,7 +700,29 @@ class ConsumerGroupManager:
             return _after_write(records, stop_timers, retry, events)
         return _answer_after_write(response, records, on_success=stop_timers, events=events)
 
+    def removal_records(self, group: ConsumerGroup, leaving: Sequence[ConsumerGroupMember]) -> list[Record]:
+        """Several members leaving at once (a classic LeaveGroup): their tombstones and one
+        new group epoch."""
+        group_id = group.group_id
+        partition = self.partition_for(group_id)
+        gone = {m.member_id for m in leaving}
+        records: list[Record] = []
+        for m in leaving:
+            records += crec.member_tombstones(partition, group_id, m.member_id)
+        others = [m for m in group.members.values() if m.member_id not in gone]
+        metadata_hash = self.topics().metadata_hash(_subscribed_names(others, dict(group.resolved_regexes)))
+        records.append(crec.group_epoch_record(partition, group_id, group.group_epoch + 1, metadata_hash))
+        return records
+
     # ================================================================ timers
+
+    def cancel_timers(self, group_id: str, member_id: str) -> None:
+        self.timer.cancel(session_key(group_id, member_id))
+        self.timer.cancel(rebalance_key(group_id, member_id))
+
+    def schedule_session_timeout(self, group_id: str, member_id: str, delay_ms: int | None = None) -> None:
+        """(Re)start a member's session: ``delay_ms``, else the group's session timeout."""
+        self._schedule_session_timeout(group_id, member_id, delay_ms)
 
     def _schedule_session_timeout(self, group_id: str, member_id: str, delay_ms: int | None = None) -> None:
         def expire(now_ms: int) -> CoordinatorResult:
@@ -658,7 +731,7 @@ class ConsumerGroupManager:
             if group is None or member is None:
                 return CoordinatorResult()
             log.info("group %s: member %s fenced: its session expired", group_id, member_id)
-            return self._fence(group, member, now_ms, "session-expired")
+            return self.fence(group, member, now_ms, "session-expired")
 
         timeout = self.timeouts(group_id).session_timeout_ms if delay_ms is None else delay_ms
         self.timer.schedule(session_key(group_id, member_id), timeout, expire)
@@ -681,14 +754,15 @@ class ConsumerGroupManager:
                 epoch,
                 timeout,
             )
-            return self._fence(group, current, now_ms, "rebalance-timeout")
+            return self.fence(group, current, now_ms, "rebalance-timeout")
 
         self.timer.schedule(rebalance_key(group_id, member_id), timeout, expire)
 
     def on_loaded(self, group: ConsumerGroup) -> None:
         """Arm the timers of a group just replayed from the log."""
         for member in group.members.values():
-            self._schedule_session_timeout(group.group_id, member.member_id)
+            classic_ms = None if member.classic is None else member.classic.session_timeout_ms
+            self._schedule_session_timeout(group.group_id, member.member_id, classic_ms)
             if member.state is MemberState.UNREVOKED_PARTITIONS:
                 self._schedule_rebalance_timeout(group.group_id, member)
 
@@ -700,6 +774,12 @@ class ConsumerGroupManager:
         for member_id in group.members:
             self.timer.cancel(session_key(group_id, member_id))
             self.timer.cancel(rebalance_key(group_id, member_id))
+
+    def unload(self, group_id: str) -> None:
+        """Drop a group from memory (its partition moved to another coordinator): its
+        records stay in the log for the next owner."""
+        self.forget(group_id)
+        self.groups.pop(group_id, None)
 
     # ================================================================ describe
 
@@ -745,7 +825,7 @@ class ConsumerGroupManager:
                 subscribed_topic_regex=m.subscribed_topic_regex or None,
                 assignment=assignment(m.assigned_partitions),
                 target_assignment=assignment(group.target_assignment_of(m.member_id)),
-                member_type=CONSUMER_MEMBER_TYPE,
+                member_type=CLASSIC_MEMBER_TYPE if m.uses_classic_protocol else CONSUMER_MEMBER_TYPE,
             )
             for m in sorted(group.members.values(), key=lambda m: m.member_id)
         ]
@@ -812,6 +892,28 @@ def _answer_after_write(
         return CoordinatorResult(response=response, events=events)
 
     return CoordinatorResult(records=records, after_append=after_append)
+
+
+def _with_response(
+    result: CoordinatorResult, response: ConsumerGroupHeartbeatResponse | None, left: ev.MemberLeft | None
+) -> CoordinatorResult:
+    """A downgrade's result answering a leave heartbeat (if any) once it is durable."""
+    if response is None and left is None:
+        return result
+    after = result.after_append
+
+    def after_append(error: int, now_ms: int) -> CoordinatorResult:
+        nxt = after(error, now_ms) if after is not None else CoordinatorResult()
+        if error:
+            nxt.response = heartbeat_error(append_error_for_group(error)) if response is not None else None
+            return nxt
+        nxt.response = response
+        if left is not None:
+            nxt.events = (left, *nxt.events)
+        return nxt
+
+    return CoordinatorResult(records=result.records, completions=result.completions, after_append=after_append,
+                             events=result.events)
 
 
 # A fenced member's cause, as the group epoch bump it brings says it.

@@ -26,7 +26,7 @@ from collections.abc import MutableMapping
 
 from ..protocol import group_records as gr
 from .consumer import ConsumerGroup, ConsumerGroupMember, MemberState, PartitionMap
-from .consumer.member import LEAVE_GROUP_MEMBER_EPOCH
+from .consumer.member import LEAVE_GROUP_MEMBER_EPOCH, ClassicMemberMetadata
 from .result import Record
 
 log = logging.getLogger("slipstream.coordinator")
@@ -80,6 +80,12 @@ def member_subscription_record(partition: int, group_id: str, member: ConsumerGr
             subscribed_topic_regex=member.subscribed_topic_regex or None,
             rebalance_timeout_ms=member.rebalance_timeout_ms,
             server_assignor=member.server_assignor,
+            classic_member_metadata=None
+            if member.classic is None
+            else gr.ClassicMemberMetadata(
+                session_timeout_ms=member.classic.session_timeout_ms,
+                supported_protocols=[gr.ClassicProtocol(name=n, metadata=m) for n, m in member.classic.protocols],
+            ),
         ),
     )
 
@@ -238,6 +244,12 @@ def _replay_member(group: ConsumerGroup, member_id: str, value: gr.ConsumerGroup
             subscribed_topic_regex=value.subscribed_topic_regex or "",
             rebalance_timeout_ms=value.rebalance_timeout_ms,
             server_assignor=value.server_assignor,
+            classic=None
+            if value.classic_member_metadata is None
+            else ClassicMemberMetadata(
+                value.classic_member_metadata.session_timeout_ms,
+                tuple((p.name, bytes(p.metadata)) for p in value.classic_member_metadata.supported_protocols),
+            ),
         )
     )
 

@@ -66,18 +66,32 @@ from . import records as rec
 from .append_errors import append_error_for_group
 from .classic_responses import join_response
 from .config import CoordinatorConfig
-from .consumer import ConsumerGroup, ConsumerGroupState, PartitionOwnershipError
+from .consumer import (
+    ConsumerGroup,
+    ConsumerGroupMember,
+    ConsumerGroupState,
+    PartitionOwnershipError,
+)
+from .consumer_classic_members import ClassicMembers
 from .consumer_group_manager import (
     ConsumerGroupManager,
     ConsumerGroupTimeouts,
     heartbeat_error,
     validate_member_fetch,
 )
+from .effects import Effects
 from .group import ClassicGroup
 from .group_manager import GroupManager
-from .history import GroupHistory
+from .history import GroupHistory, RebalanceCause
 from .history_replay import ReplayNarrator
 from .member import Member
+from .migration import (
+    ConversionError,
+    classic_group_from_consumer,
+    classic_group_record,
+    consumer_group_from_classic,
+    consumer_group_records,
+)
 from .offset_and_metadata import OffsetAndMetadata
 from .offset_manager import (
     OffsetManager,
@@ -141,7 +155,12 @@ class GroupCoordinator:
         self.offset_manager = OffsetManager(
             self.config, self.group_manager, self._new_pending, partition_exists, self.consumer_groups
         )
+        # Classic members of consumer groups (mixed groups), and the online downgrade.
+        self.classic_members = ClassicMembers(self.consumer_groups)
+        self.consumer_groups.downgrade = self._maybe_downgrade
         self._loading: set[int] = set()
+        # Partitions another broker of a cluster owns: their groups answer NOT_COORDINATOR.
+        self._foreign: set[int] = set()
         self._now_ms = 0
         # Rebalance history: filled by whoever carries results out (their ``events``), and
         # at load from the records (``replay``). Pure data, read by the broker's admin side.
@@ -164,11 +183,45 @@ class GroupCoordinator:
     def is_group_loading(self, group_id: str) -> bool:
         return bool(self._loading) and self.partition_for(group_id) in self._loading
 
+    def group_unavailable(self, group_id: str) -> int:
+        """Why this coordinator cannot serve the group now: NOT_COORDINATOR (another broker
+        owns its partition), COORDINATOR_LOAD_IN_PROGRESS, or 0 (it can)."""
+        if not self._loading and not self._foreign:
+            return ErrorCode.NONE
+        partition = self.partition_for(group_id)
+        if partition in self._foreign:
+            return ErrorCode.NOT_COORDINATOR
+        if partition in self._loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return ErrorCode.NONE
+
+    def owns(self, partition: int) -> bool:
+        return partition not in self._foreign
+
     def begin_loading(self, partitions: Iterable[int] | None = None) -> None:
         """Mark partitions (default: all) as loading; their groups answer COORDINATOR_LOAD_IN_PROGRESS."""
         if partitions is None:
             partitions = range(self.config.offsets_topic_num_partitions)
+        partitions = set(partitions)
+        self._foreign -= partitions
         self._loading.update(partitions)
+
+    def disown(self, partitions: Iterable[int], now_ms: int) -> list[str]:
+        """Another broker owns these partitions now: forget their groups (timers stopped,
+        offsets dropped) until they are loaded again; returns the group ids dropped."""
+        gone = set(partitions)
+        self._foreign |= gone
+        self._loading -= gone
+        dropped = []
+        for group_id in [g for g in self.group_manager.groups if self.partition_for(g) in gone]:
+            self.group_manager.remove_group(group_id, now_ms)
+            dropped.append(group_id)
+        for group_id in [g for g in self.consumer_groups.groups if self.partition_for(g) in gone]:
+            self.consumer_groups.unload(group_id)
+            dropped.append(group_id)
+        for group_id in [g for g in self.offset_manager.offsets if self.partition_for(g) in gone]:
+            self.offset_manager.drop_group(group_id)
+        return dropped
 
     def finish_loading(self, now_ms: int, partitions: Iterable[int] | None = None) -> None:
         """Serve the loaded partitions' groups: arm member sessions and the retention job."""
@@ -236,9 +289,11 @@ class GroupCoordinator:
             else:
                 cv = None if value is None else gr.decode_consumer_group_value(k, value)
                 classic = self.group_manager.get(k.group)
-                if cv is not None and classic is not None and classic.state is GroupState.EMPTY:
-                    # A simple group made to hold offsets (replayed before the consumer group's
-                    # records after compaction) gives way to the consumer group.
+                if cv is not None and classic is not None:
+                    # The group is a consumer group from now on: a simple group made to hold
+                    # offsets (replayed before the consumer group's records after compaction)
+                    # gives way, and so does a classic group with members converted by an
+                    # online upgrade (its tombstone came first; see migration.py).
                     self.group_manager.remove_group(k.group, now)
                 if isinstance(k, gr.ConsumerGroupMetadataKey) and value is None:
                     self.consumer_groups.forget(k.group)
@@ -280,8 +335,8 @@ class GroupCoordinator:
         self._now_ms = now_ms
         if not req.group_id:
             return _answer(txn_commit_error_response(req, ErrorCode.INVALID_GROUP_ID))
-        if self.is_group_loading(req.group_id):
-            return _answer(txn_commit_error_response(req, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
+        if code := self.group_unavailable(req.group_id):
+            return _answer(txn_commit_error_response(req, code))
         return self.offset_manager.txn_commit(ctx, req, now_ms)
 
     def _replay_group(self, group_id: str, value: gr.GroupMetadataValue | None, now_ms: int) -> None:
@@ -317,10 +372,8 @@ class GroupCoordinator:
             <= self.config.group_max_session_timeout_ms
         ):
             return _answer(join_response(version, error=ErrorCode.INVALID_SESSION_TIMEOUT, member_id=req.member_id))
-        if self.is_group_loading(req.group_id):
-            return _answer(
-                join_response(version, error=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, member_id=req.member_id)
-            )
+        if code := self.group_unavailable(req.group_id):
+            return _answer(join_response(version, error=code, member_id=req.member_id))
         consumer_group = self.consumer_groups.get(req.group_id)
         if consumer_group is not None:
             return self._join_consumer_group(ctx, req, consumer_group)
@@ -332,15 +385,14 @@ class GroupCoordinator:
         """A classic JoinGroup for a consumer group.
 
         An empty consumer group is deleted (its offsets stay) and the join goes to a new
-        classic group, as Kafka 4 converts it. Classic members do not join a consumer
-        group with members: INCONSISTENT_GROUP_PROTOCOL (Kafka 3.x's answer; Kafka 4
-        runs such mixed groups, which Slipstream does not yet).
+        classic group, as Kafka 4 converts it. A consumer group with members takes the
+        classic consumer in as a member speaking the classic protocol, as Kafka 4 does
+        (consumer_classic_members.py).
         """
         version = ctx.api_version
         if group.members:
-            return _answer(
-                join_response(version, error=ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id)
-            )
+            # A mixed group: the classic consumer becomes a member speaking the classic protocol.
+            return self.classic_members.join(ctx, req, group, self._now_ms)
         log.info("group %s: converting the empty consumer group to a classic group", group.group_id)
         records = crec.group_tombstones(self.partition_for(group.group_id), group)
 
@@ -355,25 +407,37 @@ class GroupCoordinator:
         self._now_ms = now_ms
         if not req.group_id:
             return _answer(SyncGroupResponse(error_code=ErrorCode.INVALID_GROUP_ID))
-        if self.is_group_loading(req.group_id):
-            return _answer(SyncGroupResponse(error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
+        if code := self.group_unavailable(req.group_id):
+            return _answer(SyncGroupResponse(error_code=code))
+        consumer_group = self.consumer_groups.get(req.group_id)
+        if consumer_group is not None:
+            if not consumer_group.members:
+                return _answer(SyncGroupResponse(error_code=ErrorCode.UNKNOWN_MEMBER_ID))
+            return self.classic_members.sync(req, consumer_group, now_ms)
         return self.group_manager.sync_group(ctx, req, now_ms)
 
     def heartbeat(self, ctx: RequestContext, req: HeartbeatRequest, now_ms: int) -> CoordinatorResult:
         self._now_ms = now_ms
         if not req.group_id:
             return _answer(HeartbeatResponse(error_code=ErrorCode.INVALID_GROUP_ID))
-        if self.is_group_loading(req.group_id):
+        if code := self.group_unavailable(req.group_id):
             # Like Kafka: members of a group still loading are told all is well.
-            return _answer(HeartbeatResponse(error_code=ErrorCode.NONE))
+            loading = code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+            return _answer(HeartbeatResponse(error_code=ErrorCode.NONE if loading else code))
+        consumer_group = self.consumer_groups.get(req.group_id)
+        if consumer_group is not None:
+            return self.classic_members.heartbeat(req, consumer_group, now_ms)
         return self.group_manager.heartbeat(ctx, req, now_ms)
 
     def leave_group(self, ctx: RequestContext, req: LeaveGroupRequest, now_ms: int) -> CoordinatorResult:
         self._now_ms = now_ms
         if not req.group_id:
             return _answer(LeaveGroupResponse(error_code=ErrorCode.INVALID_GROUP_ID))
-        if self.is_group_loading(req.group_id):
-            return _answer(LeaveGroupResponse(error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
+        if code := self.group_unavailable(req.group_id):
+            return _answer(LeaveGroupResponse(error_code=code))
+        consumer_group = self.consumer_groups.get(req.group_id)
+        if consumer_group is not None:
+            return self.classic_members.leave(ctx, req, consumer_group, now_ms)
         return self.group_manager.leave_group(ctx, req, now_ms)
 
     # ================================================================ consumer (KIP-848) groups
@@ -383,8 +447,8 @@ class GroupCoordinator:
     ) -> CoordinatorResult:
         self._now_ms = now_ms
         group_id = req.group_id
-        if group_id and self.is_group_loading(group_id):
-            return _answer(heartbeat_error(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
+        if group_id and (code := self.group_unavailable(group_id)):
+            return _answer(heartbeat_error(code))
         preceding: list[Record] = []
         classic = self.group_manager.get(group_id)
         if classic is not None and classic.state is not GroupState.DEAD:
@@ -392,6 +456,8 @@ class GroupCoordinator:
                 # An empty classic group becomes a consumer group; its committed offsets stay.
                 log.info("group %s: converting the empty classic group to a consumer group", group_id)
                 preceding.append(rec.group_tombstone(self.partition_for(group_id), group_id))
+            elif req.member_epoch == 0 and self._upgrade_allowed(classic):
+                return self._upgrade(ctx, req, classic, now_ms)
             else:
                 # Kafka 4's answer when it does not convert a classic group with members.
                 return _answer(
@@ -399,15 +465,116 @@ class GroupCoordinator:
                 )
         return self.consumer_groups.heartbeat(ctx, req, now_ms, preceding)
 
+    # ================================================================ online migration
+
+    def _upgrade_allowed(self, classic: ClassicGroup) -> bool:
+        """Kafka's validateOnlineUpgrade."""
+        why = None
+        if not self.config.consumer_group_migration_policy.upgrade_enabled:
+            why = "the online upgrade is disabled"
+        elif not classic.uses_consumer_protocol() or not classic.members:
+            why = "the group does not use the consumer embedded protocol"
+        elif len(classic.members) > self.config.consumer_group_max_size:
+            why = "the group size exceeds the consumer group maximum size"
+        if why is not None:
+            log.info("group %s: cannot upgrade the classic group to a consumer group: %s", classic.group_id, why)
+        return why is None
+
+    def _upgrade(
+        self, ctx: RequestContext, req: ConsumerGroupHeartbeatRequest, classic: ClassicGroup, now_ms: int
+    ) -> CoordinatorResult:
+        """The first consumer-protocol member of a classic group with members: the group
+        becomes a consumer group (its classic members keep working, see migration.py)."""
+        group_id = classic.group_id
+        image = self.consumer_groups.topics()
+        try:
+            converted = consumer_group_from_classic(classic, image)
+        except (ConversionError, PartitionOwnershipError) as exc:
+            log.warning("group %s: cannot upgrade the classic group: %s", group_id, exc)
+            return _answer(
+                heartbeat_error(
+                    ErrorCode.GROUP_ID_NOT_FOUND,
+                    f"Cannot upgrade the classic group {group_id} to consumer group because the embedded "
+                    "consumer protocol is malformed.",
+                )
+            )
+        partition = self.partition_for(group_id)
+        names = {t for m in converted.members.values() for t in m.subscribed_topic_names}
+        preceding = [rec.group_tombstone(partition, group_id)]
+        preceding += consumer_group_records(partition, converted, image.metadata_hash(names), now_ms)
+        result = self.consumer_groups.heartbeat(ctx, req, now_ms, preceding, converted)
+        if not result.records:
+            return result  # refused: the group stays classic
+        log.info(
+            "group %s: upgrading the classic group (generation %d) to a consumer group",
+            group_id, classic.generation_id,
+        )
+        # Members waiting in a rebalance of the classic group rejoin the consumer group.
+        for member in classic.members.values():
+            if member.join_pending is not None:
+                answer = join_response(
+                    member.join_pending.api_version, error=ErrorCode.REBALANCE_IN_PROGRESS, member_id=member.member_id
+                )
+                result.completions.append(Completion(member.join_pending, answer))
+                member.join_pending = None
+            if member.sync_pending is not None:
+                answer_sync = SyncGroupResponse(error_code=ErrorCode.REBALANCE_IN_PROGRESS, assignment=b"")
+                result.completions.append(Completion(member.sync_pending, answer_sync))
+                member.sync_pending = None
+        for m in converted.members.values():
+            assert m.classic is not None
+            self.consumer_groups.schedule_session_timeout(group_id, m.member_id, m.classic.session_timeout_ms)
+        return result
+
+    def _maybe_downgrade(
+        self, group: ConsumerGroup, leaving: ConsumerGroupMember, now_ms: int
+    ) -> CoordinatorResult | None:
+        """The last consumer-protocol member leaves (or is fenced) and classic members remain:
+        the group becomes a classic group and rebalances (Kafka's convertToClassicGroup).
+        None when it does not (the group stays a consumer group)."""
+        group_id = group.group_id
+        if not group.all_members_use_classic_protocol_except(leaving.member_id) or len(group.members) <= 1:
+            return None
+        if not self.config.consumer_group_migration_policy.downgrade_enabled:
+            log.info("group %s: cannot downgrade to a classic group: the online downgrade is disabled", group_id)
+            return None
+        if len(group.members) - 1 > self.config.group_max_size:
+            log.info("group %s: cannot downgrade to a classic group: it exceeds group.max.size", group_id)
+            return None
+        image = self.consumer_groups.topics()
+        classic = classic_group_from_consumer(group, leaving.member_id, image, now_ms)
+        partition = self.partition_for(group_id)
+        records = [*crec.group_tombstones(partition, group), classic_group_record(partition, classic)]
+        log.info(
+            "group %s: downgrading the consumer group (epoch %d) to a classic group as its last "
+            "consumer-protocol member %s leaves", group_id, group.group_epoch, leaving.member_id,
+        )
+        for member in group.members.values():
+            self.classic_members.cancel_timers(group_id, member.member_id)
+
+        def after_append(error: int, now: int) -> CoordinatorResult:
+            converted = self.group_manager.get(group_id)
+            if error or converted is None:
+                return CoordinatorResult()
+            self.group_manager.on_loaded(converted)
+            fx = Effects()
+            self.group_manager.rebalance.prepare_rebalance(
+                converted, fx, now, f"Downgrade group {group_id} from consumer to classic.",
+                cause=RebalanceCause.MEMBER_LEFT,
+            )
+            return fx.result()
+
+        return CoordinatorResult(records=records, after_append=after_append)
+
     def consumer_group_describe(
         self, ctx: RequestContext, req: ConsumerGroupDescribeRequest, now_ms: int
     ) -> CoordinatorResult:
         self._now_ms = now_ms
         out = ConsumerGroupDescribeResponse()
         for group_id in req.group_ids:
-            if self.is_group_loading(group_id):
+            if code := self.group_unavailable(group_id):
                 described = self.consumer_groups.describe(group_id, False, 0)
-                described.error_code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+                described.error_code = code
                 described.error_message = None
             elif self.group_manager.get(group_id) is not None and self.consumer_groups.get(group_id) is None:
                 described = self.consumer_groups.describe(group_id, False, 0)
@@ -423,8 +590,8 @@ class GroupCoordinator:
 
     def offset_commit(self, ctx: RequestContext, req: OffsetCommitRequest, now_ms: int) -> CoordinatorResult:
         self._now_ms = now_ms
-        if self.is_group_loading(req.group_id):
-            return _answer(commit_error_response(req, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
+        if code := self.group_unavailable(req.group_id):
+            return _answer(commit_error_response(req, code))
         return self.offset_manager.commit(ctx, req, now_ms)
 
     def offset_fetch(self, ctx: RequestContext, req: OffsetFetchRequest, now_ms: int) -> CoordinatorResult:
@@ -479,8 +646,8 @@ class GroupCoordinator:
         member_id: str | None = None,
         member_epoch: int = -1,
     ) -> OffsetFetchResponseGroup:
-        if self.is_group_loading(group_id):
-            return OffsetFetchResponseGroup(group_id=group_id, error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        if code := self.group_unavailable(group_id):
+            return OffsetFetchResponseGroup(group_id=group_id, error_code=code)
         consumer_group = self.consumer_groups.get(group_id)
         if consumer_group is not None:
             error = validate_member_fetch(consumer_group, member_id, member_epoch)
@@ -492,8 +659,8 @@ class GroupCoordinator:
         self._now_ms = now_ms
         if not req.group_id:
             return _answer(OffsetDeleteResponse(error_code=ErrorCode.INVALID_GROUP_ID))
-        if self.is_group_loading(req.group_id):
-            return _answer(OffsetDeleteResponse(error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
+        if code := self.group_unavailable(req.group_id):
+            return _answer(OffsetDeleteResponse(error_code=code))
         return self.offset_manager.delete(ctx, req, now_ms)
 
     # ================================================================ admin: describe, list, delete
@@ -513,10 +680,8 @@ class GroupCoordinator:
         return _answer(out)
 
     def _describe(self, group_id: str) -> DescribeGroupsResponseDescribedGroup:
-        if self.is_group_loading(group_id):
-            return DescribeGroupsResponseDescribedGroup(
-                error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, group_id=group_id
-            )
+        if code := self.group_unavailable(group_id):
+            return DescribeGroupsResponseDescribedGroup(error_code=code, group_id=group_id)
         consumer_group = self.consumer_groups.get(group_id)
         if consumer_group is not None:
             return self._describe_consumer_group(consumer_group)
@@ -641,8 +806,8 @@ class GroupCoordinator:
         return CoordinatorResult(pending=own, records=records, after_append=after_append)
 
     def _delete_group_records(self, group_id: str, records: list[Record]) -> int:
-        if self.is_group_loading(group_id):
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if code := self.group_unavailable(group_id):
+            return code
         partition = self.partition_for(group_id)
         consumer_group = self.consumer_groups.get(group_id)
         if consumer_group is not None:

@@ -93,9 +93,9 @@ class GroupManager:
         self, group_id: str, member_id: str, instance_id: str | None, api: str, error: int, generation: int,
         now_ms: int,
     ) -> tuple[ev.GroupEvent, ...]:
-        """The history's note of a request refused for its generation or instance id (else none)."""
+        """The history's note of a request that fences its sender (see ClassicRebalance.is_fence), else none."""
         group = self.rebalance.groups.get(group_id)
-        if group is None or error not in (ErrorCode.ILLEGAL_GENERATION, ErrorCode.FENCED_INSTANCE_ID):
+        if group is None or not self.rebalance.is_fence(error, member_id):
             return ()
         return (self.rebalance.fenced(group, member_id, instance_id, api, error, generation, now_ms),)
 
@@ -133,7 +133,7 @@ class GroupManager:
             error = ErrorCode.ILLEGAL_GENERATION
         if error:
             response = HeartbeatResponse(error_code=error)
-            if error in (ErrorCode.ILLEGAL_GENERATION, ErrorCode.FENCED_INSTANCE_ID):
+            if self.rebalance.is_fence(error, req.member_id):
                 fenced = self.rebalance.fenced(
                     group, req.member_id, req.group_instance_id, "Heartbeat", error, req.generation_id, now_ms
                 )
@@ -199,7 +199,7 @@ class GroupManager:
                 if not error:
                     self._leave(group, ident.member_id, ident.group_instance_id, ident.reason, fx, now_ms)
                     removed.append(ident.member_id)
-                elif error == ErrorCode.FENCED_INSTANCE_ID:
+                elif rb.is_fence(error, ident.member_id):
                     fx.event(
                         rb.fenced(group, ident.member_id, ident.group_instance_id, "LeaveGroup", error, None, now_ms)
                     )

@@ -185,7 +185,8 @@ class AssignmentSent(GroupEvent):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RequestFenced(GroupEvent):
-    """A request refused for its generation / epoch / instance id: from whom, which API, why."""
+    """A request refused for its generation / epoch / instance id, or because its member is no
+    longer in the group (a zombie past its session): from whom, which API, why."""
 
     kind: ClassVar[str] = "request-fenced"
     member_id: str

@@ -73,6 +73,11 @@ class OffsetOutOfRange(Exception):
         self.log_end_offset = log_end_offset
 
 
+class LogFenced(RuntimeError):
+    """The log may no longer be written by this broker: another writer moved the
+    partition in the database, or (a cluster) this broker's lease on it is gone."""
+
+
 class PartitionLog(Protocol):
     @property
     def log_start_offset(self) -> int: ...

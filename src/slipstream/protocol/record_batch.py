@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from . import compression
+from .schema import fast_frozen_init
 
 HEADER_SIZE = 61
 # base_offset + batch_length: what must be read before the rest of the size is known.
@@ -55,6 +56,7 @@ class InvalidBatch(ValueError):
         self.corrupt = corrupt
 
 
+@fast_frozen_init  # made several times per produced batch: see schema.fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class BatchHeader:
     base_offset: int

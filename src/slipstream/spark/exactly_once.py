@@ -59,7 +59,7 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import WriterCommitMessage
@@ -68,9 +68,7 @@ from ..client.admin import Admin
 from ..client.cluster import Cluster
 from ..client.producer import AIOProducer
 from ..client.transactions import ConsumerGroupMetadata, TransactionError, end_transaction
-
-if TYPE_CHECKING:
-    from .sink import SinkOptions
+from .sink_rows import SinkOptions, produce_rows
 
 log = logging.getLogger(__name__)
 
@@ -127,8 +125,6 @@ async def write_transaction(
     opts: SinkOptions, transactional_id: str, batch_id: int, batches: Iterator[pa.RecordBatch]
 ) -> TransactionalCommitMessage:
     """Steps 1-4 of the module docstring, on the executor."""
-    from .sink import produce_rows
-
     producer = AIOProducer(
         opts.bootstrap,
         client_id=opts.client_id,

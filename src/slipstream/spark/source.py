@@ -434,11 +434,13 @@ class SlipstreamDataSource(DataSource):
         return SlipstreamStreamReader(parse_source_options(self.options, streaming=True), schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        from .sink import SlipstreamWriter, parse_sink_options
+        from .sink import SlipstreamWriter
+        from .sink_rows import parse_sink_options
 
         return SlipstreamWriter(parse_sink_options(self.options, schema, streaming=False))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        from .sink import SlipstreamStreamWriter, parse_sink_options
+        from .sink import SlipstreamStreamWriter
+        from .sink_rows import parse_sink_options
 
         return SlipstreamStreamWriter(parse_sink_options(self.options, schema))

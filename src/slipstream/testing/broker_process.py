@@ -25,8 +25,11 @@ class BrokerProcess:
     """A broker subprocess on a fixed port and data dir that can be killed and restarted."""
 
     def __init__(self, data_dir: Path, log_path: Path, port: int | None = None,
-                 extra_args: tuple[str, ...] = ()) -> None:
+                 extra_args: tuple[str, ...] = (), *, test_defaults: bool = True) -> None:
+        """``test_defaults``: auto-create topics with 3 partitions (what the tests expect);
+        benchmarks turn it off to run the broker with exactly ``extra_args``."""
         self.data_dir = data_dir
+        self.test_defaults = test_defaults
         self.log_path = log_path
         self.port = port or free_port()
         self.extra_args = extra_args
@@ -55,8 +58,7 @@ class BrokerProcess:
             "--host", self.host,
             "--port", str(self.port),
             "--data-dir", str(self.data_dir),
-            "--auto-create-topics", "true",
-            "--default-partitions", "3",
+            *(("--auto-create-topics", "true", "--default-partitions", "3") if self.test_defaults else ()),
             *self.extra_args,
         ]
 

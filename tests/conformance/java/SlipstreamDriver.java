@@ -26,9 +26,15 @@
 //                                         --abort-first aborts the first transaction and seeks
 //                                         back to the committed offsets. "committed"/"aborted"
 //                                         lines per transaction; stops after COUNT copies
-//   group-consume TOPIC GROUP [--assignor range|roundrobin|sticky|cooperative-sticky]
+//   group-consume TOPIC GROUP [--assignor range|roundrobin|sticky|cooperative-sticky[,...]]
 //                 [--client-id ID] [--instance-id ID] [--session-timeout-ms N]
 //                 [--heartbeat-ms N] [--max-poll-interval-ms N] [--max-poll-records N]
+//                 [--rebalance-trigger PATH] [--stall-assignment-file PATH --stall-assignment-ms N]
+//                                         (--rebalance-trigger: when PATH appears, delete it and
+//                                         call enforceRebalance with a reason; "rebalance_enforced".
+//                                         --stall-assignment-file: the range assignor, as leader,
+//                                         sleeps N ms in an assignment made while PATH exists,
+//                                         deleting it; "assignment_stalling")
 //                                         a consumer-group member (classic protocol) that runs
 //                                         until SIGTERM: one "record" line per processed record,
 //                                         commitSync after each batch and in onPartitionsRevoked;
@@ -50,7 +56,10 @@
 // Output: one JSON object per line on stdout; the last line is {"event":"done",...}
 // on success or {"event":"error",...} (exit code 1) on failure. Diagnostics go to stderr.
 
+import java.io.IOException;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Paths;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -90,6 +99,9 @@ import org.apache.kafka.clients.consumer.OffsetAndTimestamp;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.consumer.ConsumerPartitionAssignor.GroupAssignment;
+import org.apache.kafka.clients.consumer.ConsumerPartitionAssignor.GroupSubscription;
+import org.apache.kafka.common.Cluster;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.acl.AccessControlEntry;
 import org.apache.kafka.common.acl.AclBinding;
@@ -732,6 +744,28 @@ public final class SlipstreamDriver {
         return b.append('}').toString();
     }
 
+    /**
+     * Range, but the leader sleeps in an assignment when the stall file is there (deleted first):
+     * its SyncGroup comes late, as a slow custom assignor's would.
+     */
+    public static final class StallingRangeAssignor extends RangeAssignor {
+        static volatile String stallFile;
+        static volatile long stallMs;
+
+        @Override
+        public GroupAssignment assign(Cluster metadata, GroupSubscription groupSubscription) {
+            try {
+                if (stallFile != null && Files.deleteIfExists(Paths.get(stallFile))) {
+                    emit("{\"event\":\"assignment_stalling\",\"t\":" + System.nanoTime() + "}");
+                    Thread.sleep(stallMs);
+                }
+            } catch (IOException | InterruptedException e) {
+                throw new RuntimeException(e);
+            }
+            return super.assign(metadata, groupSubscription);
+        }
+    }
+
     /** A group member's state; touched only by the polling thread (callbacks run inside poll). */
     private static final class GroupMember implements ConsumerRebalanceListener {
         final String topic;
@@ -835,6 +869,8 @@ public final class SlipstreamDriver {
         }
     }
 
+    static final String ENFORCED_REBALANCE_REASON = "the test enforced a rebalance";
+
     private static void groupConsume(String bootstrap, String[] a) throws Exception {
         String topic = a[0];
         String group = a[1];
@@ -846,8 +882,12 @@ public final class SlipstreamDriver {
         String maxPollMs = "30000";
         String maxPollRecords = "50";
         String groupProtocol = "classic";
+        String rebalanceTrigger = null;
         for (int i = 2; i < a.length; i++) {
             switch (a[i]) {
+                case "--rebalance-trigger": rebalanceTrigger = a[++i]; break;
+                case "--stall-assignment-file": StallingRangeAssignor.stallFile = a[++i]; break;
+                case "--stall-assignment-ms": StallingRangeAssignor.stallMs = Long.parseLong(a[++i]); break;
                 case "--group-protocol": groupProtocol = a[++i]; break;
                 case "--assignor": assignor = a[++i]; break;
                 case "--client-id": clientId = a[++i]; break;
@@ -871,15 +911,21 @@ public final class SlipstreamDriver {
             p.put("group.protocol", "consumer");
             p.put("group.remote.assignor", assignor);
         } else {
-            String assignorClass;
-            switch (assignor) {
-                case "range": assignorClass = RangeAssignor.class.getName(); break;
-                case "roundrobin": assignorClass = RoundRobinAssignor.class.getName(); break;
-                case "sticky": assignorClass = StickyAssignor.class.getName(); break;
-                case "cooperative-sticky": assignorClass = CooperativeStickyAssignor.class.getName(); break;
-                default: throw new IllegalArgumentException("unknown assignor " + assignor);
+            // A comma-separated list offers several protocols, in order of preference.
+            List<String> assignorClasses = new ArrayList<>();
+            for (String name : assignor.split(",")) {
+                switch (name.trim()) {
+                    case "range": assignorClasses.add(
+                            (StallingRangeAssignor.stallFile != null ? StallingRangeAssignor.class : RangeAssignor.class)
+                                    .getName());
+                        break;
+                    case "roundrobin": assignorClasses.add(RoundRobinAssignor.class.getName()); break;
+                    case "sticky": assignorClasses.add(StickyAssignor.class.getName()); break;
+                    case "cooperative-sticky": assignorClasses.add(CooperativeStickyAssignor.class.getName()); break;
+                    default: throw new IllegalArgumentException("unknown assignor " + name);
+                }
             }
-            p.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, assignorClass);
+            p.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, String.join(",", assignorClasses));
             p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, sessionMs);
             p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, heartbeatMs);
         }
@@ -910,6 +956,10 @@ public final class SlipstreamDriver {
             consumer.subscribe(Collections.singletonList(topic), m);
             emit("{\"event\":\"started\",\"t\":" + System.nanoTime() + "}");
             while (running.get()) {
+                if (rebalanceTrigger != null && Files.deleteIfExists(Paths.get(rebalanceTrigger))) {
+                    consumer.enforceRebalance(ENFORCED_REBALANCE_REASON);
+                    emit("{\"event\":\"rebalance_enforced\",\"t\":" + System.nanoTime() + "}");
+                }
                 ConsumerRecords<byte[], byte[]> records;
                 try {
                     records = consumer.poll(Duration.ofMillis(100));

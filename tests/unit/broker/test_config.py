@@ -37,6 +37,7 @@ def test_toml_file(tmp_path: Path) -> None:
         ({"auto.create.topics.enable": "perhaps"}, "expected true or false"),
         ({"num.partitions": "0"}, "default partitions must be at least 1"),
         ({"port": "70000"}, "port 70000 is out of range"),
+        ({"group.consumer.migration.policy": "sideways"}, "group.consumer.migration.policy must be one of"),
     ],
 )
 def test_bad_settings_name_the_problem(settings: dict[str, str], message: str) -> None:
@@ -113,3 +114,11 @@ def test_database_url_password_is_kept_out_of_the_log() -> None:
     assert _redacted("postgresql://app:s3cret@db:5432/k") == "postgresql://app:***@db:5432/k"
     assert _redacted("postgresql://app@db/k") == "postgresql://app@db/k"
     assert _redacted("postgresql://db/k") == "postgresql://db/k"
+
+
+def test_migration_policy_reaches_the_coordinator() -> None:
+    from slipstream.coordinator.config import MigrationPolicy
+
+    config = build(None, {}, {"group.consumer.migration.policy": "Upgrade"})
+    assert MigrationPolicy.parse(config.group_consumer_migration_policy) is MigrationPolicy.UPGRADE
+    assert build(None, {}, {}).group_consumer_migration_policy == "bidirectional"

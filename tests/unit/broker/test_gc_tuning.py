@@ -89,3 +89,54 @@ def test_a_slow_full_pass_is_logged_and_the_hook_goes_with_restore(
         gc.enable()
         tuning.restore()
     assert hook not in gc.callbacks
+
+
+def test_serve_turns_the_collector_on_at_once_and_freezes_the_start_up_heap_later(gc_state: None) -> None:
+    # `slipstream serve` starts with the collector off (cli.main); serve_forever applies
+    # the serving settings without the full pass, which runs FREEZE_AFTER_S later.
+    gc.disable()
+    try:
+        before = gc.get_threshold()
+        tuning = ServingGC()
+        tuning.apply(freeze=False)
+        assert gc.isenabled()
+        assert gc.get_threshold() == (YOUNG_THRESHOLD, before[1], before[2])
+        assert gc.get_freeze_count() == 0
+        tuning.freeze_start_up_heap()
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        tuning.freeze_start_up_heap()  # once only
+        assert gc.get_freeze_count() == frozen
+        tuning.restore()
+        assert not gc.isenabled()  # back to what it was before apply
+        assert gc.get_threshold() == before
+        assert gc.get_freeze_count() == 0
+    finally:
+        gc.enable()
+
+
+def test_freezing_before_apply_does_nothing(gc_state: None) -> None:
+    tuning = ServingGC()
+    tuning.freeze_start_up_heap()
+    assert gc.get_freeze_count() == 0
+
+
+async def test_serve_forever_freezes_the_start_up_heap_after_the_delay(
+    gc_state: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    from slipstream.broker import broker as broker_module
+
+    monkeypatch.setattr(broker_module, "FREEZE_AFTER_S", 0.0)
+    broker = broker_module.Broker(storage="memory", port=0)
+    task = asyncio.ensure_future(broker.serve_forever())
+    for _ in range(500):
+        if gc.get_freeze_count() > 0:
+            break
+        await asyncio.sleep(0.01)
+    assert gc.get_freeze_count() > 0
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert gc.get_freeze_count() == 0

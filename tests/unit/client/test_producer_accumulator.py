@@ -13,9 +13,8 @@ from slipstream.client.accumulator import (
     NO_MEMORY,
     ProducerBatch,
     RecordAccumulator,
-    encode_batch,
-    restamp,
 )
+from slipstream.client.batch_encoding import encode_batch, restamp
 from slipstream.client.retry import Backoff
 from slipstream.protocol import compression
 from slipstream.protocol.record_batch import validate_batch
@@ -298,3 +297,13 @@ def test_backoff_jitter_bounds() -> None:
     high = Backoff(100, 1000, jitter=0.2, rand=lambda: 0.999999)
     assert low.delay_ms(0) == pytest.approx(80)
     assert high.delay_ms(0) == pytest.approx(120, rel=1e-3)
+
+
+@pytest.mark.parametrize("reason", ["closing", "flushing", "exhausted"])
+def test_closing_flushing_or_a_full_buffer_sends_now(reason: str) -> None:
+    a = acc()
+    a.append("t", 0, rec(), 112, None, now_ms=0)
+    assert a.ready(1, leader_of)[0] == set()  # lingering until 10
+    setattr(a, reason, 1 if reason == "flushing" else True)
+    nodes, _, _ = a.ready(1, leader_of)
+    assert nodes == {LEADER}

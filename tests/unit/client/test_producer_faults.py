@@ -381,11 +381,10 @@ async def test_delivery_timeout_bounds_retries(broker: Broker, monkeypatch: Any)
     topic = create_topic(broker, 1)
     with produce_errors(monkeypatch, lambda n: NOT_ENOUGH_REPLICAS):
         async with producer(broker, delivery_timeout_ms=400, retry_backoff_ms=20) as p:
-            started = time.monotonic()
+            # (when the timeout ends the retries: test_producer_policy, on a manual clock)
             fut = await p.send(topic, b"v")
             with pytest.raises(DeliveryTimeoutError) as info:
                 await fut
-            assert 0.3 < time.monotonic() - started < 3
             assert "NOT_ENOUGH_REPLICAS" in str(info.value)
             assert info.value.code == ErrorCode.REQUEST_TIMED_OUT
 
@@ -445,11 +444,11 @@ async def test_buffer_full_error_after_max_block(broker: Broker, monkeypatch: An
         p = await producer(broker, buffer_memory=2000, max_block_ms=200).start()
         try:
             futures = [await p.send(topic, b"x" * 100) for _ in range(10)]
-            started = time.monotonic()
+            # (that it waits max_block_ms, no less and no more: test_producer_policy's
+            # test_send_waits_max_block_ms_for_memory_then_fails, on a manual clock)
             with pytest.raises(BufferFullError, match="buffer_memory"):
                 for _ in range(100):
                     await p.send(topic, b"x" * 100)
-            assert 0.15 < time.monotonic() - started < 2
             stuck.set()
             await p.flush(timeout=5)
             assert all(f.result().offset >= 0 for f in futures)

@@ -6,6 +6,7 @@ from consumer_group_client import Member, describe, heartbeat, set_topics, settl
 from coord_context import GroupContext, protocols
 
 from slipstream.coordinator import CoordinatorConfig, GroupCoordinator, ManualTimer
+from slipstream.coordinator.config import MigrationPolicy
 from slipstream.coordinator.consumer import ConsumerGroupState, MemberState
 from slipstream.protocol import consumer_protocol as cp
 from slipstream.protocol import group_records as gr
@@ -152,7 +153,10 @@ def test_list_describe_and_delete_report_both_group_types() -> None:
 
 
 def test_classic_and_consumer_groups_do_not_share_an_id_with_members() -> None:
-    ctx = GroupContext()
+    # With group.consumer.migration.policy=disabled (the default, bidirectional, converts:
+    # test_coordinator_consumer_migration.py), as Kafka answers.
+    ctx = GroupContext(config=CoordinatorConfig(offsets_topic_num_partitions=4,
+                                                consumer_group_migration_policy=MigrationPolicy.DISABLED))
     set_topics(ctx, t=2)
     ctx.form_group("classic", 1)
     refused = heartbeat(ctx, "classic", "m", 0, topics=["t"], owned={}, rebalance_timeout_ms=1000)
@@ -162,7 +166,8 @@ def test_classic_and_consumer_groups_do_not_share_an_id_with_members() -> None:
     )
     a = Member(ctx, "modern", topics=["t"])
     a.join()
-    join = ctx.join("modern", protos=protocols("range"))
+    # A classic member of another protocol type than the consumer's never joins it.
+    join = ctx.join("modern", protos=protocols("range"), protocol_type="connect")
     assert join.error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
 
 

@@ -13,6 +13,7 @@ from coord_context import REBALANCE_MS, SESSION_MS, GroupContext, assignment, pr
 
 from slipstream.coordinator import CoordinatorConfig, GroupCoordinator, GroupState, ManualTimer
 from slipstream.coordinator import history as ev
+from slipstream.protocol import consumer_protocol as cp
 from slipstream.protocol.errors import ErrorCode
 
 
@@ -103,6 +104,32 @@ def test_session_expiry_names_the_last_heartbeat() -> None:
     assert started.cause == ev.RebalanceCause.SESSION_EXPIRED and b.member_id in started.reason
 
 
+def test_a_zombie_past_its_session_is_fenced_and_noted() -> None:
+    """A member paused past its session wakes up: its heartbeat, commit, SyncGroup and leave
+    name a member the group no longer has. A member id the group never gave out (empty, as a
+    new member's) is no fence."""
+    ctx = GroupContext()
+    a, b = ctx.form_group("g", 2)
+    for _ in range(4):
+        ctx.advance(SESSION_MS // 3)
+        ctx.heartbeat("g", a.generation, a.member_id)
+    assert events(ctx, "g", ev.SessionExpired)[-1].member_id == b.member_id
+    seen = last_seq(ctx)
+    assert ctx.heartbeat("g", b.generation, b.member_id).error == ErrorCode.UNKNOWN_MEMBER_ID
+    commit = ctx.commit("g", {("t", 0): 5}, generation=b.generation, member_id=b.member_id)
+    assert commit.response.topics[0].partitions[0].error_code == ErrorCode.UNKNOWN_MEMBER_ID
+    assert ctx.sync("g", b.generation, b.member_id).error == ErrorCode.UNKNOWN_MEMBER_ID
+    ctx.leave("g", (b.member_id, None))
+    assert ctx.heartbeat("g", b.generation, "").error == ErrorCode.UNKNOWN_MEMBER_ID
+    fenced = [e for _s, e in ctx.coordinator.history.events("g", seen) if isinstance(e, ev.RequestFenced)]
+    assert [(e.member_id, e.api, e.error, e.request_generation) for e in fenced] == [
+        (b.member_id, "Heartbeat", "UNKNOWN_MEMBER_ID", b.generation),
+        (b.member_id, "OffsetCommit", "UNKNOWN_MEMBER_ID", b.generation),
+        (b.member_id, "SyncGroup", "UNKNOWN_MEMBER_ID", b.generation),
+        (b.member_id, "LeaveGroup", "UNKNOWN_MEMBER_ID", None),
+    ]
+
+
 def test_members_that_never_rejoin_are_named_with_how_long_the_group_waited() -> None:
     ctx = GroupContext()
     a, b, c = ctx.form_group("g", 3)
@@ -159,6 +186,32 @@ def test_a_subscription_change_is_a_metadata_change() -> None:
     assert [e.kind for e in new][:2] == ["metadata-changed", "rebalance-started"]
     assert new[0].member_id == b.member_id and new[0].topics == ("t", "u")
     assert new[1].cause == ev.RebalanceCause.METADATA_CHANGED
+
+
+def test_a_rejoin_carrying_only_what_the_member_owned_is_not_a_metadata_change() -> None:
+    """A Java consumer's enforceRebalance: its subscription names the same topics, but its
+    owned partitions, generation and sticky user data differ from its last JoinGroup."""
+    ctx = GroupContext()
+    _a, b = ctx.form_group("g", 2)
+
+    def owning(generation: int) -> list[tuple[str, bytes]]:
+        sub = cp.ConsumerProtocolSubscription(
+            topics=["t"], user_data=generation.to_bytes(4, "big"), generation_id=generation,
+            owned_partitions=[cp.ConsumerProtocolTopicPartition(topic="t", partitions=[1])],
+        )
+        return [("range", cp.encode_subscription(sub, 3))]
+
+    seen = last_seq(ctx)
+    ctx.join("g", b.member_id, protos=owning(b.generation), reason="the app asked")
+    new = [e for _s, e in ctx.coordinator.history.events("g", seen)]
+    assert [e.kind for e in new][:2] == ["member-joined", "rebalance-started"]
+    assert (new[0].member_id, new[0].how) == (b.member_id, ev.JOINED_REJOIN)
+    assert new[1].cause == ev.RebalanceCause.MEMBER_REJOINED and "the app asked" in new[1].reason
+    # The same topics from another rack are a metadata change.
+    moved = cp.ConsumerProtocolSubscription(topics=["t"], rack_id="rack-2")
+    seen = last_seq(ctx)
+    ctx.join("g", b.member_id, protos=[("range", cp.encode_subscription(moved, 3))])
+    assert [e.kind for _s, e in ctx.coordinator.history.events("g", seen)][:1] == ["metadata-changed"]
 
 
 def test_a_static_member_coming_back_replaces_its_old_self() -> None:

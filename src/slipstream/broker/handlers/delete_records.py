@@ -64,11 +64,13 @@ def _delete(state: BrokerState, topic_name: str, index: int, offset: int) -> tup
     topic = state.topics.get(topic_name)
     if plog is None or topic is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1
+    if state.not_leader(topic_name, index):
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1
     policy = state.topics.effective_configs(topic)["cleanup.policy"]
     if "delete" not in (x.strip() for x in policy.split(",")):
         return ErrorCode.POLICY_VIOLATION, -1
     if offset == HIGH_WATERMARK:
-        offset = plog.log_end_offset
+        offset = state.high_watermark(plog)
     if offset < 0:
         return ErrorCode.OFFSET_OUT_OF_RANGE, -1
     try:

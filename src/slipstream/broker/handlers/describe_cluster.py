@@ -1,7 +1,8 @@
 """DescribeCluster (key 60). Served v0-1.
 
 The admin client's cluster view (KIP-700): the cluster id, this node as the
-controller and as the only broker, at its advertised host and port.
+controller and as the only broker, at its advertised host and port - or, in a
+cluster over PostgreSQL, every live broker (the lowest node id as "controller").
 cluster_authorized_operations is always -2147483648 ("not provided"), as in
 the Metadata answer: this broker has no authorizer.
 
@@ -51,6 +52,13 @@ async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> Descri
         ],
         cluster_authorized_operations=OPERATIONS_NOT_PROVIDED,
     )
+    if state.cluster is not None:  # the other live brokers over the same database
+        response.brokers += [
+            DescribeClusterResponseBroker(broker_id=b.node_id, host=b.host, port=b.port, rack=None)
+            for b in state.cluster.live
+            if b.node_id != node
+        ]
+        response.controller_id = min(b.broker_id for b in response.brokers)
     if ctx.authorizing and request.include_cluster_authorized_operations:
         response.cluster_authorized_operations = ctx.authorized_operations(
             ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS

@@ -29,6 +29,7 @@ from ...protocol.apis.fetch import (
     FetchRequestTopic,
     FetchResponse,
     FetchResponseAbortedTransaction,
+    FetchResponseLeaderIdAndEpoch,
     FetchResponsePartition,
     FetchResponseTopic,
 )
@@ -243,8 +244,16 @@ def _read_all(
                 resp.error_code = missing_code
                 failed = True
                 continue
+            if state.not_leader(topic.name, part.partition):
+                resp.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                if version >= 12 and state.cluster is not None:
+                    found = state.cluster.leader(topic.name, part.partition)
+                    if found is not None:
+                        resp.current_leader = FetchResponseLeaderIdAndEpoch(leader_id=found[0], leader_epoch=found[1])
+                failed = True
+                continue
             keys.append((topic.name, part.partition))
-            hwm = plog.log_end_offset
+            hwm = state.high_watermark(plog)
             lso = state.last_stable_offset(topic.name, part.partition, plog)
             resp.high_watermark, resp.last_stable_offset = hwm, lso
             resp.log_start_offset = plog.log_start_offset
@@ -260,6 +269,8 @@ def _read_all(
                 failed = True
                 continue
             chunks, size = result.chunks, result.size
+            if size and hwm < result.log_end_offset:  # a cluster serves committed batches only
+                chunks, size = _cut_at(chunks, hwm)
             if read_committed and size:
                 if lso < result.log_end_offset:
                     chunks, size = _cut_at(chunks, lso)

@@ -1,7 +1,9 @@
 """FindCoordinator (key 10). Served v0-6.
 
 This node coordinates every group (key_type 0) and every transactional id
-(key_type 1; asking creates ``__transaction_state``, as in Kafka). Other key
+(key_type 1; asking creates ``__transaction_state``, as in Kafka). In a cluster the
+coordinator is the leader of the key's ``__consumer_offsets`` (or
+``__transaction_state``) partition, COORDINATOR_NOT_AVAILABLE while it has none. Other key
 types (2, share groups) answer INVALID_REQUEST. v4+ batches keys (coordinator_keys).
 With an authorizer a key needs Describe on its group (else GROUP_AUTHORIZATION_FAILED) or
 transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED), as Kafka checks.
@@ -9,6 +11,7 @@ transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED), as Kafka checks.
 
 from __future__ import annotations
 
+from ...coordinator import OFFSETS_TOPIC, partition_for
 from ...protocol.apis.find_coordinator import (
     SPEC,
     FindCoordinatorRequest,
@@ -16,6 +19,7 @@ from ...protocol.apis.find_coordinator import (
     FindCoordinatorResponseCoordinator,
 )
 from ...protocol.errors import ErrorCode
+from ..internal_topics import TRANSACTION_STATE_TOPIC
 from ..request_context import RequestContext
 from ..security.acl import Operation, ResourceType
 
@@ -51,12 +55,19 @@ async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCo
                     )
                 )
                 continue
+            if not served:
+                coordinators.append(
+                    FindCoordinatorResponseCoordinator(
+                        key=key, node_id=-1, host="", port=-1,
+                        error_code=ErrorCode.INVALID_REQUEST, error_message=_REFUSAL,
+                    )
+                )
+                continue
+            code, node_id, key_host, key_port = _owner(ctx, request.key_type, key, node, host, port)
             coordinators.append(
                 FindCoordinatorResponseCoordinator(
-                    key=key, node_id=node if served else -1, host=host if served else "",
-                    port=port if served else -1,
-                    error_code=0 if served else ErrorCode.INVALID_REQUEST,
-                    error_message=None if served else _REFUSAL,
+                    key=key, node_id=node_id, host=key_host, port=key_port, error_code=code,
+                    error_message=None if code == 0 else "the coordinator is moving between brokers",
                 )
             )
         return FindCoordinatorResponse(coordinators=coordinators)
@@ -67,7 +78,31 @@ async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCo
         return FindCoordinatorResponse(
             error_code=ErrorCode.INVALID_REQUEST, error_message=_REFUSAL, node_id=-1, host="", port=-1
         )
-    return FindCoordinatorResponse(error_code=0, error_message=None, node_id=node, host=host, port=port)
+    code, node, host, port = _owner(ctx, request.key_type, request.key, node, host, port)
+    return FindCoordinatorResponse(
+        error_code=code, error_message=None if code == 0 else "the coordinator is moving between brokers",
+        node_id=node, host=host, port=port,
+    )
+
+
+def _owner(ctx: RequestContext, key_type: int, key: str, node: int, host: str, port: int) -> tuple[int, int, str, int]:
+    """(error, node id, host, port) of the key's coordinator: this broker, or in a cluster
+    the leader of the key's partition of the internal topic."""
+    cluster = ctx.state.cluster
+    if cluster is None:
+        return ErrorCode.NONE, node, host, port
+    if key_type == KEY_TYPE_GROUP:
+        topic, partitions = OFFSETS_TOPIC, ctx.state.config.offsets_topic_partitions
+    else:
+        topic, partitions = TRANSACTION_STATE_TOPIC, ctx.state.config.transaction_state_log_num_partitions
+    leader = cluster.leader(topic, partition_for(key, partitions))
+    if leader is not None:
+        if leader[0] == node:
+            return ErrorCode.NONE, node, host, port
+        row = cluster.broker(leader[0])
+        if row is not None:
+            return ErrorCode.NONE, row.node_id, row.host, row.port
+    return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
 
 
 def _denied(ctx: RequestContext, key_type: int, key: str) -> int:

@@ -56,8 +56,14 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
                 resp.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 resp.leader_epoch = -1
                 continue
+            if state.not_leader(wanted.name, part.partition_index):
+                resp.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                resp.leader_epoch = -1
+                continue
+            if state.cluster is not None:
+                resp.leader_epoch = state.cluster.held.get((wanted.name, part.partition_index), 0)
             ts = part.timestamp
-            fetchable = plog.log_end_offset
+            fetchable = state.high_watermark(plog)
             if request.isolation_level == READ_COMMITTED:
                 fetchable = state.last_stable_offset(wanted.name, part.partition_index, plog)
             if ts == LATEST:

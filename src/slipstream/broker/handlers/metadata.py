@@ -1,6 +1,8 @@
 """Metadata (key 3). Served v0-12.
 
-One node leads every partition. Topics: null (v1+) or an empty list in v0 means
+One node leads every partition, or, in a cluster (storage postgres), the live broker
+holding the partition's lease (leader epoch = lease epoch; LEADER_NOT_AVAILABLE while
+none does). Topics: null (v1+) or an empty list in v0 means
 all topics; otherwise unknown topics are auto-created when the broker allows it
 and the request does (allow_auto_topic_creation, v4+; implied before v4).
 v10+ carries topic ids; v12 lets a topic be named by id alone (name null).
@@ -29,6 +31,7 @@ from ...protocol.apis.metadata import (
 )
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.primitives import ZERO_UUID
+from ..cluster.view import ClusterView
 from ..request_context import RequestContext
 from ..security.acl import CLUSTER_NAME, Operation, ResourceType
 from ..state import BrokerState
@@ -50,12 +53,21 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
     if request.topics is None or (version == 0 and not request.topics):
         for topic in state.topics.topics.values():
             if ctx.topic_allowed(Operation.DESCRIBE, topic.name):
-                topics.append(describe_topic(topic, node))
+                topics.append(describe_topic(topic, node, state.cluster))
     else:
         allow_create = state.config.auto_create_topics and (version < 4 or request.allow_auto_topic_creation)
         for wanted in request.topics:
             topics.append(_authorized_lookup(ctx, wanted.name, wanted.topic_id, allow_create, node))
     host, port = ctx.advertised_endpoint()
+    brokers = [MetadataResponseBroker(node_id=node, host=host, port=port, rack=None)]
+    controller = node
+    if state.cluster is not None:
+        brokers += [
+            MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port, rack=None)
+            for b in state.cluster.live
+            if b.node_id != node
+        ]
+        controller = min(b.node_id for b in brokers)
     cluster_operations = OPERATIONS_NOT_REQUESTED
     if ctx.authorizing and version >= 8:
         # With an authorizer, what was asked for is answered (without one: "not requested").
@@ -68,9 +80,9 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
         if version <= 10 and request.include_cluster_authorized_operations:
             cluster_operations = ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS)
     return MetadataResponse(
-        brokers=[MetadataResponseBroker(node_id=node, host=host, port=port, rack=None)],
+        brokers=brokers,
         cluster_id=state.cluster_id,
-        controller_id=node,
+        controller_id=controller,
         topics=topics,
         cluster_authorized_operations=cluster_operations,
     )
@@ -109,13 +121,17 @@ def _lookup(
                 error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=topic_id,
                 topic_authorized_operations=OPERATIONS_NOT_REQUESTED,
             )
-        return describe_topic(by_id, node)
+        return describe_topic(by_id, node, state.cluster)
     topic = state.topics.get(name)
     if topic is None:
         try:
             check_topic_name(name)
         except KafkaError:
             return _error_topic(name, ErrorCode.INVALID_TOPIC_EXCEPTION)
+        if state.topics.being_created(name):
+            # Its logs are still being made (__consumer_offsets at a fresh start): Kafka
+            # answers a topic in creation this way, and clients retry.
+            return _error_topic(name, ErrorCode.LEADER_NOT_AVAILABLE)
         if not allow_create:
             return _error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         try:
@@ -123,7 +139,7 @@ def _lookup(
             log.info("auto-created topic %s", name)
         except KafkaError as exc:
             return _error_topic(name, exc.code)
-    return describe_topic(topic, node)
+    return describe_topic(topic, node, state.cluster)
 
 
 def _error_topic(name: str, code: int) -> MetadataResponseTopic:
@@ -133,25 +149,35 @@ def _error_topic(name: str, code: int) -> MetadataResponseTopic:
     )
 
 
-def describe_topic(topic: Topic, node: int) -> MetadataResponseTopic:
+def describe_topic(topic: Topic, node: int, cluster: ClusterView | None = None) -> MetadataResponseTopic:
     return MetadataResponseTopic(
         error_code=0,
         name=topic.name,
         topic_id=topic.topic_id,
         is_internal=topic.internal,
-        partitions=[
-            MetadataResponsePartition(
-                error_code=0,
-                partition_index=index,
-                leader_id=node,
-                leader_epoch=0,
-                replica_nodes=[node],
-                isr_nodes=[node],
-                offline_replicas=[],
-            )
-            for index in range(len(topic.partitions))
-        ],
+        partitions=[_partition(topic.name, index, node, cluster) for index in range(len(topic.partitions))],
         topic_authorized_operations=OPERATIONS_NOT_REQUESTED,
+    )
+
+
+def _partition(topic: str, index: int, node: int, cluster: ClusterView | None) -> MetadataResponsePartition:
+    leader, epoch = node, 0
+    if cluster is not None:
+        found = cluster.leader(topic, index)
+        if found is None:
+            return MetadataResponsePartition(
+                error_code=ErrorCode.LEADER_NOT_AVAILABLE, partition_index=index, leader_id=-1,
+                leader_epoch=-1, replica_nodes=[], isr_nodes=[], offline_replicas=[],
+            )
+        leader, epoch = found
+    return MetadataResponsePartition(
+        error_code=0,
+        partition_index=index,
+        leader_id=leader,
+        leader_epoch=epoch,
+        replica_nodes=[leader],
+        isr_nodes=[leader],
+        offline_replicas=[],
     )
 
 

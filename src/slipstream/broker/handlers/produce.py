@@ -4,7 +4,7 @@ acks=0 gets no response at all; acks=1 and acks=-1 are answered after the append
 (with the fsync durability policy, acks=-1 also waits for the group-commit fsync).
 v8+ carries error_message and record_errors: the index of each bad record in its
 batch (keyless records to a compacted topic), so a client fails just those (KIP-467); v10+ tagged current_leader/node_endpoints
-(only sent for NOT_LEADER errors, which a single node never returns). v13 names
+(sent with NOT_LEADER_OR_FOLLOWER, which only a cluster broker returns). v13 names
 topics by id (an unknown id is UNKNOWN_TOPIC_ID). Transactional batches need the
 request's transactional_id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka).
 With an authorizer: a transactional id needs Write on it (else every partition is
@@ -21,6 +21,8 @@ from ...protocol.apis.produce import (
     ProduceRequest,
     ProduceResponse,
     ProduceResponseBatchIndexAndErrorMessage,
+    ProduceResponseLeaderIdAndEpoch,
+    ProduceResponseNodeEndpoint,
     ProduceResponsePartition,
     ProduceResponseTopic,
 )
@@ -43,6 +45,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
     bad_acks = acks not in (0, 1, -1)
     transactional = request.transactional_id is not None
     by_id = state.topics.by_id if ctx.api_version >= TOPIC_IDS_VERSION else None
+    endpoints: dict[int, ProduceResponseNodeEndpoint] = {}
     txn_denied = transactional and not ctx.authorized(
         Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id or ""
     )
@@ -91,7 +94,11 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                             )
                             for index, why in exc.record_errors
                         ]
-                    if exc.code not in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,):
+                    if exc.code == ErrorCode.NOT_LEADER_OR_FOLLOWER and ctx.api_version >= 10:
+                        leader = _current_leader(ctx, topic_data.name, part.index, endpoints)
+                        if leader is not None:
+                            resp.current_leader = leader
+                    if exc.code not in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER):
                         log.info("produce to %s-%d rejected: %s", topic_data.name, part.index, exc)
             partitions.append(resp)
         topics.append(
@@ -99,7 +106,22 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
         )
     if acks == 0:
         return None
-    return ProduceResponse(responses=topics)
+    return ProduceResponse(responses=topics, node_endpoints=list(endpoints.values()))
+
+
+def _current_leader(
+    ctx: RequestContext, topic: str, partition: int, endpoints: dict[int, ProduceResponseNodeEndpoint]
+) -> ProduceResponseLeaderIdAndEpoch | None:
+    """KIP-951: the partition's leader now, and its endpoint, so the client need not
+    wait for a metadata refresh."""
+    cluster = ctx.state.cluster
+    found = None if cluster is None else cluster.leader(topic, partition)
+    if cluster is None or found is None:
+        return None
+    row = cluster.broker(found[0])
+    if row is not None:
+        endpoints[row.node_id] = ProduceResponseNodeEndpoint(node_id=row.node_id, host=row.host, port=row.port)
+    return ProduceResponseLeaderIdAndEpoch(leader_id=found[0], leader_epoch=found[1])
 
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "SPEC", "handle"]

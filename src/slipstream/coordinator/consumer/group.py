@@ -37,6 +37,8 @@ class PartitionOwnershipError(AssertionError):
 
 
 NO_OWNER_EPOCH = -1
+# The protocol type of classic members a consumer group can hold (ConsumerProtocol's).
+CONSUMER_PROTOCOL_TYPE = "consumer"
 
 
 class ConsumerGroup:
@@ -53,6 +55,10 @@ class ConsumerGroup:
         self._subscribed_regexes: Counter[str] = Counter()
         self._server_assignors: Counter[str] = Counter()
         self._static_members: dict[str, str] = {}
+        # Members speaking the classic protocol, and how many of them list each protocol
+        # name (Kafka's numClassicProtocolMembers / classicProtocolMembersSupportedProtocols).
+        self._classic_members = 0
+        self._classic_protocols: Counter[str] = Counter()
         # regex -> topic names it matched at its last resolution.
         self._resolved_regexes: dict[str, frozenset[str]] = {}
         self._state = ConsumerGroupState.EMPTY
@@ -112,6 +118,28 @@ class ConsumerGroup:
     @property
     def resolved_regexes(self) -> Mapping[str, frozenset[str]]:
         return self._resolved_regexes
+
+    @property
+    def num_classic_members(self) -> int:
+        return self._classic_members
+
+    def supports_classic_protocols(self, protocol_type: str, names: frozenset[str]) -> bool:
+        """Whether a classic JoinGroup with these protocols fits (Kafka's supportsClassicProtocols):
+        the consumer protocol type, and a protocol every classic member lists too."""
+        if protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return False
+        if not self._members:
+            return bool(names)
+        return any(self._classic_protocols.get(name, 0) == self._classic_members for name in names)
+
+    def all_members_use_classic_protocol_except(self, member_id: str) -> bool:
+        """Whether every member but ``member_id`` speaks the classic protocol and it does not."""
+        member = self._members.get(member_id)
+        return (
+            member is not None
+            and not member.uses_classic_protocol
+            and self._classic_members == len(self._members) - 1
+        )
 
     def current_partition_epoch(self, topic_id: TopicId, partition: int) -> int:
         """Epoch of the partition's current owner, or -1 when nobody owns it."""
@@ -209,6 +237,9 @@ class ConsumerGroup:
             self._server_assignors[member.server_assignor] += 1
         if member.instance_id is not None:
             self._static_members[member.instance_id] = member.member_id
+        if member.classic is not None:
+            self._classic_members += 1
+            self._classic_protocols.update(member.classic.protocol_names())
         self._add_partition_epochs(member.assigned_partitions, member.member_epoch)
         self._add_partition_epochs(member.partitions_pending_revocation, member.member_epoch)
 
@@ -224,6 +255,10 @@ class ConsumerGroup:
         # A replacement static member may already have taken the instance id over.
         if member.instance_id is not None and self._static_members.get(member.instance_id) == member.member_id:
             del self._static_members[member.instance_id]
+        if member.classic is not None:
+            self._classic_members -= 1
+            self._classic_protocols.subtract(member.classic.protocol_names())
+            self._classic_protocols = +self._classic_protocols
         self._remove_partition_epochs(member.assigned_partitions, member.member_epoch)
         self._remove_partition_epochs(member.partitions_pending_revocation, member.member_epoch)
 

@@ -34,6 +34,24 @@ LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """What a member speaking the classic protocol inside a consumer group joined with
+    (Kafka's ``ClassicMemberMetadata`` of the member record): its session timeout and
+    its JoinGroup protocols, (name, subscription metadata) in its order of preference."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+    @property
+    def protocol_name(self) -> str:
+        """The protocol it is answered with: its first (Kafka answers the first one)."""
+        return self.protocols[0][0]
+
+    def protocol_names(self) -> frozenset[str]:
+        return frozenset(name for name, _ in self.protocols)
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerGroupMember:
     member_id: str
     member_epoch: int = 0
@@ -50,6 +68,10 @@ class ConsumerGroupMember:
     server_assignor: str | None = None
     assigned_partitions: PartitionMap = field(default_factory=dict)
     partitions_pending_revocation: PartitionMap = field(default_factory=dict)
+    # Set for a member that speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat)
+    # in a consumer group: a classic group's member converted by an online upgrade, or
+    # a classic consumer that joined the consumer group.
+    classic: ClassicMemberMetadata | None = None
 
     def __post_init__(self) -> None:
         # Normalize so equal members compare equal whatever the caller passed in.
@@ -79,6 +101,10 @@ class ConsumerGroupMember:
     @property
     def is_static(self) -> bool:
         return self.instance_id is not None
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic is not None
 
     @property
     def uses_regex(self) -> bool:

@@ -45,7 +45,33 @@ MIGRATIONS: tuple[str, ...] = (
         body text NOT NULL
     );
     """,
+    # 2: the cluster (broker/cluster/): live brokers, partition leases, producer-id blocks.
+    """
+    CREATE TABLE cluster_brokers (
+        node_id      integer PRIMARY KEY,
+        host         text    NOT NULL,
+        port         integer NOT NULL,
+        -- database clock (ms) of the last heartbeat: live while within the session
+        heartbeat_ms bigint  NOT NULL
+    );
+    CREATE TABLE partition_leases (
+        topic      text    NOT NULL,
+        partition  integer NOT NULL,
+        owner      integer NOT NULL,
+        -- bumped by every new owner: the leader epoch, checked by every commit
+        epoch      integer NOT NULL,
+        expires_ms bigint  NOT NULL,
+        PRIMARY KEY (topic, partition)
+    );
+    CREATE TABLE producer_id_blocks (
+        only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+        next_id  bigint  NOT NULL
+    );
+    """,
 )
+
+# The database's clock in milliseconds: every broker judges leases and heartbeats by it.
+NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
 
 SCHEMA_VERSION = len(MIGRATIONS)
 _MIGRATION_LOCK = 0x5EED_0016  # pg_advisory_xact_lock key shared by every broker

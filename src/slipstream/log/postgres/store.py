@@ -27,29 +27,29 @@ First slice of the postgres backend (issue 16), for a single broker:
   Consumer offsets and transaction state are the ``__consumer_offsets`` and
   ``__transaction_state`` logs, stored like any other.
 
-Known limits of this slice: each log must fit in memory; reads may return batches
-appended but not yet committed (acks=0/1 writes, or acks=all ones whose commit is in
-flight), which a crash before the commit loses - on one broker this is Kafka's acks=1
-risk; the cluster slice serves reads up to the committed end only.
+Known limits: each log must fit in memory; reads may return batches appended but
+not yet committed (acks=0/1 writes, or acks=all ones whose commit is in flight) - a
+cluster broker serves reads only up to ``committed_end``.
 
-What later slices change for a cluster: offsets are then assigned inside the commit
-transaction by the partition's leader (the ``next_offset`` check already fences a
-deposed leader), the in-memory copy becomes a cache of the database (loaded or
-refreshed on leadership change, read-through for ranges not held), the high
-watermark becomes the committed end rather than the appended end, and commits also
-check a leadership/lease epoch row in the same transaction.
+In a cluster (``node_id`` given, see broker/cluster/): offsets are assigned by the
+partition's leader, which loads the partition (``reload``) when it takes the lease and
+keeps only an empty placeholder (``unload``) when it gives it up; every commit and
+direct change checks the lease (owner, epoch, expiry) in its own transaction, with the
+lease row locked for share, so a deposed leader cannot write.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
-from slipstream.log.api import AbortedTxn, LogConfig
+from slipstream.log.api import AbortedTxn, LogConfig, LogFenced
 from slipstream.log.memory import MemoryLog, MemorySegment
 from slipstream.log.postgres.runner import DatabaseThread
-from slipstream.log.postgres.schema import migrate
+from slipstream.log.postgres.schema import NOW_MS, migrate
 from slipstream.log.segmented import Buffer, Segment, SegmentedLog
 from slipstream.protocol.record_batch import BatchHeader, parse_header
 
@@ -58,12 +58,14 @@ _ABORTED_COLUMNS = [
     "partition_id", "segment_base", "producer_id", "first_offset", "last_offset", "last_stable_offset",
 ]  # fmt: skip
 
+_log = logging.getLogger(__name__)
+
 BatchRow = tuple[int, int, int, int, int, bytes]
 AbortedRow = tuple[int, int, int, int, int, int]
 
 
-class LogFenced(RuntimeError):
-    """Another writer moved the partition in the database: this copy is stale."""
+class _Fenced(Exception):
+    """A commit found logs fenced (marked on them): retried without them."""
 
 
 class PostgresLog(MemoryLog):
@@ -76,10 +78,17 @@ class PostgresLog(MemoryLog):
         config: LogConfig,
         segments: list[Segment],
         log_start_offset: int,
+        topic: str = "",
+        partition: int = -1,
     ) -> None:
         SegmentedLog.__init__(self, config, segments, log_start_offset)
         self._store = store
         self.partition_id = partition_id
+        self.topic = topic
+        self.partition = partition
+        # In a cluster: the epoch of this broker's lease on the partition, checked by
+        # every commit (-1: no lease check, a store used without a cluster).
+        self.lease_epoch = -1
         self._lock = threading.Lock()  # appends (loop) vs. commit taking them (worker)
         self._batch_rows: list[BatchRow] = []
         self._aborted_rows: list[AbortedRow] = []
@@ -129,6 +138,12 @@ class PostgresLog(MemoryLog):
     def committed(self, new_end: int) -> None:
         self._committed_end = new_end
 
+    @property
+    def committed_end(self) -> int:
+        """The end of what is stored in the database: a cluster serves reads below it only
+        (what is past it dies with this broker)."""
+        return self._committed_end
+
     def requeue(self, batches: list[BatchRow], aborted: list[AbortedRow]) -> None:
         """A failed commit: put its rows back in front, for the next one to retry."""
         with self._lock:
@@ -139,16 +154,18 @@ class PostgresLog(MemoryLog):
 
     def flush(self) -> None:
         self._store.commit()
+        if self.fenced:
+            raise LogFenced(self.fenced)
 
     def _persist_log_start(self) -> None:
         self._store.commit()
-        self._store.set_log_start(self.partition_id, self._log_start)
+        self._store.set_log_start(self.partition_id, self._log_start, self)
 
     def _delete_leading(self, count: int) -> int:
         deleted = super()._delete_leading(count)
         if deleted:
             self._store.commit()
-            self._store.delete_below(self.partition_id, self._segments[0].base_offset, self._log_start)
+            self._store.delete_below(self.partition_id, self._segments[0].base_offset, self._log_start, self)
         return deleted
 
     def replace_segments(self, old: Sequence[Segment], new: Segment) -> None:
@@ -161,7 +178,7 @@ class PostgresLog(MemoryLog):
             for b in new.batches()
             for h in (parse_header(b),)
         ]
-        self._store.rewrite_segments(self.partition_id, [s.base_offset for s in old], new.base_offset, rows)
+        self._store.rewrite_segments(self.partition_id, [s.base_offset for s in old], new.base_offset, rows, self)
         super().replace_segments(old, new)
 
     def close(self) -> None:
@@ -174,9 +191,19 @@ class PostgresLog(MemoryLog):
 class PostgresLogStore:
     """Partition logs in one PostgreSQL database (see the module docstring)."""
 
-    def __init__(self, database_url: str, *, max_connections: int = 4) -> None:
+    def __init__(
+        self, database_url: str, *, max_connections: int = 4, node_id: int | None = None, lazy: bool = False
+    ) -> None:
+        """``node_id``: this broker's id in a cluster (commits of logs with a lease epoch
+        check the lease). ``lazy``: ``open`` reads no batches - a cluster broker loads a
+        partition (``reload``) only when it becomes its leader."""
         self._db = DatabaseThread(database_url, max_connections=max_connections)
         self._db.with_connection(migrate)
+        self.node_id = node_id
+        self._lazy = lazy
+        # A cluster's copy of a partition it does not lead: any commit of it is refused
+        # (no lease has epoch 0), whatever code path appended to it.
+        self._placeholder_epoch = -1 if node_id is None else 0
         self._logs: dict[tuple[str, int], PostgresLog] = {}
         self._dirty: set[PostgresLog] = set()
         self._dirty_lock = threading.Lock()
@@ -199,11 +226,69 @@ class PostgresLogStore:
             return log
         if not topic or partition < 0:
             raise ValueError(f"invalid topic partition {topic!r}/{partition}")
-        log = self._db.with_connection(lambda conn: self._load(conn, topic, partition, config))
+        log = self._db.with_connection(lambda conn: self._load(conn, topic, partition, config, not self._lazy))
         self._logs[(topic, partition)] = log
         return log
 
-    async def _load(self, conn: Any, topic: str, partition: int, config: LogConfig) -> PostgresLog:
+    def reload(self, topic: str, partition: int, config: LogConfig, lease_epoch: int) -> PostgresLog:
+        """A fresh copy of the partition from the database (a new leader taking over);
+        anything the old copy still queued is dropped (its lease is gone)."""
+        with self._commit_lock:
+            self._discard(topic, partition)
+            log = self._db.with_connection(lambda conn: self._load(conn, topic, partition, config, True))
+            log.lease_epoch = lease_epoch
+            self._logs[(topic, partition)] = log
+            return log
+
+    def unload(self, topic: str, partition: int, config: LogConfig) -> PostgresLog:
+        """Commit what the partition queued, then keep only an empty placeholder of it
+        (this broker stopped leading it). Raises LogFenced if the commit was refused."""
+        old = self._logs.get((topic, partition))
+        if old is None:
+            return self.open(topic, partition, config)
+        try:
+            old.flush()
+        except Exception as exc:  # fenced or unreachable: those writes were never acknowledged
+            _log.warning("%s-%d: dropping writes not committed before giving it up: %s", topic, partition, exc)
+        with self._commit_lock:
+            self._discard(topic, partition)
+            # No database read: this placeholder is never served (it may not be reachable).
+            placeholder = PostgresLog(
+                self, old.partition_id, config, [MemorySegment(old.log_end_offset)], old.log_start_offset,
+                topic, partition,
+            )
+            placeholder.lease_epoch = self._placeholder_epoch
+            self._logs[(topic, partition)] = placeholder
+            return placeholder
+
+    def _discard(self, topic: str, partition: int) -> None:
+        old = self._logs.pop((topic, partition), None)
+        if old is not None:
+            with self._dirty_lock:
+                self._dirty.discard(old)
+            batches, aborted, *_ = old.take_pending()
+            if batches or aborted:  # a waiter for these must not hear they were stored
+                old.fenced = old.fenced or f"{topic}-{partition}: this broker no longer leads the partition"
+
+    def reserve_producer_ids(self, count: int, floor: int = 0) -> int:
+        """The first of ``count`` producer ids (none below ``floor``) that no other broker
+        of the database will hand out."""
+        return int(
+            self._db.with_connection(
+                lambda conn: conn.fetchval(
+                    "INSERT INTO producer_id_blocks (next_id) VALUES ($2::bigint + $1::bigint) "
+                    "ON CONFLICT (only_row) DO UPDATE SET "
+                    "next_id = GREATEST(producer_id_blocks.next_id, $2::bigint) + $1::bigint "
+                    "RETURNING next_id - $1::bigint",
+                    count,
+                    floor,
+                )
+            )
+        )
+
+    async def _load(
+        self, conn: Any, topic: str, partition: int, config: LogConfig, read_batches: bool
+    ) -> PostgresLog:
         row = await conn.fetchrow(
             "INSERT INTO log_partitions (topic, partition) VALUES ($1, $2) "
             "ON CONFLICT (topic, partition) DO UPDATE SET topic = EXCLUDED.topic "
@@ -213,6 +298,11 @@ class PostgresLogStore:
         )
         partition_id, log_start, next_offset = row["id"], row["log_start_offset"], row["next_offset"]
         segments: list[MemorySegment] = []
+        if not read_batches:
+            segments.append(MemorySegment(next_offset))
+            unloaded = PostgresLog(self, partition_id, config, list[Segment](segments), log_start, topic, partition)
+            unloaded.lease_epoch = self._placeholder_epoch
+            return unloaded
         async with conn.transaction():  # a cursor needs one
             async for batch in conn.cursor(
                 "SELECT segment_base, data FROM log_batches WHERE partition_id = $1 ORDER BY base_offset",
@@ -233,7 +323,7 @@ class PostgresLogStore:
             segments[owner].add_aborted(
                 AbortedTxn(txn["producer_id"], txn["first_offset"], txn["last_offset"], txn["last_stable_offset"])
             )
-        return PostgresLog(self, partition_id, config, list[Segment](segments), log_start)
+        return PostgresLog(self, partition_id, config, list[Segment](segments), log_start, topic, partition)
 
     def remove(self, topic: str, partition: int) -> None:
         log = self._logs.pop((topic, partition), None)
@@ -260,6 +350,9 @@ class PostgresLogStore:
         self._closed = True
         try:
             self.commit()
+            fenced = [log.fenced for log in self._logs.values() if log.fenced]
+            if fenced:
+                raise LogFenced(fenced[0])
         finally:
             self._logs.clear()
             self._db.close()
@@ -275,27 +368,30 @@ class PostgresLogStore:
         with self._commit_lock:
             with self._dirty_lock:
                 dirty, self._dirty = self._dirty, set()
-            if not dirty:
+            # A fenced log's rows are never written (its flush raises); the others go on.
+            work = [(log, *log.take_pending()) for log in dirty if not log.fenced]
+            while work:
+                try:
+                    self._db.with_connection(partial(self._store, work=work))
+                except _Fenced:
+                    work = [w for w in work if not w[0].fenced]  # the others retry at once
+                    continue
+                except BaseException:
+                    for log, batches, aborted, *_ in work:
+                        log.requeue(batches, aborted)
+                        self.mark_dirty(log)
+                    raise
+                for log, _, _, _, new_end, _ in work:
+                    log.committed(new_end)
                 return
-            work = [(log, *log.take_pending()) for log in dirty]
-            try:
-                self._db.with_connection(lambda conn: self._store(conn, work))
-            except BaseException:
-                for log, batches, aborted, *_ in work:
-                    log.requeue(batches, aborted)
-                    self.mark_dirty(log)
-                raise
-            for log, _, _, _, new_end, _ in work:
-                log.committed(new_end)
 
-    async def _store(self, conn: Any, work: list[Any]) -> None:
-        fenced = [log for log, *_ in work if log.fenced]
-        if fenced:
-            raise LogFenced(fenced[0].fenced)
+    async def _store(self, conn: Any, *, work: list[Any]) -> None:
         batch_rows = [row for _, batches, *_ in work for row in batches]
         aborted_rows = [row for _, _, aborted, *_ in work for row in aborted]
         ids = [log.partition_id for log, *_ in work]
         async with conn.transaction():
+            if await self._fence_lost_leases(conn, [log for log, *_ in work]):
+                raise _Fenced()
             moved = await conn.fetch(
                 "UPDATE log_partitions AS p SET next_offset = u.new_end, "
                 "log_start_offset = GREATEST(p.log_start_offset, u.log_start) "
@@ -315,7 +411,7 @@ class PostgresLogStore:
                             f"partition id {log.partition_id} was written by another broker: "
                             "its next offset in the database is not the one this broker committed"
                         )
-                raise LogFenced(next(log.fenced for log, *_ in work if log.fenced))
+                raise _Fenced()
             if batch_rows:
                 await conn.copy_records_to_table("log_batches", records=batch_rows, columns=_BATCH_COLUMNS)
             if aborted_rows:
@@ -323,22 +419,58 @@ class PostgresLogStore:
                     "log_aborted_txns", records=aborted_rows, columns=_ABORTED_COLUMNS
                 )
 
-    # -- direct changes ----------------------------------------------------------------
-
-    def set_log_start(self, partition_id: int, log_start: int) -> None:
-        self._db.with_connection(
-            lambda conn: conn.execute(
-                "UPDATE log_partitions SET log_start_offset = GREATEST(log_start_offset, $2) WHERE id = $1",
-                partition_id,
-                log_start,
-            )
+    async def _fence_lost_leases(self, conn: Any, logs: list[PostgresLog]) -> list[PostgresLog]:
+        """In a transaction: the logs whose lease this broker no longer holds at their
+        epoch (marked fenced). FOR SHARE: a broker claiming one of the others' leases
+        waits for this transaction, so the copy it then loads holds its changes."""
+        leased = [log for log in logs if log.lease_epoch >= 0]
+        if not leased:
+            return []
+        valid = await conn.fetch(
+            "SELECT l.topic, l.partition FROM partition_leases AS l "
+            "JOIN unnest($1::text[], $2::int[], $3::int[]) AS u(t, p, e) "
+            "ON l.topic = u.t AND l.partition = u.p "
+            f"WHERE l.owner = $4 AND l.epoch = u.e AND l.expires_ms > {NOW_MS} FOR SHARE OF l",
+            [log.topic for log in leased],
+            [log.partition for log in leased],
+            [log.lease_epoch for log in leased],
+            self.node_id,
         )
+        held = {(r["topic"], r["partition"]) for r in valid}
+        lost = [log for log in leased if (log.topic, log.partition) not in held]
+        for log in lost:
+            log.fenced = (
+                f"{log.topic}-{log.partition}: this broker's lease (epoch {log.lease_epoch}) "
+                "has expired or passed to another broker"
+            )
+        return lost
 
-    def delete_below(self, partition_id: int, first_segment_base: int, log_start: int) -> None:
+    async def _check_lease(self, conn: Any, log: PostgresLog | None) -> None:
+        if log is not None and await self._fence_lost_leases(conn, [log]):
+            raise LogFenced(log.fenced)
+
+    # -- direct changes (each checks the lease of ``log``, when given, in its transaction) --
+
+    def set_log_start(self, partition_id: int, log_start: int, log: PostgresLog | None = None) -> None:
+        async def work(conn: Any) -> None:
+            async with conn.transaction():
+                await self._check_lease(conn, log)
+                await conn.execute(
+                    "UPDATE log_partitions SET log_start_offset = GREATEST(log_start_offset, $2) WHERE id = $1",
+                    partition_id,
+                    log_start,
+                )
+
+        self._db.with_connection(work)
+
+    def delete_below(
+        self, partition_id: int, first_segment_base: int, log_start: int, log: PostgresLog | None = None
+    ) -> None:
         """Drop the rows of deleted leading segments and record the new log start."""
 
         async def work(conn: Any) -> None:
             async with conn.transaction():
+                await self._check_lease(conn, log)
                 await conn.execute(
                     "UPDATE log_partitions SET log_start_offset = GREATEST(log_start_offset, $2) WHERE id = $1",
                     partition_id,
@@ -354,12 +486,18 @@ class PostgresLogStore:
         self._db.with_connection(work)
 
     def rewrite_segments(
-        self, partition_id: int, old_bases: list[int], new_base: int, rows: list[BatchRow]
+        self,
+        partition_id: int,
+        old_bases: list[int],
+        new_base: int,
+        rows: list[BatchRow],
+        log: PostgresLog | None = None,
     ) -> None:
         """Compaction: the cleaned segment's rows replace the old segments' in one transaction."""
 
         async def work(conn: Any) -> None:
             async with conn.transaction():
+                await self._check_lease(conn, log)
                 await conn.execute(
                     "DELETE FROM log_batches WHERE partition_id = $1 AND segment_base = ANY($2::bigint[])",
                     partition_id,
@@ -389,6 +527,28 @@ class PostgresMetadata:
             lambda conn: conn.fetchval("SELECT body FROM broker_metadata WHERE name = $1", name)
         )
         return None if body is None else str(body)
+
+    def update(self, name: str, change: Callable[[str | None], str]) -> str:
+        """Replace the document by ``change(current)`` with no other update in between
+        (brokers of a cluster change shared documents through this)."""
+
+        async def work(conn: Any) -> str:
+            async with conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", name)
+                current = await conn.fetchval("SELECT body FROM broker_metadata WHERE name = $1", name)
+                body = change(None if current is None else str(current))
+                await conn.execute(
+                    "INSERT INTO broker_metadata (name, body) VALUES ($1, $2) "
+                    "ON CONFLICT (name) DO UPDATE SET body = EXCLUDED.body",
+                    name,
+                    body,
+                )
+                # Delivered at commit: the cluster's brokers follow the change at once
+                # (broker/cluster/member.py listens on this channel).
+                await conn.execute("SELECT pg_notify('slipstream_cluster', $1)", name)
+                return body
+
+        return self._db.with_connection(work)
 
     def save(self, name: str, body: str) -> None:
         self._db.with_connection(

@@ -1,0 +1,345 @@
+#!/usr/bin/env python3
+"""A cluster of 1, 2 and 3 brokers over one PostgreSQL database, against the disk backend.
+
+    python bench/cluster.py            # full run
+    python bench/cluster.py --quick    # smoke run
+
+One PostgreSQL server (started here in a temporary directory, fsync on) and Slipstream
+broker subprocesses: first one ``--storage disk`` broker, then 1, 2 and 3 brokers
+``--storage postgres`` over a fresh database each time. confluent-kafka produces 1 KiB
+values with acks=all and idempotence (linger.ms=5) round-robin over the partitions,
+bootstrapped through every broker (it sends each partition to its leader), then
+consumes them from the beginning. Then failover: a two-member group commits as it
+consumes while a producer runs; the broker that coordinates the group is killed with
+SIGKILL; the time until the group's next successful commit is reported, over
+``--rounds`` kills (the killed broker is started again between rounds).
+
+Issue 16's targets: one Postgres-backed broker reaches at least 30% of the disk
+backend's produce throughput, 3 brokers at least as much as one, and a group consumes
+again within its session timeout + 5 s after its coordinator is killed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from broker_throughput import WARMUP_TOPIC, Rate, consume_phase, produce_phase
+from harness import BenchError, create_topics, log
+
+from slipstream.testing.ports import free_port
+from slipstream.testing.postgres import (
+    PostgresServer,
+    find_postgres_bin,
+    fresh_database,
+    wait_until_accepting,
+)
+
+VALUE_SIZE = 1024
+SESSION_MS = 3000  # cluster.broker.session.ms
+GROUP_SESSION_MS = 6000
+OFFSETS_PARTITIONS = 6
+
+
+class BrokerSet:
+    """Broker subprocesses on free ports; all killed on exit."""
+
+    def __init__(self, tmp: Path, args: list[str]) -> None:
+        self.tmp, self.args = tmp, args
+        tmp.mkdir(parents=True, exist_ok=True)
+        self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        self.ports: dict[int, int] = {}
+
+    def start(self, node: int) -> None:
+        port = self.ports.setdefault(node, free_port())
+        command = [
+            sys.executable, "-m", "slipstream", "serve", "--host", "127.0.0.1", "--port", str(port),
+            "--data-dir", str(self.tmp / f"data-{node}"), "--log-level", "WARNING",
+            "--set", f"node.id={node}", *self.args,
+        ]  # fmt: skip
+        with open(self.tmp / f"broker-{node}.log", "ab") as out:
+            self.procs[node] = subprocess.Popen(command, stdin=subprocess.DEVNULL, stderr=out)
+        wait_until_accepting(f"x@127.0.0.1:{port}/", timeout_s=60)
+
+    def kill(self, node: int) -> None:
+        proc = self.procs.pop(node)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{self.ports[n]}" for n in sorted(self.procs))
+
+    def close(self) -> None:
+        for node in list(self.procs):
+            self.kill(node)
+
+
+def wait_led(bootstrap: str, topic: str, partitions: int, brokers: int, timeout: float = 60) -> None:
+    """Until Metadata names ``brokers`` brokers and a leader for every partition of ``topic``."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        md = admin.list_topics(topic, timeout=10)
+        found = md.topics.get(topic)
+        if (
+            len(md.brokers) == brokers
+            and found is not None
+            and len(found.partitions) == partitions
+            and all(p.leader >= 0 for p in found.partitions.values())
+        ):
+            return
+        time.sleep(0.2)
+    raise BenchError(f"{topic}: not every partition has a leader among {brokers} brokers after {timeout:.0f}s")
+
+
+def throughput(name: str, brokers: BrokerSet, count: int, partitions: int) -> tuple[Rate, Rate]:
+    topic = f"bench-{name.replace(' ', '-')}"
+    create_topics(brokers.bootstrap, {WARMUP_TOPIC: 1, topic: partitions}, 30)
+    wait_led(brokers.bootstrap, topic, partitions, len(brokers.procs))
+    wait_led(brokers.bootstrap, WARMUP_TOPIC, 1, len(brokers.procs))
+    log(f"{name}: producing {count} x {VALUE_SIZE} B")
+    produced = produce_phase(brokers.bootstrap, topic, partitions, VALUE_SIZE, count, True, 600)
+    log(f"{name}: produce {produced}")
+    consumed = consume_phase(brokers.bootstrap, topic, partitions, count, {}, 600)
+    log(f"{name}: consume {consumed}")
+    return produced, consumed
+
+
+def coordinator_of(database_url: str, group: str) -> int:
+    """The leader of the group's ``__consumer_offsets`` partition, as the database says."""
+    import asyncpg
+
+    from slipstream.coordinator import OFFSETS_TOPIC, partition_for
+
+    async def read() -> int:
+        conn = await asyncpg.connect(database_url)
+        try:
+            owner = await conn.fetchval(
+                "SELECT owner FROM partition_leases WHERE topic = $1 AND partition = $2",
+                OFFSETS_TOPIC,
+                partition_for(group, OFFSETS_PARTITIONS),
+            )
+        finally:
+            await conn.close()
+        if owner is None:
+            raise BenchError(f"no broker leads the partition of group {group}")
+        return int(owner)
+
+    return asyncio.run(read())
+
+
+@dataclass
+class Failover:
+    seconds: list[float]  # per round: kill -9 of the coordinator -> the group's next commit
+    acked: int
+    lost: int  # acknowledged, not in the log
+    duplicated: int  # in the log more than once
+
+
+def failover_rounds(brokers: BrokerSet, database_url: str, rounds: int) -> Failover:
+    """Kill the group's coordinator ``rounds`` times while an idempotent producer and
+    the group run; then check the log holds every acknowledged record exactly once."""
+    from confluent_kafka import Consumer, KafkaException, Producer
+
+    topic, group = "bench-failover", "bench-failover-group"
+    create_topics(brokers.bootstrap, {topic: 6}, 30)
+    wait_led(brokers.bootstrap, topic, 6, len(brokers.procs))
+    stop = threading.Event()
+    commits: list[float] = []
+    acked: set[int] = set()
+    padding = os.urandom(VALUE_SIZE - 10)
+
+    def produce() -> None:
+        producer = Producer({"bootstrap.servers": brokers.bootstrap, "enable.idempotence": True, "acks": "all",
+                             "linger.ms": 5, "message.timeout.ms": 120_000})  # fmt: skip
+
+        def delivered(err: object, msg: Any) -> None:
+            if err is None:
+                acked.add(int(msg.value()[:10]))
+
+        i = 0
+        while not stop.is_set():
+            producer.produce(topic, b"%010d" % i + padding, on_delivery=delivered)
+            i += 1
+            producer.poll(0.002)
+        producer.flush(120)
+
+    def consume(bootstrap: str) -> None:
+        consumer = Consumer({
+            "bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+            "enable.auto.commit": False, "session.timeout.ms": GROUP_SESSION_MS, "heartbeat.interval.ms": 500,
+        })  # fmt: skip
+        consumer.subscribe([topic])
+        while not stop.is_set():
+            if consumer.consume(500, 0.2):
+                try:
+                    consumer.commit(asynchronous=False)
+                    commits.append(time.monotonic())
+                except KafkaException:
+                    pass
+        consumer.close()
+
+    nodes = sorted(brokers.procs)
+    threads = [threading.Thread(target=produce, daemon=True)]
+    threads += [
+        threading.Thread(target=consume, args=(f"127.0.0.1:{brokers.ports[n]}",), daemon=True) for n in nodes[:2]
+    ]
+    for t in threads:
+        t.start()
+    times: list[float] = []
+    try:
+        deadline = time.monotonic() + 60
+        while not commits:
+            if time.monotonic() > deadline:
+                raise BenchError("the failover group never committed")
+            time.sleep(0.1)
+        for round_ in range(rounds):
+            time.sleep(2)
+            victim = coordinator_of(database_url, group)
+            brokers.kill(victim)
+            killed = time.monotonic()
+            deadline = killed + 60
+            while not any(t > killed for t in commits):
+                if time.monotonic() > deadline:
+                    raise BenchError(f"round {round_ + 1}: no commit within 60 s of killing broker {victim}")
+                time.sleep(0.02)
+            took = next(t for t in commits if t > killed) - killed
+            log(f"failover round {round_ + 1}: coordinator {victim} killed, next commit after {took:.2f}s")
+            times.append(took)
+            brokers.start(victim)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=150)
+    seen = read_all(brokers.bootstrap, topic, 6)
+    counts: dict[int, int] = {}
+    for value in seen:
+        counts[value] = counts.get(value, 0) + 1
+    lost = sum(1 for v in acked if v not in counts)
+    duplicated = sum(1 for n in counts.values() if n > 1)
+    log(f"failover: {len(acked)} acknowledged, {lost} lost, {duplicated} in the log twice or more")
+    return Failover(times, len(acked), lost, duplicated)
+
+
+def read_all(bootstrap: str, topic: str, partitions: int) -> list[int]:
+    """The index of every record of ``topic``, read up to the high watermarks."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-read-{os.getpid()}",
+                         "enable.auto.commit": False, "fetch.queue.backoff.ms": 10})  # fmt: skip
+    try:
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)}
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        values: list[int] = []
+        done = {p for p, end in ends.items() if end == 0}
+        deadline = time.monotonic() + 300
+        while len(done) < partitions:
+            if time.monotonic() > deadline:
+                raise BenchError(f"could not read {topic} to its end")
+            for msg in consumer.consume(10_000, 0.5):
+                if msg.error() is not None:
+                    continue
+                value, offset, partition = msg.value(), msg.offset(), msg.partition()
+                assert value is not None and offset is not None and partition is not None
+                values.append(int(value[:10]))
+                if offset + 1 >= ends[partition]:
+                    done.add(partition)
+        return values
+    finally:
+        consumer.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="smoke size")
+    parser.add_argument("--count", type=int, help="records per run (default 100000, quick 10000)")
+    parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--rounds", type=int, help="coordinator kills (default 3, quick 1)")
+    opts = parser.parse_args(argv)
+    opts.count = opts.count or (10_000 if opts.quick else 100_000)
+    opts.rounds = opts.rounds or (1 if opts.quick else 3)
+    if find_postgres_bin() is None:
+        log("PostgreSQL is not installed: run scripts/setup_postgres.sh")
+        return 2
+    results: dict[str, tuple[Rate, Rate]] = {}
+    failover: Failover | None = None
+    try:
+        with tempfile.TemporaryDirectory(prefix="slipstream-bench-") as tmp, ExitStack() as stack:
+            disk = BrokerSet(Path(tmp) / "disk", ["--storage", "disk"])
+            stack.callback(disk.close)
+            disk.start(1)
+            results["disk, 1 broker"] = throughput("disk", disk, opts.count, opts.partitions)
+            disk.close()
+            pg = stack.enter_context(PostgresServer())
+            for size in (1, 2, 3):
+                url = fresh_database(pg.url)
+                cluster = BrokerSet(Path(tmp) / f"pg-{size}", [
+                    "--storage", "postgres", "--database-url", url,
+                    "--set", f"cluster.broker.session.ms={SESSION_MS}",
+                    "--set", f"offsets.topic.num.partitions={OFFSETS_PARTITIONS}",
+                    "--set", "group.initial.rebalance.delay.ms=0",
+                ])  # fmt: skip
+                stack.callback(cluster.close)
+                for node in range(1, size + 1):
+                    cluster.start(node)
+                results[f"postgres, {size} broker{'s' if size > 1 else ''}"] = throughput(
+                    f"pg{size}", cluster, opts.count, opts.partitions
+                )
+                if size == 3:
+                    failover = failover_rounds(cluster, url, opts.rounds)
+                cluster.close()
+    except BenchError as exc:
+        log(f"benchmark failed: {exc}")
+        return 1
+    disk_produce, disk_consume = results["disk, 1 broker"]
+    print(
+        f"Cluster over PostgreSQL vs one disk broker: {opts.count} x 1 KiB records, {opts.partitions} partitions, "
+        f"acks=all, idempotent, linger.ms=5; all brokers, PostgreSQL and the client on one machine "
+        f"({platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}), {time.strftime('%Y-%m-%d')}.\n"
+    )
+    print("| brokers | produce msg/s | produce MB/s | vs disk | consume msg/s | consume MB/s | vs disk |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name, (produced, consumed) in results.items():
+        print(
+            f"| {name} | {produced.msgs_per_s:,.0f} | {produced.mb_per_s:.1f} | "
+            f"{produced.msgs_per_s / disk_produce.msgs_per_s:.0%} | {consumed.msgs_per_s:,.0f} | "
+            f"{consumed.mb_per_s:.1f} | {consumed.msgs_per_s / disk_consume.msgs_per_s:.0%} |"
+        )
+    one = results["postgres, 1 broker"][0].msgs_per_s
+    three = results["postgres, 3 brokers"][0].msgs_per_s
+    print(f"\nTarget: 1 postgres broker >= 30% of disk produce: {one / disk_produce.msgs_per_s:.0%} "
+          f"({'met' if one >= 0.3 * disk_produce.msgs_per_s else 'NOT met'}).")  # fmt: skip
+    print(f"Target: 3 brokers >= 1 broker: {three / one:.0%} ({'met' if three >= one else 'NOT met'}).")
+    if failover is not None:
+        worst = max(failover.seconds)
+        limit = GROUP_SESSION_MS / 1000 + 5
+        print(
+            f"Failover (kill -9 of the group's coordinator -> the group's next commit), {len(failover.seconds)} "
+            "rounds: " + ", ".join(f"{t:.1f} s" for t in failover.seconds)
+            + f"; target <= session timeout + 5 s = {limit:.0f} s: {'met' if worst <= limit else 'NOT met'}."
+        )
+        clean = failover.lost == 0 and failover.duplicated == 0
+        print(
+            f"Across the kills: {failover.acked} records acknowledged, {failover.lost} lost, "
+            f"{failover.duplicated} duplicated (target 0 and 0: {'met' if clean else 'NOT met'})."
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""The SQL of the cluster: the broker registry and the partition leases (asyncpg).
+
+Tables are created by the postgres log store's migrations (log/postgres/schema.py).
+Every time is the database's clock (``NOW_MS``), so brokers on machines whose clocks
+disagree still agree on who is live and which lease has expired.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...log.postgres.schema import NOW_MS
+from .assignment import BrokerRow, Lease, TopicPartition
+
+# LISTEN/NOTIFY channel: a lease handed over, a broker joined or left, a shared document
+# changed - every member runs its next heartbeat at once instead of at its interval.
+CHANNEL = "slipstream_cluster"
+
+
+async def notify(conn: Any, what: str) -> None:
+    await conn.execute("SELECT pg_notify($1, $2)", CHANNEL, what)
+
+
+async def heartbeat(conn: Any, node_id: int, host: str, port: int) -> tuple[int, list[BrokerRow]]:
+    """Record this broker's heartbeat; (database now, every registered broker)."""
+    now = await conn.fetchval(
+        "INSERT INTO cluster_brokers (node_id, host, port, heartbeat_ms) "
+        f"VALUES ($1, $2, $3, {NOW_MS}) ON CONFLICT (node_id) DO UPDATE SET "
+        "host = EXCLUDED.host, port = EXCLUDED.port, heartbeat_ms = EXCLUDED.heartbeat_ms "
+        "RETURNING heartbeat_ms",
+        node_id,
+        host,
+        port,
+    )
+    return int(now), await brokers(conn)
+
+
+async def brokers(conn: Any) -> list[BrokerRow]:
+    rows = await conn.fetch("SELECT node_id, host, port, heartbeat_ms FROM cluster_brokers ORDER BY node_id")
+    return [BrokerRow(r["node_id"], r["host"], r["port"], r["heartbeat_ms"]) for r in rows]
+
+
+async def now_ms(conn: Any) -> int:
+    return int(await conn.fetchval(f"SELECT {NOW_MS}"))
+
+
+async def leave(conn: Any, node_id: int) -> None:
+    """A clean stop: this broker is no longer live (its leases were released before)."""
+    await conn.execute("UPDATE cluster_brokers SET heartbeat_ms = 0 WHERE node_id = $1", node_id)
+    await notify(conn, "left")
+
+
+async def leases(conn: Any) -> dict[TopicPartition, Lease]:
+    rows = await conn.fetch("SELECT topic, partition, owner, epoch, expires_ms FROM partition_leases")
+    return {(r["topic"], r["partition"]): Lease(r["owner"], r["epoch"], r["expires_ms"]) for r in rows}
+
+
+async def renew(conn: Any, node_id: int, ttl_ms: int) -> dict[TopicPartition, int]:
+    """Extend every lease this broker still holds; the partitions held, with their epochs."""
+    rows = await conn.fetch(
+        f"UPDATE partition_leases SET expires_ms = {NOW_MS} + $2 "
+        f"WHERE owner = $1 AND expires_ms > {NOW_MS} RETURNING topic, partition, epoch",
+        node_id,
+        ttl_ms,
+    )
+    return {(r["topic"], r["partition"]): r["epoch"] for r in rows}
+
+
+async def claim(conn: Any, node_id: int, wanted: list[TopicPartition], ttl_ms: int) -> dict[TopicPartition, int]:
+    """Take the wanted partitions whose lease is free, expired or this node's (a restart);
+    each new hold bumps the epoch. Returns the partitions won, with their epochs."""
+    if not wanted:
+        return {}
+    rows = await conn.fetch(
+        "INSERT INTO partition_leases AS l (topic, partition, owner, epoch, expires_ms) "
+        f"SELECT t, p, $3, 1, {NOW_MS} + $4 FROM unnest($1::text[], $2::int[]) AS w(t, p) "
+        "ON CONFLICT (topic, partition) DO UPDATE SET owner = EXCLUDED.owner, epoch = l.epoch + 1, "
+        f"expires_ms = EXCLUDED.expires_ms WHERE l.expires_ms <= {NOW_MS} OR l.owner = EXCLUDED.owner "
+        "RETURNING topic, partition, epoch",
+        [t for t, _ in wanted],
+        [p for _, p in wanted],
+        node_id,
+        ttl_ms,
+    )
+    if rows:
+        await notify(conn, "claimed")  # the others' views (Metadata answers) follow now
+    return {(r["topic"], r["partition"]): r["epoch"] for r in rows}
+
+
+async def release(conn: Any, node_id: int, held: dict[TopicPartition, int]) -> None:
+    """Hand leases over now (expired), if still this node's at the same epoch."""
+    if not held:
+        return
+    items = list(held.items())
+    await conn.execute(
+        "UPDATE partition_leases AS l SET expires_ms = 0 FROM unnest($1::text[], $2::int[], $3::int[]) "
+        "AS r(t, p, e) WHERE l.topic = r.t AND l.partition = r.p AND l.epoch = r.e AND l.owner = $4",
+        [tp[0] for tp, _ in items],
+        [tp[1] for tp, _ in items],
+        [e for _, e in items],
+        node_id,
+    )
+    await notify(conn, "released")
+
+
+async def forget_topic(conn: Any, topic: str) -> None:
+    await conn.execute("DELETE FROM partition_leases WHERE topic = $1", topic)

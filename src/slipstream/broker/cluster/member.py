@@ -1,0 +1,203 @@
+"""This broker's part in the cluster: heartbeat, renew, claim and hand over leases.
+
+Every ``session / 3`` ms: record the heartbeat, renew the leases held (a lease the
+database no longer gives back is lost: the partition stops being served at once), read
+the registry and the leases, let ``assignment.plan`` say what to claim and what to hand
+over, and carry that out. Gaining a partition loads it from the database (the copy
+held while it was another broker's leader is stale); losing one commits what it
+queued and keeps an empty placeholder. ``__consumer_offsets`` partitions also load or
+unload their groups in the group coordinator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ...coordinator import OFFSETS_TOPIC
+from . import database
+from .assignment import TopicPartition, live_brokers, plan
+from .view import ClusterView
+
+if TYPE_CHECKING:
+    from ..groups import GroupCoordinatorAdapter
+    from ..state import BrokerState
+
+log = logging.getLogger(__name__)
+
+
+class ClusterMember:
+    def __init__(self, state: BrokerState, store: Any, database_url: str, view: ClusterView) -> None:
+        self.state = state
+        self.store = store  # PostgresLogStore
+        self.view = view
+        self.groups: GroupCoordinatorAdapter | None = None
+        self._url = database_url
+        self._pool: Any = None
+        self._task: asyncio.Task[None] | None = None
+        self.session_ms = state.config.cluster_broker_session_ms
+        self.interval_s = max(self.session_ms // 3, 50) / 1000
+        self._last_renewed_ms: int | None = None  # local clock: when the database last answered
+        self._tick_lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+        self._listener: Any = None  # the connection LISTENing on database.CHANNEL
+
+    async def start(self, groups: GroupCoordinatorAdapter) -> None:
+        import asyncpg
+
+        self.groups = groups
+        self._pool = await asyncpg.create_pool(self._url, min_size=1, max_size=2)
+        await self._listen()
+        await self.tick()
+        async with self._pool.acquire() as conn:
+            await database.notify(conn, "joined")  # live brokers hand partitions over now
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _listen(self) -> None:
+        """(Re)open the LISTEN connection; a failure only means waking at the interval."""
+        import asyncpg
+
+        if self._listener is not None and not self._listener.is_closed():
+            return
+        try:
+            self._listener = await asyncpg.connect(self._url)
+            await self._listener.add_listener(database.CHANNEL, lambda *_: self._wake.set())
+        except Exception as exc:
+            log.warning("cannot listen for cluster changes (waking every %.1fs instead): %s", self.interval_s, exc)
+            self._listener = None
+
+    async def stop(self) -> None:
+        """Hand every lease over and leave the registry, so others take over at once."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self._pool is None:
+            return
+        try:
+            async with self._tick_lock:
+                await self._lose(dict(self.view.held), release=True)
+                async with self._pool.acquire() as conn:
+                    await database.leave(conn, self.view.node_id)
+        except Exception as exc:
+            log.warning("leaving the cluster cleanly failed (leases will expire): %s", exc)
+        if self._listener is not None:
+            with contextlib.suppress(Exception):
+                await self._listener.close()
+            self._listener = None
+        await self._pool.close()
+        self._pool = None
+
+    async def _run(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.interval_s)
+            self._wake.clear()
+            try:
+                await self._listen()
+                await self.tick()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("cluster heartbeat failed: %s", exc)
+                self._check_session()
+
+    def _check_session(self) -> None:
+        """No answer from the database for a whole session: our leases may be another's
+        by now, so stop serving them (their commits would be refused anyway)."""
+        last = self._last_renewed_ms
+        if last is not None and self.view.held and self.state.clock() - last >= self.session_ms:
+            log.warning("no heartbeat for %d ms: giving up %d partitions", self.session_ms, len(self.view.held))
+            lost = dict(self.view.held)
+            self.view.held.clear()
+            asyncio.get_running_loop().create_task(self._lose(lost, release=False))
+
+    async def tick(self) -> None:
+        async with self._tick_lock:
+            await self._tick()
+
+    async def _tick(self) -> None:
+        view, me = self.view, self.view.node_id
+        host, port = self.state.advertised_host, self.state.advertised_port
+        async with self._pool.acquire() as conn:
+            now, rows = await database.heartbeat(conn, me, host, port)
+            renewed = await database.renew(conn, me, self.session_ms)
+            self._last_renewed_ms = self.state.clock()
+            lost = {tp: e for tp, e in view.held.items() if renewed.get(tp) != e}
+            if lost:
+                log.warning("lost the lease of %d partitions: %s", len(lost), sorted(lost)[:10])
+                await self._lose(lost, release=False)
+            await self._refresh_topics()
+            leases = await database.leases(conn)
+            live = live_brokers(rows, now, self.session_ms)
+            partitions = [
+                (topic.name, index) for topic in list(self.state.topics.topics.values())
+                for index in range(len(topic.partitions))
+            ]
+            decided = plan(me, partitions, [b.node_id for b in live], leases, view.held, now)
+            if decided.release:
+                handed = {tp: view.held[tp] for tp in decided.release}
+                await self._lose(handed, release=True)
+            if decided.claim:
+                won = await database.claim(conn, me, decided.claim, self.session_ms)
+                await self._gain(won)
+                if won:
+                    leases = await database.leases(conn)
+            view.now_ms, view.live, view.leases = now, live, leases
+
+    async def _gain(self, won: dict[TopicPartition, int]) -> None:
+        loop = asyncio.get_running_loop()
+        offsets: list[int] = []
+        for (name, index), epoch in sorted(won.items()):
+            topic = self.state.topics.get(name)
+            if topic is None or index >= len(topic.partitions):
+                continue
+            config = self.state.topic_log_config(name)
+            plog = await loop.run_in_executor(None, self.store.reload, name, index, config, epoch)
+            topic.partitions[index] = plog
+            self.state.producer_states.pop((name, index), None)
+            self.view.held[(name, index)] = epoch
+            if name == OFFSETS_TOPIC:
+                offsets.append(index)
+        if won:
+            log.info("now leading %d partitions (%d of %s)", len(won), len(offsets), OFFSETS_TOPIC)
+        if offsets and self.groups is not None:
+            await self.groups.load_partitions(offsets)
+
+    async def _lose(self, lost: dict[TopicPartition, int], *, release: bool) -> None:
+        """Stop serving ``lost`` now; commit what they queued; hand the leases over if ``release``."""
+        if not lost:
+            return
+        for tp in lost:
+            self.view.held.pop(tp, None)
+        offsets = [index for name, index in lost if name == OFFSETS_TOPIC]
+        if offsets and self.groups is not None:
+            await self.groups.unload_partitions(offsets)
+        loop = asyncio.get_running_loop()
+        for name, index in lost:
+            topic = self.state.topics.get(name)
+            if topic is None or index >= len(topic.partitions):
+                continue
+            config = self.state.topic_log_config(name)
+            try:
+                plog = await loop.run_in_executor(None, self.store.unload, name, index, config)
+            except Exception as exc:  # fenced: what it queued was never acknowledged
+                log.info("%s-%d: dropping writes this broker may no longer make: %s", name, index, exc)
+                plog = await loop.run_in_executor(None, self.store.unload, name, index, config)
+            topic.partitions[index] = plog
+            self.state.producer_states.pop((name, index), None)
+        if release and self._pool is not None:
+            async with self._pool.acquire() as conn:
+                await database.release(conn, self.view.node_id, lost)
+        log.info("gave up %d partitions (%s)", len(lost), "handed over" if release else "lease lost")
+
+    async def _refresh_topics(self) -> None:
+        """Topics created, grown or deleted through other brokers."""
+        topics = self.state.topics
+        text = await asyncio.get_running_loop().run_in_executor(None, topics.fetch_document)
+        if text is not None and topics.apply_document(text):
+            for tp in [tp for tp in self.view.held if self.state.topics.partition(*tp) is None]:
+                self.view.held.pop(tp, None)

@@ -1,0 +1,413 @@
+"""Three stateless brokers over one PostgreSQL database (issue 16).
+
+Produce through one broker and consume through another (confluent-kafka and
+Slipstream's client); a consumer group spread over the brokers; kill -9 of the
+group's coordinator and of a partition leader while an idempotent acks=all producer
+and the group run; a paused (SIGSTOP) broker whose lease expired cannot write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conformance_helpers import ck_consume, ck_create_topic, ck_produce, verify_records
+
+from slipstream.broker.cluster import database
+from slipstream.broker.cluster.assignment import Lease, current_leader, live_brokers
+from slipstream.coordinator import OFFSETS_TOPIC, partition_for
+from slipstream.testing.broker_process import BrokerProcess
+
+pytestmark = pytest.mark.conformance
+
+SESSION_MS = 3000  # cluster.broker.session.ms: failover within ~SESSION_MS + one heartbeat
+OFFSETS_PARTITIONS = 6
+GROUP_SESSION_MS = 6000
+
+
+class Cluster:
+    def __init__(self, brokers: list[BrokerProcess], url: str) -> None:
+        self.brokers = brokers
+        self.url = url
+
+    def by_node(self, node: int) -> BrokerProcess:
+        return self.brokers[node - 1]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers)
+
+    def state(self) -> tuple[list[int], dict[tuple[str, int], Lease | None]]:
+        """(live node ids, each leased partition's current leader) as the database says."""
+
+        async def read() -> tuple[list[int], dict[tuple[str, int], Lease | None]]:
+            import asyncpg
+
+            conn = await asyncpg.connect(self.url)
+            try:
+                now = await database.now_ms(conn)
+                live = [b.node_id for b in live_brokers(await database.brokers(conn), now, SESSION_MS)]
+                leases = await database.leases(conn)
+            finally:
+                await conn.close()
+            return live, {tp: current_leader(lease, live, now) for tp, lease in leases.items()}
+
+        return asyncio.run(read())
+
+    def wait_settled(self, live: set[int], topic: str | None = None, partitions: int = 0, timeout: float = 30) -> dict[tuple[str, int], int]:
+        """Until exactly ``live`` are live and every partition (of the offsets topic, and of
+        ``topic``) has a live leader; returns partition -> leader node."""
+        deadline = time.monotonic() + timeout
+        wanted = [(OFFSETS_TOPIC, p) for p in range(OFFSETS_PARTITIONS)]
+        wanted += [(topic, p) for p in range(partitions)] if topic else []
+        while True:
+            found_live, leaders = self.state()
+            owners = {tp: leaders.get(tp) for tp in wanted}
+            if set(found_live) == live and all(o is not None and o.owner in live for o in owners.values()):
+                return {tp: o.owner for tp, o in owners.items() if o is not None}
+            if time.monotonic() > deadline:
+                raise AssertionError(f"cluster did not settle on {live}: live {found_live}, leaders {owners}")
+            time.sleep(0.2)
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, postgres_url: str) -> Iterator[Cluster]:
+    brokers = [
+        BrokerProcess(
+            tmp_path / f"data-{node}",
+            tmp_path / f"broker-{node}.log",
+            extra_args=(
+                "--storage", "postgres", "--database-url", postgres_url,
+                "--set", f"node.id={node}",
+                "--set", f"cluster.broker.session.ms={SESSION_MS}",
+                "--set", f"offsets.topic.num.partitions={OFFSETS_PARTITIONS}",
+                "--set", "group.initial.rebalance.delay.ms=0",
+            ),
+        )
+        for node in (1, 2, 3)
+    ]  # fmt: skip
+    try:
+        # Started together (as an operator's script would): they agree on one cluster id,
+        # one set of internal topics and one spread of leaders.
+        starters = [threading.Thread(target=broker.start, kwargs={"timeout": 60}) for broker in brokers]
+        for t in starters:
+            t.start()
+        for t in starters:
+            t.join()
+        assert all(b.alive() for b in brokers), [b.log_tail(20) for b in brokers]
+        c = Cluster(brokers, postgres_url)
+        c.wait_settled({1, 2, 3})
+        yield c
+    finally:
+        for broker in brokers:
+            if broker.alive():
+                os.kill(broker.pid, signal.SIGCONT)
+            broker.stop()
+
+
+def test_produce_through_one_broker_and_consume_through_another(cluster: Cluster, topic_name: str) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    one, two, three = cluster.brokers
+    ck_create_topic(one.bootstrap, topic_name, partitions=6)
+    leaders = cluster.wait_settled({1, 2, 3}, topic_name, 6)
+    assert {leaders[(topic_name, p)] for p in range(6)} == {1, 2, 3}  # spread over all three
+    # Broker 3 answers Metadata with the leaders the database names (its view follows
+    # the database within a heartbeat, at once on the claim's notification).
+    admin = AdminClient({"bootstrap.servers": three.bootstrap})
+    deadline = time.monotonic() + 5
+    while True:
+        metadata = admin.list_topics(topic_name, timeout=10)
+        answered = {p.id: p.leader for p in metadata.topics[topic_name].partitions.values()}
+        if answered == {p: leaders[(topic_name, p)] for p in range(6)} or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert sorted(metadata.brokers) == [1, 2, 3]
+    assert answered == {p: leaders[(topic_name, p)] for p in range(6)}
+
+    acks = ck_produce(one.bootstrap, topic_name, range(200))
+    verify_records(ck_consume(three.bootstrap, topic_name, 200), range(200), acks=acks)
+    not_leader_answers(cluster, topic_name, {p: leaders[(topic_name, p)] for p in range(6)})
+
+    # Slipstream's client: produce through broker 2, consume through broker 1 in a group.
+    from slipstream.client.consumer import Consumer
+    from slipstream.client.producer import Producer
+
+    producer = Producer(two.bootstrap)
+    errors: list[object] = []
+    for i in range(200, 300):
+        producer.produce(topic_name, f"v{i}".encode(), key=f"k{i}".encode(),
+                         on_delivery=lambda err, meta: errors.append(err) if err else None)  # fmt: skip
+    assert producer.flush(30) == 0 and not errors
+    producer.close()
+    # A classic group through broker 1 and a consumer-protocol (KIP-848) group through
+    # broker 3: each coordinated by whichever broker leads its offsets partition.
+    for bootstrap, protocol in ((one.bootstrap, "classic"), (three.bootstrap, "consumer")):
+        consumer = Consumer(
+            bootstrap, group_id=f"{topic_name}-{protocol}", auto_offset_reset="earliest", group_protocol=protocol
+        )
+        consumer.subscribe([topic_name])
+        values: set[bytes] = set()
+        deadline = time.monotonic() + 40
+        while len(values) < 300 and time.monotonic() < deadline:
+            values.update(m.value for m in consumer.poll(1.0) if m.value is not None)
+        consumer.close()
+        assert values == {f"v{i}".encode() for i in range(300)}, protocol
+
+
+def not_leader_answers(cluster: Cluster, topic: str, leaders: dict[int, int]) -> None:
+    """Produce v10+ and Fetch v12+ sent to a broker that does not lead the partition:
+    NOT_LEADER_OR_FOLLOWER, with the current leader (and, Produce, its endpoint)."""
+    from slipstream.client.connection import BrokerConnection
+    from slipstream.protocol.apis import fetch as fe
+    from slipstream.protocol.apis import produce as pr
+    from slipstream.protocol.errors import ErrorCode
+    from slipstream.protocol.records import ProducerRecord, build_batch
+
+    partition = 0
+    leader = leaders[partition]
+    other = cluster.by_node(next(n for n in (1, 2, 3) if n != leader))
+    batch = memoryview(build_batch([ProducerRecord(b"k", b"to-the-wrong-broker")]))
+    produce = pr.ProduceRequest(acks=-1, timeout_ms=10_000, topic_data=[pr.ProduceRequestTopicData(
+        name=topic, partition_data=[pr.ProduceRequestPartitionData(index=partition, records=batch)],
+    )])  # fmt: skip
+    fetch = fe.FetchRequest(max_wait_ms=0, min_bytes=0, session_epoch=-1, topics=[fe.FetchRequestTopic(
+        topic=topic, partitions=[fe.FetchRequestPartition(partition=partition, fetch_offset=0, partition_max_bytes=1 << 20)],
+    )])  # fmt: skip
+
+    async def ask() -> tuple[object, object]:
+        conn = await BrokerConnection(other.host, other.port).connect()
+        try:
+            return await conn.request(pr.SPEC, produce, version=10), await conn.request(fe.SPEC, fetch, version=12)
+        finally:
+            await conn.close()
+
+    produced, fetched = asyncio.run(ask())
+    part = produced.responses[0].partition_responses[0]  # type: ignore[attr-defined]
+    assert part.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert part.current_leader.leader_id == leader and part.current_leader.leader_epoch >= 1
+    endpoints = {e.node_id: e.port for e in produced.node_endpoints}  # type: ignore[attr-defined]
+    assert endpoints == {leader: cluster.by_node(leader).port}
+    answer = fetched.responses[0].partitions[0]  # type: ignore[attr-defined]
+    assert answer.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and answer.records in (b"", None, [])
+    assert answer.current_leader.leader_id == leader
+
+
+class GroupRun:
+    """An idempotent acks=all producer and a two-member confluent group, each member
+    bootstrapped through a different broker, until ``stop``."""
+
+    def __init__(self, cluster: Cluster, topic: str) -> None:
+        self.cluster, self.topic, self.group = cluster, topic, f"{topic}-group"
+        self.acked: dict[int, tuple[int, int]] = {}
+        self.consumed: list[tuple[float, int]] = []  # (monotonic time, value)
+        self.commits: list[float] = []  # times of successful commits
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._produce, daemon=True)]
+        self._threads += [
+            threading.Thread(target=self._consume, args=(b.bootstrap,), daemon=True) for b in cluster.brokers[:2]
+        ]
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> GroupRun:
+        for t in self._threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=60)
+
+    def stop_producing(self) -> None:
+        self._producing_done = True
+        self._threads[0].join(timeout=130)
+
+    def wait_all_consumed(self, timeout: float) -> set[int]:
+        """Until the group consumed every acknowledged record; the ones it never got."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                missing = set(self.acked) - {v for _, v in self.consumed}
+            if not missing or time.monotonic() > deadline:
+                return missing
+            time.sleep(0.2)
+
+    def _produce(self) -> None:
+        from confluent_kafka import Producer
+
+        producer = Producer({
+            "bootstrap.servers": self.cluster.bootstrap, "enable.idempotence": True, "acks": "all",
+            "linger.ms": 5, "message.timeout.ms": 120_000,
+        })  # fmt: skip
+
+        def delivered(err: object, msg: object) -> None:
+            value = int(msg.value())  # type: ignore[attr-defined]
+            if err is None:
+                with self._lock:
+                    self.acked[value] = (msg.partition(), msg.offset())  # type: ignore[attr-defined]
+            else:
+                self.errors.append(f"delivery of {value}: {err}")
+
+        i = 0
+        while not self._stop.is_set() and not getattr(self, "_producing_done", False):
+            producer.produce(self.topic, str(i).encode(), key=str(i).encode(), on_delivery=delivered)
+            i += 1
+            producer.poll(0.01)
+        producer.flush(120)
+
+    def _consume(self, bootstrap: str) -> None:
+        from confluent_kafka import Consumer, KafkaException
+
+        consumer = Consumer({
+            "bootstrap.servers": bootstrap, "group.id": self.group, "auto.offset.reset": "earliest",
+            "enable.auto.commit": False, "session.timeout.ms": GROUP_SESSION_MS, "heartbeat.interval.ms": 500,
+        })  # fmt: skip
+        consumer.subscribe([self.topic])
+        while not self._stop.is_set():
+            msgs = consumer.consume(100, 0.5)
+            now = time.monotonic()
+            got = [int(m.value()) for m in msgs if m.error() is None]
+            with self._lock:
+                self.consumed.extend((now, v) for v in got)
+            if got:
+                try:
+                    consumer.commit(asynchronous=False)
+                    with self._lock:
+                        self.commits.append(time.monotonic())
+                except KafkaException:
+                    pass  # the coordinator moved: the next commit goes to the new one
+        consumer.close()
+
+    def wait_progress(self, after: float, timeout: float) -> float:
+        """The first time after ``after`` at which a record was consumed AND a commit
+        succeeded (the group works again); AssertionError past ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                consumed = next((t for t, _ in self.consumed if t > after), None)
+                committed = next((t for t in self.commits if t > after), None)
+            if consumed is not None and committed is not None:
+                return max(consumed, committed)
+            time.sleep(0.1)
+        raise AssertionError(f"the group did not consume and commit within {timeout}s")
+
+
+def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        got = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=20)
+        return {tp.partition: tp.offset for tp in got}
+    finally:
+        consumer.close()
+
+
+def test_kill_9_of_the_coordinator_and_of_a_leader_loses_nothing(cluster: Cluster, topic_name: str) -> None:
+    ck_create_topic(cluster.brokers[0].bootstrap, topic_name, partitions=3)
+    cluster.wait_settled({1, 2, 3}, topic_name, 3)
+    group_partition = partition_for(f"{topic_name}-group", OFFSETS_PARTITIONS)
+    with GroupRun(cluster, topic_name) as run:
+        run.wait_progress(0, 30)
+        time.sleep(1)
+        # 1. the group's coordinator
+        coordinator = cluster.wait_settled({1, 2, 3})[(OFFSETS_TOPIC, group_partition)]
+        before = committed_offsets(cluster.bootstrap, run.group, topic_name, 3)
+        assert sum(o for o in before.values() if o > 0) > 0
+        cluster.by_node(coordinator).kill9()
+        killed_at = time.monotonic()
+        back = run.wait_progress(killed_at, GROUP_SESSION_MS / 1000 + 5)
+        print(f"coordinator {coordinator} killed: the group consumed and committed again after {back - killed_at:.1f}s")
+        after = committed_offsets(cluster.bootstrap, run.group, topic_name, 3)
+        assert all(after[p] >= before[p] for p in before), (before, after)  # committed offsets kept
+        cluster.by_node(coordinator).start(timeout=30)
+        leaders = cluster.wait_settled({1, 2, 3}, topic_name, 3)
+        # 2. a leader of the topic (not the new group coordinator, so this is the leader case)
+        owner = leaders[(OFFSETS_TOPIC, group_partition)]
+        victim = next(leaders[(topic_name, p)] for p in range(3) if leaders[(topic_name, p)] != owner)
+        cluster.by_node(victim).kill9()
+        killed_at = time.monotonic()
+        back = run.wait_progress(killed_at, GROUP_SESSION_MS / 1000 + 5)
+        print(f"leader {victim} killed: the group consumed and committed again after {back - killed_at:.1f}s")
+        time.sleep(2)
+        run.stop_producing()
+        missing = run.wait_all_consumed(30)
+        assert not missing, f"the group never consumed {len(missing)} acknowledged records, e.g. {sorted(missing)[:5]}"
+    assert run.acked, run.errors
+    # Every acknowledged record is in the log exactly once (the idempotent producer's
+    # retries across leaders made no duplicate), at the offset it was acknowledged at.
+    survivor = next(b for b in cluster.brokers if b.alive())
+    count = len(run.acked)
+    records = ck_consume(survivor.bootstrap, topic_name, count, timeout=60) if count else []
+    in_log = [int(r.value) for r in records]
+    assert len(in_log) == len(set(in_log)), "a record is in the log twice"
+    positions = {int(r.value): (r.partition, r.offset) for r in records}
+    lost = [v for v in run.acked if v not in positions]
+    assert not lost, f"{len(lost)} acknowledged records lost, e.g. {lost[:5]}"
+    assert all(positions[v] == where for v, where in run.acked.items())
+
+
+def test_a_paused_broker_whose_lease_expired_cannot_write(cluster: Cluster, topic_name: str) -> None:
+    from slipstream.client.connection import BrokerConnection
+    from slipstream.protocol.apis import produce as pr
+    from slipstream.protocol.errors import ErrorCode
+    from slipstream.protocol.records import ProducerRecord, build_batch
+
+    ck_create_topic(cluster.brokers[0].bootstrap, topic_name, partitions=1)
+    leader_node = cluster.wait_settled({1, 2, 3}, topic_name, 1)[(topic_name, 0)]
+    paused = cluster.by_node(leader_node)
+    ck_produce(paused.bootstrap, topic_name, range(5))
+
+    def produce_request(value: bytes) -> pr.ProduceRequest:
+        batch = build_batch([ProducerRecord(b"zombie", value)])
+        return pr.ProduceRequest(acks=-1, timeout_ms=30_000, topic_data=[pr.ProduceRequestTopicData(
+            name=topic_name, partition_data=[pr.ProduceRequestPartitionData(index=0, records=memoryview(batch))],
+        )])  # fmt: skip
+
+    async def zombie_write() -> int:
+        conn = await BrokerConnection(paused.host, paused.port, request_timeout_s=60).connect()
+        try:
+            os.kill(paused.pid, signal.SIGSTOP)
+            # Sent while it sleeps: the broker reads it only after SIGCONT, when its lease is gone.
+            pending = asyncio.ensure_future(conn.request(pr.SPEC, produce_request(b"from-the-paused-broker"), version=9))
+            await asyncio.sleep(0.2)
+            others = {1, 2, 3} - {leader_node}
+            await asyncio.get_running_loop().run_in_executor(None, lambda: cluster.wait_settled(others, topic_name, 1))
+            os.kill(paused.pid, signal.SIGCONT)
+            response = await pending
+            return int(response.responses[0].partition_responses[0].error_code)
+        finally:
+            await conn.close()
+
+    error = asyncio.run(zombie_write())
+    assert error == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    new_leader = cluster.by_node(cluster.wait_settled({1, 2, 3}, topic_name, 1, timeout=30)[(topic_name, 0)])
+    ck_produce(new_leader.bootstrap, topic_name, range(5, 10))
+    records = ck_consume(new_leader.bootstrap, topic_name, 10, timeout=30)
+    assert [r.key for r in records] == [f"k{i}" for i in range(10)]  # no zombie record, no gap
+
+
+@pytest.mark.java
+def test_java_client_produces_through_one_broker_and_consumes_through_another(
+    cluster: Cluster, java_driver: object, topic_name: str
+) -> None:
+    from conformance_helpers import java_acks, java_records, verify_acks
+
+    one, two, three = cluster.brokers
+    ck_create_topic(one.bootstrap, topic_name, partitions=3)
+    cluster.wait_settled({1, 2, 3}, topic_name, 3)
+    produced = java_driver.run(two.bootstrap, "produce", topic_name, "60", "lz4")  # type: ignore[attr-defined]
+    acks = java_acks(produced)
+    verify_acks(acks, 60)
+    consumed = java_driver.run(  # type: ignore[attr-defined]
+        three.bootstrap, "consume", topic_name, "60", "--from-beginning", "--timeout-ms", "30000"
+    )
+    verify_records(java_records(consumed), range(60), acks=acks)

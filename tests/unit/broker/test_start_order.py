@@ -1,0 +1,281 @@
+"""Broker start: the listener answers while __consumer_offsets is still being made, and
+``slipstream serve`` loads only what serving needs before it listens.
+
+The first two tests hold the worker thread that opens the offsets topic's partition logs
+on a gate, so "meanwhile" is a state the test controls, not a race it hopes to win.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from broker_helpers import raw_connection
+
+from slipstream.broker.broker import Broker
+from slipstream.broker.topics import OFFSETS_TOPIC
+from slipstream.log.store import DiskLogStore
+from slipstream.protocol.apis import metadata as md
+from slipstream.protocol.errors import ErrorCode
+
+OFFSETS_PARTITIONS = 3
+GATE_TIMEOUT_S = 30.0
+
+
+class OffsetsGate:
+    """Makes DiskLogStore.open wait (in the worker thread) for the offsets topic's logs."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.reached = threading.Event()
+        self.release = threading.Event()
+        self.all_opened = threading.Event()  # the worker opened the last partition's log
+        self.store: DiskLogStore | None = None
+        self.fail = fail
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        real_open = DiskLogStore.open
+        gate = self
+
+        def gated_open(store: DiskLogStore, topic: str, partition: int, config: Any) -> Any:
+            if topic == OFFSETS_TOPIC:
+                assert threading.current_thread() is not threading.main_thread()
+                gate.reached.set()
+                assert gate.release.wait(GATE_TIMEOUT_S)
+                if gate.fail:
+                    raise OSError("no space left on device")
+                gate.store = store
+                opened = real_open(store, topic, partition, config)
+                if partition == OFFSETS_PARTITIONS - 1:
+                    gate.all_opened.set()
+                return opened
+            return real_open(store, topic, partition, config)
+
+        monkeypatch.setattr(DiskLogStore, "open", gated_open)
+
+
+@pytest.fixture
+def gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[OffsetsGate]:
+    g = OffsetsGate()
+    g.install(monkeypatch)
+    yield g
+    g.release.set()  # never leave a worker thread parked
+
+
+async def _until_listening(broker: Broker, start: asyncio.Future[Any], gate: OffsetsGate) -> None:
+    for _ in range(1000):
+        if broker.ports and gate.reached.is_set():
+            return
+        assert not start.done(), start.exception() if start.done() else None
+        await asyncio.sleep(0.01)
+    raise AssertionError("the broker never opened its listener with the offsets topic pending")
+
+
+def _all_topics() -> md.MetadataRequest:
+    return md.MetadataRequest(topics=None, allow_auto_topic_creation=True)
+
+
+def _named(name: str) -> md.MetadataRequest:
+    return md.MetadataRequest(topics=[md.MetadataRequestTopic(name=name)], allow_auto_topic_creation=True)
+
+
+async def test_the_listener_answers_while_the_offsets_topic_is_made(tmp_path: Path, gate: OffsetsGate) -> None:
+    broker = Broker(data_dir=str(tmp_path), port=0, offsets_topic_partitions=OFFSETS_PARTITIONS)
+    start = asyncio.ensure_future(broker.start())
+    try:
+        await _until_listening(broker, start, gate)
+        assert broker.groups is not None and broker.groups.coordinator.is_loading
+        async with raw_connection(f"127.0.0.1:{broker.port}") as conn:
+            everything = await conn.request(md.SPEC, _all_topics(), version=12)
+            assert [t.name for t in everything.topics] == []
+            asked = await conn.request(md.SPEC, _named(OFFSETS_TOPIC), version=12)
+            # Being made: Kafka's answer for a topic in creation (clients retry), and no
+            # auto-created ordinary topic under the internal name.
+            assert [(t.name, t.error_code) for t in asked.topics] == [
+                (OFFSETS_TOPIC, ErrorCode.LEADER_NOT_AVAILABLE)
+            ]
+            assert not start.done()
+            gate.release.set()
+            await asyncio.wait_for(start, GATE_TIMEOUT_S)
+            everything = await conn.request(md.SPEC, _all_topics(), version=12)
+            assert [(t.name, t.is_internal, len(t.partitions)) for t in everything.topics] == [
+                (OFFSETS_TOPIC, True, OFFSETS_PARTITIONS)
+            ]
+        await asyncio.wait_for(broker.groups.loaded(), GATE_TIMEOUT_S)
+        assert not broker.groups.coordinator.is_loading
+        assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == [
+            f"{OFFSETS_TOPIC}-{i}" for i in range(OFFSETS_PARTITIONS)
+        ]
+    finally:
+        gate.release.set()
+        if not start.done():
+            await asyncio.wait_for(start, GATE_TIMEOUT_S)
+        await broker.stop()
+
+
+async def test_a_restart_recovers_the_offsets_topic_while_the_listener_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with Broker(data_dir=str(tmp_path), port=0, offsets_topic_partitions=OFFSETS_PARTITIONS) as first:
+        assert first.state is not None
+        first.state.topics.create("kept", 2)
+        offsets_id = first.state.topics.topics[OFFSETS_TOPIC].topic_id
+    gate = OffsetsGate()
+    gate.install(monkeypatch)
+    broker = Broker(data_dir=str(tmp_path), port=0, offsets_topic_partitions=OFFSETS_PARTITIONS)
+    start = asyncio.ensure_future(broker.start())
+    try:
+        await _until_listening(broker, start, gate)
+        assert broker.state is not None
+        async with raw_connection(f"127.0.0.1:{broker.port}") as conn:
+            everything = await conn.request(md.SPEC, _all_topics(), version=12)
+            assert [(t.name, len(t.partitions)) for t in everything.topics] == [("kept", 2)]
+            # A save meanwhile keeps the offsets topic's entry (its id and partition count).
+            broker.state.topics.create("made-meanwhile", 1)
+            gate.release.set()
+            await asyncio.wait_for(start, GATE_TIMEOUT_S)
+            everything = await conn.request(md.SPEC, _all_topics(), version=12)
+            offsets = [(t.topic_id, len(t.partitions)) for t in everything.topics if t.name == OFFSETS_TOPIC]
+            assert offsets == [(offsets_id, OFFSETS_PARTITIONS)]  # the same topic, reopened
+        saved = json.loads((tmp_path / "topics.json").read_text())["topics"]
+        assert sorted(saved) == [OFFSETS_TOPIC, "kept", "made-meanwhile"]
+    finally:
+        gate.release.set()
+        if not start.done():
+            await asyncio.wait_for(start, GATE_TIMEOUT_S)
+        await broker.stop()
+
+
+async def test_a_start_cancelled_while_the_offsets_topic_is_made_stops_cleanly(
+    tmp_path: Path, gate: OffsetsGate
+) -> None:
+    broker = Broker(data_dir=str(tmp_path), port=0, offsets_topic_partitions=OFFSETS_PARTITIONS)
+    start = asyncio.ensure_future(broker.start())
+    await _until_listening(broker, start, gate)
+    start.cancel()
+    for _ in range(50):  # give the cancelled start every chance to (wrongly) finish
+        if start.done():
+            break
+        await asyncio.sleep(0.01)
+    # It waits for the worker parked on the gate: the thread cannot be stopped, and
+    # closing the store under it would leave the logs it opens afterwards open.
+    assert not start.done()
+    gate.release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(start, GATE_TIMEOUT_S)
+    # start() stopped the broker: listener closed, and the store closed only after the
+    # worker had opened its logs, so none is left open behind it.
+    assert broker.state is None
+    with pytest.raises(OSError):
+        await asyncio.open_connection("127.0.0.1", broker.port)
+    assert gate.all_opened.wait(GATE_TIMEOUT_S)
+    assert gate.store is not None
+    assert [key for key, log in gate.store._logs.items() if not log.closed] == []
+
+
+async def test_a_failure_to_make_the_offsets_topic_fails_start_and_closes_the_listener(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gate = OffsetsGate(fail=True)
+    gate.install(monkeypatch)
+    gate.release.set()
+    broker = Broker(data_dir=str(tmp_path), port=0, offsets_topic_partitions=OFFSETS_PARTITIONS)
+    with pytest.raises(OSError, match="no space left on device"):
+        await asyncio.wait_for(broker.start(), GATE_TIMEOUT_S)
+    assert broker.ports  # it had listened...
+    with pytest.raises(OSError):  # ...and closed the listener again
+        await asyncio.open_connection("127.0.0.1", broker.port)
+    assert broker.state is None
+
+
+# ---------------------------------------------------------------- what serve loads
+
+# Runs `slipstream serve` in a fresh interpreter up to the end of Broker.start, then
+# reports the modules loaded by then and the collector's state.
+_SERVE_UNTIL_STARTED = """
+import gc, json, sys
+import slipstream.cli as cli
+
+seen = {}
+real_serve = cli._serve
+
+def _serve(args):
+    from slipstream.broker import broker
+
+    async def start_then_stop(self):
+        seen["collector_on_while_starting"] = gc.isenabled()
+        await self.start()
+        seen["modules"] = sorted(sys.modules)
+        await self.stop()
+
+    broker.Broker.serve_forever = start_then_stop
+    return real_serve(args)
+
+cli._serve = _serve
+code = cli.main(sys.argv[1:])
+seen["collector_on_after"] = gc.isenabled()
+print(json.dumps(seen))
+sys.exit(code)
+"""
+
+# Not needed to answer a first request; each one loaded would be paid for by every start.
+NOT_LOADED_TO_SERVE = (
+    "slipstream.client",
+    "slipstream.spark",
+    "slipstream.testing",
+    "slipstream.cli.client_commands",
+    "slipstream.cli.groups",
+    "slipstream.cli.pipeline",
+    "slipstream.cli.users",
+    "slipstream.cli.certs",
+    "slipstream.cli.acls",
+    "slipstream.broker.admin",
+    "slipstream.log.compaction",
+    "slipstream.log.postgres",
+    "prometheus_client",
+    "pyspark",
+    "hypothesis",
+    "confluent_kafka",
+    "cryptography",
+    "tomllib",
+)
+
+
+def _serve_until_started(tmp_path: Path, *flags: str) -> dict[str, Any]:
+    env = dict(os.environ)
+    out = subprocess.run(
+        [sys.executable, "-c", _SERVE_UNTIL_STARTED, "serve", "--port", "0", "--host", "127.0.0.1",
+         "--data-dir", str(tmp_path / "data"), "--log-level", "WARNING", *flags],
+        capture_output=True, text=True, timeout=120, env=env, check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    seen: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return seen
+
+
+def _loaded(modules: list[str], name: str) -> bool:
+    return any(m == name or m.startswith(name + ".") for m in modules)
+
+
+def test_serve_loads_only_what_serving_needs_and_starts_with_the_collector_off(tmp_path: Path) -> None:
+    seen = _serve_until_started(tmp_path)
+    modules = seen["modules"]
+    assert [name for name in NOT_LOADED_TO_SERVE if _loaded(modules, name)] == []
+    assert _loaded(modules, "slipstream.broker.handlers.metadata")  # the check sees real imports
+    assert seen["collector_on_while_starting"] is False
+    assert seen["collector_on_after"] is True  # main() puts it back when serve returns
+
+
+def test_serve_with_an_admin_port_loads_the_admin_listener(tmp_path: Path) -> None:
+    seen = _serve_until_started(tmp_path, "--admin-port", "0")
+    modules = seen["modules"]
+    assert _loaded(modules, "slipstream.broker.admin")
+    assert _loaded(modules, "prometheus_client")
+    assert not _loaded(modules, "slipstream.client")

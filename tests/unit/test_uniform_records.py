@@ -1,0 +1,148 @@
+"""The one-shape framing shortcut agrees with the full record walk, or steps aside.
+
+``check_uniform_records`` may only answer when the walk (``check_records``) would accept
+the section with the same keyless records; for everything else it must return None.
+Checked on real batches of many shapes and on thousands of seeded corruptions of them.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from slipstream.protocol.record_batch import HEADER_SIZE, InvalidBatch
+from slipstream.protocol.record_framing import check_records
+from slipstream.protocol.records import ProducerRecord, build_batch
+from slipstream.protocol.uniform_records import (
+    check_uniform_records,
+    first_record_shape,
+    zigzag_varint,
+)
+
+
+def section(records: list[ProducerRecord]) -> bytes:
+    return build_batch(records)[HEADER_SIZE:]
+
+
+def walk(data: bytes, count: int) -> list[int] | None:
+    try:
+        return check_records(data, 0, count, "batch")
+    except InvalidBatch:
+        return None
+
+
+def uniform(n: int, key: bytes | None, value: bytes | None, spacing_ms: int = 1) -> list[ProducerRecord]:
+    return [ProducerRecord(key, value, timestamp_ms=1_700_000_000_000 + i * spacing_ms) for i in range(n)]
+
+
+@pytest.mark.parametrize(
+    ("records", "keyless"),
+    [
+        (uniform(1, None, b"v" * 100), [0]),
+        (uniform(300, None, b"v" * 100), list(range(300))),
+        (uniform(50, b"key", b"x" * 1024), []),
+        (uniform(20, b"", b""), []),
+        (uniform(20, b"k", None), []),
+        (uniform(9000, None, b"v" * 10), list(range(9000))),  # offset deltas of 3 bytes
+        (uniform(40, b"k", b"v", spacing_ms=300_000), []),  # timestamp deltas of 4 bytes
+    ],
+)
+def test_batches_of_one_shape_are_accepted_with_the_walks_answer(
+    records: list[ProducerRecord], keyless: list[int]
+) -> None:
+    data = section(records)
+    assert walk(data, len(records)) == keyless
+    assert check_uniform_records(data, len(records)) == keyless
+    assert check_uniform_records(memoryview(bytearray(data)), len(records)) == keyless
+
+
+@pytest.mark.parametrize(
+    "records",
+    [
+        [ProducerRecord(b"k", b"v" * 10), ProducerRecord(b"k", b"v" * 11)],  # two value lengths
+        [ProducerRecord(b"k", b"v"), ProducerRecord(None, b"v")],  # keyed then keyless
+        [ProducerRecord(b"k", b"v", headers=[("h", b"x")])] * 3,  # headers
+        uniform(3, b"k", b"v", spacing_ms=1 << 30),  # timestamp deltas wider than 4 bytes
+    ],
+)
+def test_other_batches_are_left_to_the_walk(records: list[ProducerRecord]) -> None:
+    data = section(records)
+    assert walk(data, len(records)) is not None
+    assert check_uniform_records(data, len(records)) is None
+
+
+def test_a_wrong_count_is_left_to_the_walk() -> None:
+    data = section(uniform(10, b"k", b"v"))
+    for count in (1, 9, 11, 1000):
+        assert check_uniform_records(data, count) is None
+        assert walk(data, count) is None
+
+
+def test_trailing_or_missing_bytes_are_left_to_the_walk() -> None:
+    data = section(uniform(10, b"k", b"v"))
+    assert check_uniform_records(data + b"\x00", 10) is None
+    assert check_uniform_records(data[:-1], 10) is None
+    assert check_uniform_records(b"", 1) is None
+
+
+def test_a_non_canonical_length_prefix_is_left_to_the_walk() -> None:
+    # One record (key null, value "v") whose length 7 is written in two bytes: the walk
+    # takes it, the shortcut's patterns use the shortest form and step aside.
+    record = bytes([0x8E, 0x00, 0, 0, 0, 1, 2]) + b"v" + b"\x00"
+    assert walk(record, 1) == [0]
+    assert check_uniform_records(record, 1) is None
+
+
+def test_first_record_shape() -> None:
+    assert first_record_shape(section(uniform(2, None, b"abc"))) == (-1, 3)
+    assert first_record_shape(section(uniform(2, b"kk", None))) == (2, -1)
+    assert first_record_shape(section([ProducerRecord(b"k", b"v", headers=[("h", None)])])) is None
+    assert first_record_shape(b"\xff" * 20) is None
+    assert first_record_shape(b"") is None
+
+
+def test_zigzag_varint() -> None:
+    assert zigzag_varint(0) == b"\x00"
+    assert zigzag_varint(-1) == b"\x01"
+    assert zigzag_varint(63) == b"\x7e"
+    assert zigzag_varint(64) == b"\x80\x01"
+    assert zigzag_varint(100) == b"\xc8\x01"
+
+
+SHAPES = [
+    uniform(12, None, b"v" * 100),
+    uniform(12, b"key", b"value"),
+    uniform(5, b"", None),
+    uniform(70, None, b"v"),
+]
+
+
+@pytest.mark.parametrize("shape", range(len(SHAPES)))
+def test_corrupted_batches_never_pass_what_the_walk_refuses(shape: int) -> None:
+    """Seeded damage: flipped, inserted and deleted bytes, truncations. Whenever the
+    shortcut answers, the walk must accept the same bytes with the same answer."""
+    records = SHAPES[shape]
+    good = section(records)
+    rng = random.Random(17 + shape)
+    answered = 0
+    for _ in range(1500):
+        data = bytearray(good)
+        for _ in range(rng.randint(1, 3)):
+            kind = rng.randrange(4)
+            at = rng.randrange(len(data)) if data else 0
+            if kind == 0 and data:
+                data[at] = rng.randrange(256)
+            elif kind == 1:
+                data.insert(at, rng.randrange(256))
+            elif kind == 2 and data:
+                del data[at]
+            else:
+                del data[at:]
+        count = len(records) + rng.choice((0, 0, 0, -1, 1))
+        fast = check_uniform_records(bytes(data), count)
+        if fast is not None:
+            answered += 1
+            assert walk(bytes(data), count) == fast
+    # Damage inside a key or value keeps the framing: those the shortcut still answers.
+    assert answered > 0
