@@ -306,7 +306,8 @@ class World(BrokerObserver):
     def answered(self, origin: Origin, response: Any, append_error: int) -> None:
         note = origin.note
         if isinstance(note, tuple) and note[0] == "probe":
-            if response.error_code != REFUSAL[origin.api]:
+            code = response.error_code
+            if code != REFUSAL[origin.api] and not (note[1] and code == ErrorCode.MEMBER_ID_REQUIRED):
                 self.mixed = True
             if self.tracing:
                 self.note(f"   {origin.api} of {origin.conn.owner} (other protocol) answered {error_name(response.error_code)}")
