@@ -53,7 +53,7 @@ SETTINGS: dict[str, Any] = dict(
 
 
 @contextlib.asynccontextmanager
-async def consumer_broker(session_timeout_ms: int = 30000) -> AsyncIterator[Broker]:
+async def consumer_broker(session_timeout_ms: int = 30000, **settings: Any) -> AsyncIterator[Broker]:
     async with Broker(
         storage="memory",
         port=0,
@@ -64,6 +64,7 @@ async def consumer_broker(session_timeout_ms: int = 30000) -> AsyncIterator[Brok
         group_consumer_session_timeout_ms=session_timeout_ms,
         group_consumer_min_heartbeat_interval_ms=100,
         group_consumer_heartbeat_interval_ms=300,
+        **settings,
     ) as b:
         yield b
 
@@ -219,8 +220,9 @@ async def test_static_member_restart_keeps_its_partitions() -> None:
             await s.close()
 
 
-async def test_classic_group_with_members_refuses_a_consumer_protocol_member() -> None:
-    async with consumer_broker() as b:
+async def test_with_migration_disabled_a_classic_group_with_members_refuses_a_consumer_protocol_member() -> None:
+    """Kafka's answer when it does not convert a group (group.consumer.migration.policy=disabled)."""
+    async with consumer_broker(group_consumer_migration_policy="disabled") as b:
         bs = b.bootstrap_servers
         await create_topic(bs, "t", 2)
         cluster = Cluster(bs)
@@ -238,6 +240,40 @@ async def test_classic_group_with_members_refuses_a_consumer_protocol_member() -
                 await member.m.ensure_active(DEADLINE_S)
             assert info.value.code == ErrorCode.GROUP_ID_NOT_FOUND
             assert "g-mixed" in str(info.value)
+        finally:
+            await member.close()
+            await classic.close()
+            await cluster.close()
+
+
+async def test_a_consumer_protocol_member_upgrades_a_classic_group_and_both_share_the_topic() -> None:
+    """The default policy (bidirectional, as Kafka 4): the classic member is told to rejoin
+    and stays in the now consumer-protocol group; the two end up with disjoint halves."""
+    async with consumer_broker() as b:
+        bs = b.bootstrap_servers
+        await create_topic(bs, "t", 2)
+        cluster = Cluster(bs)
+        classic = GroupMembership(
+            cluster,
+            ConsumerConfig(bootstrap_servers=bs, group_id="g-up", heartbeat_interval_ms=100, session_timeout_ms=6000),
+        )
+        ledger = Ledger()
+        member = Member(bs, "g-up", "k", ledger)
+        try:
+            classic.subscribe(["t"])
+            first = await classic.ensure_active(DEADLINE_S)
+            assert set(first.assignment) == every("t", 2)
+            member.m.subscribe(["t"])
+            await member.m.ensure_active(DEADLINE_S)
+
+            def split() -> bool:
+                mine, theirs = set(member.m.assignment), set(classic.assignment)
+                return len(mine) == 1 and len(theirs) == 1 and mine | theirs == every("t", 2)
+
+            await wait_until(split, "the classic and the consumer-protocol member to own one partition each")
+            assert b.groups is not None
+            coordinator = b.groups.coordinator
+            assert coordinator.group("g-up") is None and coordinator.consumer_group("g-up") is not None
         finally:
             await member.close()
             await classic.close()
