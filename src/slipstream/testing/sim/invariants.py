@@ -227,6 +227,10 @@ def classic_quiet_problems(
         if group is not None and group.state not in (GroupState.EMPTY, GroupState.DEAD):
             return [f"no live members but the group is {group.state.value}"]
         return []
+    if group is None:
+        converted = coordinator.consumer_group(group_id)
+        if converted is not None:
+            return _classic_members_of_consumer_group_problems(converted, members, topics)
     if group is None or group.state is not GroupState.STABLE:
         return [f"group is {None if group is None else group.state.value}"]
     problems = []
@@ -247,6 +251,42 @@ def classic_quiet_problems(
             assigned = {(t.topic, p) for t in assignment.assigned_partitions for p in t.partitions}
             if assigned != m.held():
                 problems.append(f"{m.label} holds {sorted(m.held())}, assigned {sorted(assigned)}")
+        owned |= m.held()
+    if wanted - owned:
+        problems.append(f"subscribed partitions without an owner: {sorted(wanted - owned)}")
+    return problems
+
+
+def _classic_members_of_consumer_group_problems(group: Any, members: list[Any], topics: Topics) -> list[str]:
+    """Classic members that joined a consumer group (converted while a consumer-protocol member
+    was in it, and not downgraded since: the policy allows no downgrade, as in Kafka): quiet
+    when the group is Stable and each member is at the group epoch with its assignment."""
+    if group.state is not ConsumerGroupState.STABLE:
+        return [f"consumer group (classic members) is {group.state.value}"]
+    problems = []
+    ids = {m.core.member_id for m in members}
+    if ids != set(group.members):
+        problems.append(f"group members {sorted(group.members)} != live members {sorted(ids)}")
+    wanted: set[TopicPartition] = set()
+    owned: set[TopicPartition] = set()
+    for m in members:
+        core = m.core
+        wanted |= set(topics.partitions_of(core.subscription))
+        member = group.member(core.member_id)
+        if member is None:
+            continue
+        if (
+            core.generation is None or core.rejoin_needed or core.generation_id != group.group_epoch
+            or member.member_epoch != group.group_epoch or member.state is not CgMemberState.STABLE
+        ):
+            problems.append(
+                f"{m.label} is {core.state.value} in generation {core.generation_id} (member epoch "
+                f"{member.member_epoch}, {member.state.name}), group epoch {group.group_epoch}"
+            )
+            continue
+        assigned = {(topics.names_by_id[t], p) for t, ps in member.assigned_partitions.items() for p in ps}
+        if assigned != m.held():
+            problems.append(f"{m.label} holds {sorted(m.held())}, assigned {sorted(assigned)}")
         owned |= m.held()
     if wanted - owned:
         problems.append(f"subscribed partitions without an owner: {sorted(wanted - owned)}")
