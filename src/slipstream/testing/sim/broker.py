@@ -85,6 +85,9 @@ class SimBroker:
         self.restarts = 0
         # Bumped whenever the coordinator ran something: observers skip work otherwise.
         self.activity = 0
+        # Whether the offset commit served last came over a connection its member had
+        # already closed (read late by the broker; see network.py): diagnosis.py names it.
+        self.last_commit_was_orphaned = False
         # (downtime, load) of a crash due right after the next append, if any.
         self.restart_after_append: tuple[int, int] | None = None
         # Until then every append fails with ``append_error`` (see ``fail_appends``).
@@ -121,6 +124,8 @@ class SimBroker:
         while state is not None and not state.busy and state.queue:
             corr, api, version, request = state.queue.popleft()
             self.activity += 1
+            if api == "offset_commit":
+                self.last_commit_was_orphaned = not conn.open
             origin = Origin(conn, corr, api, request, self.observer.request_started(api, request))
             state.busy = True
             ctx = RequestContext(api_version=version, client_id=conn.owner, client_host="/10.0.0.1")

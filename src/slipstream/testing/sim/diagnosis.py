@@ -23,6 +23,10 @@ STATIC_LEADER_BASELINE = (
 )
 FENCE_NOT_RETRIED = "consumer: a member fenced by a timer while appends fail is never fenced again (no timer retry)"
 ACK_WITHOUT_APPEND = "consumer: ConsumerGroupHeartbeat answered OK though its records failed to append"
+ORPHANED_COMMIT = (
+    "both: a member's older OffsetCommit, sent on a connection it has since closed, is read by the broker "
+    "after the member's newer commit on its new connection (same member and generation: accepted, as in Kafka)"
+)
 
 
 def diagnose(world: World) -> list[str]:
@@ -47,4 +51,6 @@ def diagnose(world: World) -> list[str]:
             found.append(FENCE_NOT_RETRIED)
     if world.acked_unwritten and world.violations and world.violations[0].kind == "ownership":
         found.append(ACK_WITHOUT_APPEND)
+    if world.violations and world.violations[0].kind == "offsets" and world.broker.last_commit_was_orphaned:
+        found.append(ORPHANED_COMMIT)
     return sorted(set(found))
