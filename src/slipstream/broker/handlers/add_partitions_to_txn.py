@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import cast
 
-from ...coordinator.transactions.coordinator import partition_results
+from ...coordinator.transactions.responses import partition_results
 from ...protocol.apis.add_partitions_to_txn import (
     SPEC,
     AddPartitionsToTxnRequest,

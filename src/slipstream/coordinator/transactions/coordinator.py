@@ -19,40 +19,34 @@ At start the caller calls ``begin_loading()``, replays the whole log, then
 ``finish_loading(now)``: transactions found in PrepareCommit/PrepareAbort get
 their markers written again (the result it returns); meanwhile requests answer
 COORDINATOR_LOAD_IN_PROGRESS.
+
+Beside it: ``state.py`` (the transition table), ``metadata.py`` (one id's state),
+``responses.py`` (answers per version, append errors), ``describe.py``
+(DescribeTransactions / ListTransactions), ``config.py``.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
 from ...protocol import txn_records as tr
 from ...protocol.apis.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
-from ...protocol.apis.add_partitions_to_txn import (
-    AddPartitionsToTxnPartitionResult,
-    AddPartitionsToTxnResult,
-    AddPartitionsToTxnTopicResult,
-)
+from ...protocol.apis.add_partitions_to_txn import AddPartitionsToTxnResult
 from ...protocol.apis.describe_transactions import (
     DescribeTransactionsRequest,
     DescribeTransactionsResponse,
-    DescribeTransactionsTopicData,
-    DescribeTransactionsTransactionState,
 )
 from ...protocol.apis.end_txn import EndTxnRequest, EndTxnResponse
 from ...protocol.apis.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
-from ...protocol.apis.list_transactions import (
-    ListTransactionsRequest,
-    ListTransactionsResponse,
-    ListTransactionsTransactionState,
-)
+from ...protocol.apis.list_transactions import ListTransactionsRequest, ListTransactionsResponse
 from ...protocol.errors import ErrorCode
 from ...protocol.schema import Struct
 from .. import records as group_records
-from ..append_errors import append_error_for_group
 from ..result import CoordinatorResult, Record, RequestContext
 from ..timer import GuardedTimer, Timer
+from . import describe
+from .config import TxnConfig
 from .metadata import (
     MAX_EPOCH,
     NO_PRODUCER_EPOCH,
@@ -62,6 +56,7 @@ from .metadata import (
     TxnTransit,
     is_epoch_exhausted,
 )
+from .responses import append_error_for_txn, fenced_for_version, init_error, partition_results
 from .result import MarkerJob, TxnResult
 from .state import TxnState, check_transition
 
@@ -74,19 +69,6 @@ TIMEOUT_KEY = "txn-timeout:"
 EXPIRE_KEY = "txn-expire:"
 COMPLETE_RETRY_KEY = "txn-complete:"
 COMPLETE_RETRY_MS = 500
-
-
-@dataclass(frozen=True, slots=True)
-class TxnConfig:
-    # transaction.max.timeout.ms: a client's transaction.timeout.ms above it answers
-    # INVALID_TRANSACTION_TIMEOUT.
-    transaction_max_timeout_ms: int = 900_000
-    # transactional.id.expiration.ms: an idle id is forgotten after this long.
-    transactional_id_expiration_ms: int = 604_800_000
-    # transaction.state.log.num.partitions
-    transaction_state_num_partitions: int = 50
-    # offsets.topic.num.partitions: where AddOffsetsToTxn finds a group's partition.
-    offsets_topic_num_partitions: int = 50
 
 
 ProducerIdAllocator = Callable[[], int]
@@ -224,7 +206,7 @@ class TransactionCoordinator:
         version = ctx.api_version
 
         def fail(error: int) -> TxnResult:
-            return TxnResult(response=_init_error(error, version))
+            return TxnResult(response=init_error(error, version))
 
         tid = req.transactional_id
         if not tid:
@@ -258,7 +240,7 @@ class TransactionCoordinator:
         if state.is_prepared:
             return fail(ErrorCode.CONCURRENT_TRANSACTIONS)
         if state is TxnState.ONGOING:
-            return self._fence_and_abort(txn, now_ms, lambda error: _init_error(error or ErrorCode.CONCURRENT_TRANSACTIONS, version))
+            return self._fence_and_abort(txn, now_ms, lambda error: init_error(error or ErrorCode.CONCURRENT_TRANSACTIONS, version))
         if state not in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
             raise RuntimeError(f"transactional id {tid!r} found in state {state}, which is never stored")
 
@@ -297,7 +279,7 @@ class TransactionCoordinator:
 
         def done(error: int, now: int) -> CoordinatorResult:
             if error:
-                return TxnResult(response=_init_error(append_error_for_txn(error), version))
+                return TxnResult(response=init_error(append_error_for_txn(error), version))
             log.info("transactional id %s: producer id %s epoch %s", tid, transit.producer_id, transit.producer_epoch)
             return TxnResult(
                 response=InitProducerIdResponse(
@@ -356,7 +338,7 @@ class TransactionCoordinator:
         wanted = frozenset({(group_records.OFFSETS_TOPIC, partition)})
 
         def answer(error: int) -> Struct:
-            return AddOffsetsToTxnResponse(error_code=_fenced_for_version(error, version, 2))
+            return AddOffsetsToTxnResponse(error_code=fenced_for_version(error, version, 2))
 
         return self._add(req.transactional_id, req.producer_id, req.producer_epoch, wanted, now_ms, answer)
 
@@ -431,7 +413,7 @@ class TransactionCoordinator:
         version = ctx.api_version
 
         def answer(error: int) -> TxnResult:
-            return TxnResult(response=EndTxnResponse(error_code=_fenced_for_version(error, version, 2)))
+            return TxnResult(response=EndTxnResponse(error_code=fenced_for_version(error, version, 2)))
 
         tid = req.transactional_id
         error, txn = self._check_producer(tid, req.producer_id, req.producer_epoch)
@@ -559,94 +541,12 @@ class TransactionCoordinator:
     # ================================================================ DescribeTransactions / ListTransactions
 
     def describe_transactions(self, req: DescribeTransactionsRequest) -> DescribeTransactionsResponse:
-        out = DescribeTransactionsResponse()
-        for tid in req.transactional_ids:
-            state = DescribeTransactionsTransactionState(transactional_id=tid)
-            txn = self.transactions.get(tid)
-            if self._loading:
-                state.error_code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-            elif not tid:
-                state.error_code = ErrorCode.INVALID_REQUEST
-            elif txn is None or txn.state is TxnState.DEAD:
-                state.error_code = ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
-            else:
-                by_topic: dict[str, list[int]] = {}
-                for topic, index in sorted(txn.partitions):
-                    by_topic.setdefault(topic, []).append(index)
-                state.transaction_state = txn.state.display_name
-                state.transaction_timeout_ms = txn.timeout_ms
-                state.transaction_start_time_ms = txn.start_ms
-                state.producer_id = txn.producer_id
-                state.producer_epoch = txn.producer_epoch
-                state.topics = [DescribeTransactionsTopicData(topic=t, partitions=ps) for t, ps in by_topic.items()]
-            out.transaction_states.append(state)
-        return out
+        return describe.describe_transactions(self.transactions, req, loading=self._loading)
 
     def list_transactions(self, ctx: RequestContext, req: ListTransactionsRequest, now_ms: int) -> ListTransactionsResponse:
-        if self._loading:
-            return ListTransactionsResponse(error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
-        out = ListTransactionsResponse()
-        states: set[TxnState] = set()
-        for name in req.state_filters:
-            state = TxnState.from_name(name)
-            if state is None:
-                out.unknown_state_filters.append(name)
-            else:
-                states.add(state)
-        producer_ids = set(req.producer_id_filters)
-        min_duration = req.duration_filter if ctx.api_version >= 1 else -1
-        for tid, txn in sorted(self.transactions.items()):
-            if txn.state is TxnState.DEAD:
-                continue
-            if req.state_filters and txn.state not in states:
-                continue
-            if producer_ids and txn.producer_id not in producer_ids:
-                continue
-            # Kafka's test, kept as is: an id without a transaction (start -1) always passes.
-            if min_duration >= 0 and now_ms - txn.start_ms <= min_duration:
-                continue
-            out.transaction_states.append(
-                ListTransactionsTransactionState(
-                    transactional_id=tid, producer_id=txn.producer_id, transaction_state=txn.state.display_name
-                )
-            )
-        return out
+        return describe.list_transactions(self.transactions, req, ctx.api_version, now_ms, loading=self._loading)
 
     # ================================================================ inspection
 
     def transaction(self, tid: str) -> TransactionMetadata | None:
         return self.transactions.get(tid)
-
-
-def append_error_for_txn(error: int) -> int:
-    """Kafka's mapping of a failed ``__transaction_state`` append to the client's error."""
-    mapped = append_error_for_group(error)
-    if mapped in (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR):
-        return mapped
-    return ErrorCode.UNKNOWN_SERVER_ERROR
-
-
-def _fenced_for_version(error: int, version: int, first_fenced_version: int) -> int:
-    """PRODUCER_FENCED is known to clients from ``first_fenced_version``; older ones get
-    INVALID_PRODUCER_EPOCH (Kafka does the same down-conversion)."""
-    if error == ErrorCode.PRODUCER_FENCED and version < first_fenced_version:
-        return ErrorCode.INVALID_PRODUCER_EPOCH
-    return error
-
-
-def _init_error(error: int, version: int) -> InitProducerIdResponse:
-    return InitProducerIdResponse(
-        error_code=_fenced_for_version(error, version, 4), producer_id=NO_PRODUCER_ID, producer_epoch=NO_PRODUCER_EPOCH
-    )
-
-
-def partition_results(tid: str, errors: dict[TopicPartition, int]) -> AddPartitionsToTxnResult:
-    by_topic: dict[str, list[AddPartitionsToTxnPartitionResult]] = {}
-    for (topic, index), error in errors.items():
-        by_topic.setdefault(topic, []).append(
-            AddPartitionsToTxnPartitionResult(partition_index=index, partition_error_code=error)
-        )
-    return AddPartitionsToTxnResult(
-        transactional_id=tid,
-        topic_results=[AddPartitionsToTxnTopicResult(name=t, results_by_partition=ps) for t, ps in by_topic.items()],
-    )
