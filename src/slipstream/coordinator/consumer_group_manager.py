@@ -28,12 +28,6 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from ..protocol.apis.consumer_group_describe import (
-    ConsumerGroupDescribeResponseAssignment,
-    ConsumerGroupDescribeResponseGroup,
-    ConsumerGroupDescribeResponseMember,
-    ConsumerGroupDescribeResponseTopicPartitions,
-)
 from ..protocol.apis.consumer_group_heartbeat import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
@@ -75,8 +69,6 @@ log = logging.getLogger("slipstream.coordinator")
 
 # ConsumerGroupHeartbeat v1 (KIP-1082): the consumer generates its member id.
 CONSUMER_GENERATED_MEMBER_ID_VERSION = 1
-CONSUMER_MEMBER_TYPE = 1
-CLASSIC_MEMBER_TYPE = 0
 # A Stable group whose epoch moved this recently still heartbeats fast: members that start
 # together keep arriving for a while after the first one settles.
 SETTLE_WINDOW_MS = 1_000
@@ -780,67 +772,6 @@ class ConsumerGroupManager:
         records stay in the log for the next owner."""
         self.forget(group_id)
         self.groups.pop(group_id, None)
-
-    # ================================================================ describe
-
-    def assignor_name(self, group: ConsumerGroup) -> str:
-        return group.preferred_server_assignor() or self.config.consumer_group_assignors[0]
-
-    def describe(
-        self, group_id: str, include_operations: bool, operations: int
-    ) -> ConsumerGroupDescribeResponseGroup:
-        group = self.groups.get(group_id)
-        if group is None:
-            return ConsumerGroupDescribeResponseGroup(
-                error_code=ErrorCode.GROUP_ID_NOT_FOUND,
-                error_message=f"Group {group_id} not found.",
-                group_id=group_id,
-                group_state="Dead",
-                group_epoch=0,
-                assignment_epoch=0,
-                assignor_name="",
-            )
-        image = self.topics()
-
-        def assignment(parts: PartitionMap) -> ConsumerGroupDescribeResponseAssignment:
-            return ConsumerGroupDescribeResponseAssignment(
-                topic_partitions=[
-                    ConsumerGroupDescribeResponseTopicPartitions(
-                        topic_id=t, topic_name=image.name_of(t) or "", partitions=sorted(ps)
-                    )
-                    for t, ps in sorted(parts.items())
-                    if image.name_of(t) is not None
-                ]
-            )
-
-        members = [
-            ConsumerGroupDescribeResponseMember(
-                member_id=m.member_id,
-                instance_id=m.instance_id,
-                rack_id=m.rack_id,
-                member_epoch=m.member_epoch,
-                client_id=m.client_id,
-                client_host=m.client_host,
-                subscribed_topic_names=sorted(m.subscribed_topic_names),
-                subscribed_topic_regex=m.subscribed_topic_regex or None,
-                assignment=assignment(m.assigned_partitions),
-                target_assignment=assignment(group.target_assignment_of(m.member_id)),
-                member_type=CLASSIC_MEMBER_TYPE if m.uses_classic_protocol else CONSUMER_MEMBER_TYPE,
-            )
-            for m in sorted(group.members.values(), key=lambda m: m.member_id)
-        ]
-        described = ConsumerGroupDescribeResponseGroup(
-            error_code=ErrorCode.NONE,
-            group_id=group_id,
-            group_state=group.state.value,
-            group_epoch=group.group_epoch,
-            assignment_epoch=group.target_assignment_epoch,
-            assignor_name=self.assignor_name(group),
-            members=members,
-        )
-        if include_operations:
-            described.authorized_operations = operations
-        return described
 
 
 def _subscribed_names(members: Iterable[ConsumerGroupMember], resolved: dict[str, frozenset[str]]) -> set[str]:

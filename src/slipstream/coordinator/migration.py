@@ -17,7 +17,7 @@ moves a group with members from one protocol to the other while it runs:
   group epoch as its generation, each member's target assignment as its
   assignment), and a rebalance starts so the members rejoin it.
 
-This module builds the converted groups and their records; the coordinator
+This module builds the converted groups and their records; protocol_migration.py
 decides when, and replaying the records is what switches the group's type.
 """
 

@@ -51,7 +51,6 @@ from ..protocol.schema import Struct
 from . import records as rec
 from .append_errors import NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND
 from .config import CoordinatorConfig
-from .consumer import ConsumerGroup
 from .consumer_group_manager import ConsumerGroupManager, validate_member_commit
 from .group import ClassicGroup
 from .group_manager import GroupManager
@@ -187,7 +186,7 @@ class OffsetManager:
     def has_offsets(self, group_id: str) -> bool:
         return bool(self.offsets.get(group_id))
 
-    def _is_pending(self, group_id: str, topic: str, partition: int) -> bool:
+    def is_pending(self, group_id: str, topic: str, partition: int) -> bool:
         pending = self.pending.get(group_id)
         if pending is not None and pending.get((topic, partition), 0) > 0:
             return True
@@ -422,7 +421,7 @@ class OffsetManager:
     def _fetched(
         self, group_id: str, topic: str, index: int, om: OffsetAndMetadata | None, require_stable: bool
     ) -> OffsetFetchResponsePartitions:
-        if require_stable and self._is_pending(group_id, topic, index):
+        if require_stable and self.is_pending(group_id, topic, index):
             return OffsetFetchResponsePartitions(
                 partition_index=index,
                 committed_offset=INVALID_OFFSET,
@@ -480,83 +479,6 @@ class OffsetManager:
             return CoordinatorResult(completions=[Completion(own, answer)])
 
         return CoordinatorResult(pending=own, records=records, after_append=after_append)
-
-    # ================================================================ retention
-
-    def expired_offsets(self, group: ClassicGroup, now_ms: int) -> tuple[list[TopicPartition], bool]:
-        """Offsets of ``group`` past retention, and whether that is all of them.
-
-        Kafka's rules: an Empty group with a protocol type expires by the time it
-        became Empty (or the commit time, for old records without it); a Stable
-        consumer group expires offsets of topics it no longer subscribes to by
-        commit time; a standalone group (no protocol type) by commit time;
-        other groups keep everything. Explicit expire timestamps (OffsetCommit
-        v2-v4 retention) win over all of that.
-        """
-        by_topic = self.offsets.get(group.group_id)
-        if not by_topic:
-            return [], True
-        if group.protocol_type:
-            if group.state is GroupState.EMPTY:
-                state_ts = group.current_state_timestamp_ms
-
-                def base(om: OffsetAndMetadata) -> int:
-                    return state_ts if state_ts is not None else om.commit_timestamp_ms
-            elif group.uses_consumer_protocol() and group.subscribed_topics is not None and group.state is GroupState.STABLE:
-
-                def base(om: OffsetAndMetadata) -> int:
-                    return om.commit_timestamp_ms
-            else:
-                return [], False
-        else:
-
-            def base(om: OffsetAndMetadata) -> int:
-                return om.commit_timestamp_ms
-
-        retention = self.config.offsets_retention_ms
-        expired: list[TopicPartition] = []
-        everything = True
-        for topic, by_partition in by_topic.items():
-            if group.is_subscribed_to_topic(topic):
-                everything = False
-                continue
-            for index, om in by_partition.items():
-                if om.expire_timestamp_ms != -1:
-                    gone = now_ms >= om.expire_timestamp_ms
-                else:
-                    gone = now_ms - base(om) >= retention
-                if gone and not self._is_pending(group.group_id, topic, index):
-                    expired.append((topic, index))
-                else:
-                    everything = False
-        return expired, everything
-
-    def expired_consumer_group_offsets(
-        self, group: ConsumerGroup, now_ms: int
-    ) -> tuple[list[TopicPartition], bool]:
-        """``expired_offsets`` for a consumer (KIP-848) group: Kafka expires by commit time
-        every offset of a topic no member consumes (all of them once the group is Empty)."""
-        by_topic = self.offsets.get(group.group_id)
-        if not by_topic:
-            return [], True
-        subscribed = group.all_subscribed_topics()
-        retention = self.config.offsets_retention_ms
-        expired: list[TopicPartition] = []
-        everything = True
-        for topic, by_partition in by_topic.items():
-            if topic in subscribed:
-                everything = False
-                continue
-            for index, om in by_partition.items():
-                if om.expire_timestamp_ms != -1:
-                    gone = now_ms >= om.expire_timestamp_ms
-                else:
-                    gone = now_ms - om.commit_timestamp_ms >= retention
-                if gone and not self._is_pending(group.group_id, topic, index):
-                    expired.append((topic, index))
-                else:
-                    everything = False
-        return expired, everything
 
 
 _S = TypeVar("_S", bound=Struct)

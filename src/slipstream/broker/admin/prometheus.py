@@ -21,7 +21,8 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import Collector
 
 from ...coordinator.consumer.group import ConsumerGroupState
-from ...coordinator.coordinator import CLASSIC_GROUP_TYPE, CONSUMER_GROUP_TYPE, GroupCoordinator
+from ...coordinator.coordinator import GroupCoordinator
+from ...coordinator.group_admin import CLASSIC_GROUP_TYPE, CONSUMER_GROUP_TYPE
 from ...coordinator.state import GroupState
 from ..handlers import HANDLERS
 from ..metrics import LATENCY_BUCKETS

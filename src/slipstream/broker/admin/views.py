@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ...coordinator.coordinator import CLASSIC_GROUP_TYPE, CONSUMER_GROUP_TYPE, GroupCoordinator
+from ...coordinator.coordinator import GroupCoordinator
+from ...coordinator.group_admin import CLASSIC_GROUP_TYPE, CONSUMER_GROUP_TYPE
 from ...coordinator.state import GroupState
 from ...protocol import consumer_protocol as cp
 from ..state import BrokerState
