@@ -40,8 +40,11 @@ from ..coordinator import (
     Pending,
     Record,
 )
-from ..coordinator.config import DEFAULT_RECONCILING_HEARTBEAT_INTERVAL_MS, MigrationPolicy
-from ..coordinator.consumer_group_manager import ConsumerGroupTimeouts
+from ..coordinator.config import (
+    DEFAULT_RECONCILING_HEARTBEAT_INTERVAL_MS,
+    ConsumerGroupTimeouts,
+    MigrationPolicy,
+)
 from ..coordinator.result import RequestContext as CoordinatorContext
 from ..protocol.apis.consumer_group_describe import (
     ConsumerGroupDescribeRequest,

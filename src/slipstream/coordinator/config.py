@@ -120,3 +120,15 @@ class CoordinatorConfig:
             raise ValueError("group_history_max_events must be >= 1")
         if self.offsets_retention_ms < 1 or self.offsets_retention_check_interval_ms < 1:
             raise ValueError("offset retention settings must be positive")
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupTimeouts:
+    """A group's session timeout and regular heartbeat interval (broker defaults or the
+    group's own configs)."""
+
+    session_timeout_ms: int
+    heartbeat_interval_ms: int
+    # The interval is the group's own (config resource GROUP), not the broker default: it
+    # is given as it is, never shortened by the heartbeat budget.
+    interval_is_group_config: bool = False

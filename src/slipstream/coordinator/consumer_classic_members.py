@@ -47,7 +47,8 @@ from .append_errors import append_error_for_group
 from .classic_responses import join_response, leave_response
 from .consumer import ConsumerGroup, ConsumerGroupMember, MemberState, replacement_for_static_member
 from .consumer.member import ClassicMemberMetadata
-from .consumer_group_manager import ConsumerGroupManager, session_key
+from .consumer_group_manager import ConsumerGroupManager
+from .consumer_rebalance import MemberChange
 from .migration import to_assignment_bytes, to_partition_map
 from .result import CoordinatorResult, Record, RequestContext
 
@@ -73,6 +74,7 @@ class ClassicMembers:
 
     def __init__(self, manager: ConsumerGroupManager, new_member_id: Callable[[], str] | None = None) -> None:
         self.manager = manager
+        self.sessions = manager.sessions
         self.timer = manager.timer
         self.new_member_id = new_member_id or (lambda: str(uuid.uuid4()))
 
@@ -170,9 +172,10 @@ class ClassicMembers:
         if updated != member:
             records.append(crec.member_subscription_record(partition, group_id, updated))
         owned = to_partition_map(manager.topics(), subscription.owned_partitions)
-        reconciled, _target_epoch, _bumped = manager.advance_member(
+        change = MemberChange(
             group, member, updated, owned, now_ms, records, events, replaced=replaced, is_new=is_new
         )
+        reconciled, _target_epoch, _bumped = manager.advance_member(change)
         protocol_name = protocols[0][0]
         response = join_response(
             version,
@@ -186,7 +189,7 @@ class ClassicMembers:
 
         def joined() -> None:
             self.timer.cancel(join_timeout_key(group_id, member_id))
-            manager.schedule_session_timeout(group_id, member_id, session_ms)
+            self.sessions.schedule_session_timeout(group_id, member_id, session_ms)
             self._schedule_sync_timeout(group_id, member_id, rebalance_ms)
 
         if not records:
@@ -223,7 +226,7 @@ class ClassicMembers:
         except _Refused as refused:
             return CoordinatorResult(response=SyncGroupResponse(error_code=refused.code, assignment=b""))
         self.timer.cancel(sync_timeout_key(group.group_id, member.member_id))
-        self.manager.schedule_session_timeout(group.group_id, member.member_id, classic.session_timeout_ms)
+        self.sessions.schedule_session_timeout(group.group_id, member.member_id, classic.session_timeout_ms)
         assignment = to_assignment_bytes(
             self.manager.topics(), member.assigned_partitions, dict(classic.protocols)[classic.protocol_name]
         )
@@ -246,7 +249,7 @@ class ClassicMembers:
         except _Refused as refused:
             return CoordinatorResult(response=HeartbeatResponse(error_code=refused.code))
         assert member.classic is not None
-        self.manager.schedule_session_timeout(group.group_id, member.member_id, member.classic.session_timeout_ms)
+        self.sessions.schedule_session_timeout(group.group_id, member.member_id, member.classic.session_timeout_ms)
         error = ErrorCode.NONE
         if (
             member.member_epoch < group.group_epoch
@@ -302,7 +305,7 @@ class ClassicMembers:
         response = leave_response(version, ErrorCode.NONE, answers)
         if not leaving:
             return CoordinatorResult(response=response)
-        records = self.manager.removal_records(group, leaving)
+        records = self.sessions.removal_records(group, leaving)
         epoch = group.group_epoch + 1
         events.append(ev.GroupEpochBumped(group_id=group.group_id, at_ms=now_ms, epoch=epoch, cause="classic members left"))
 
@@ -334,7 +337,7 @@ class ClassicMembers:
         return member
 
     def cancel_timers(self, group_id: str, member_id: str) -> None:
-        self.manager.cancel_timers(group_id, member_id)
+        self.sessions.cancel_timers(group_id, member_id)
         self.timer.cancel(join_timeout_key(group_id, member_id))
         self.timer.cancel(sync_timeout_key(group_id, member_id))
 
@@ -347,7 +350,7 @@ class ClassicMembers:
             log.info("group %s: classic member %s fenced: %s", group_id, member_id, why)
             self.timer.cancel(join_timeout_key(group_id, member_id))
             self.timer.cancel(sync_timeout_key(group_id, member_id))
-            return self.manager.fence(group, member, now_ms, "session-expired")
+            return self.sessions.fence(group, member, now_ms, "session-expired")
 
         return expire
 
@@ -371,4 +374,4 @@ class ClassicMembers:
         )
 
 
-__all__ = ["ClassicMembers", "join_timeout_key", "session_key", "sync_timeout_key"]
+__all__ = ["ClassicMembers", "join_timeout_key", "sync_timeout_key"]

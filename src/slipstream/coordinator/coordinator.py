@@ -45,15 +45,11 @@ from ..protocol.apis.txn_offset_commit import TxnOffsetCommitRequest
 from ..protocol.errors import ErrorCode
 from ..protocol.schema import Struct
 from .classic_responses import join_response
-from .config import CoordinatorConfig
+from .config import ConsumerGroupTimeouts, CoordinatorConfig
 from .consumer import ConsumerGroup
 from .consumer_classic_members import ClassicMembers
-from .consumer_group_manager import (
-    ConsumerGroupManager,
-    ConsumerGroupTimeouts,
-    heartbeat_error,
-    validate_member_fetch,
-)
+from .consumer_group_manager import ConsumerGroupManager, validate_member_fetch
+from .consumer_responses import heartbeat_error
 from .group import ClassicGroup
 from .group_admin import GroupAdmin
 from .group_manager import GroupManager
@@ -121,7 +117,7 @@ class GroupCoordinator:
         self.migration = ProtocolMigration(
             self.config, self.ownership, self.group_manager, self.consumer_groups, self.classic_members
         )
-        self.consumer_groups.downgrade = self.migration.downgrade
+        self.consumer_groups.sessions.downgrade = self.migration.downgrade
         self.admin = GroupAdmin(
             self.config, self.ownership, self.group_manager, self.consumer_groups, self.offset_manager,
             self._new_pending,
@@ -190,7 +186,7 @@ class GroupCoordinator:
                 self.group_manager.on_loaded(group)
         for consumer_group in self.consumer_groups.groups.values():
             if self.partition_for(consumer_group.group_id) in done:
-                self.consumer_groups.on_loaded(consumer_group)
+                self.consumer_groups.sessions.on_loaded(consumer_group)
         self._schedule_expiration()
 
     def load(self, records: Iterable[tuple[bytes | None, bytes | None]], now_ms: int) -> None:

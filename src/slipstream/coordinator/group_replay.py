@@ -85,7 +85,7 @@ class GroupRecordReplay:
                     # online upgrade (its tombstone came first; see migration.py).
                     self.group_manager.remove_group(k.group, now_ms)
                 if isinstance(k, gr.ConsumerGroupMetadataKey) and value is None:
-                    self.consumer_groups.forget(k.group)
+                    self.consumer_groups.sessions.forget(k.group)
                     self.history.forget(k.group)
                 crec.replay_consumer_record(self.consumer_groups.groups, k, cv, now_ms)
                 if loading(k.group):

@@ -28,7 +28,8 @@ from .classic_responses import join_response
 from .config import CoordinatorConfig
 from .consumer import ConsumerGroup, ConsumerGroupMember, PartitionOwnershipError
 from .consumer_classic_members import ClassicMembers
-from .consumer_group_manager import ConsumerGroupManager, heartbeat_error
+from .consumer_group_manager import ConsumerGroupManager
+from .consumer_responses import heartbeat_error
 from .effects import Effects
 from .group import ClassicGroup
 from .group_manager import GroupManager
@@ -152,7 +153,7 @@ class ProtocolMigration:
                 member.sync_pending = None
         for m in converted.members.values():
             assert m.classic is not None
-            self.consumer_groups.schedule_session_timeout(group_id, m.member_id, m.classic.session_timeout_ms)
+            self.consumer_groups.sessions.schedule_session_timeout(group_id, m.member_id, m.classic.session_timeout_ms)
         return result
 
     def downgrade(

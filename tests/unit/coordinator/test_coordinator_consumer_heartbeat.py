@@ -319,7 +319,7 @@ def test_resubscribing_revokes_before_it_assigns() -> None:
 
 
 def test_a_group_with_its_own_session_timeout() -> None:
-    from slipstream.coordinator.consumer_group_manager import ConsumerGroupTimeouts
+    from slipstream.coordinator.config import ConsumerGroupTimeouts
 
     def timeouts(group_id: str) -> ConsumerGroupTimeouts:
         return ConsumerGroupTimeouts(10_000, 1_000) if group_id == "short" else ConsumerGroupTimeouts(45_000, 5_000)
@@ -378,7 +378,7 @@ def test_a_heartbeat_whose_write_fails_answers_the_error_and_changes_nothing() -
 
 
 def test_a_fence_whose_write_fails_is_retried() -> None:
-    from slipstream.coordinator.consumer_group_manager import FENCE_RETRY_MS
+    from slipstream.coordinator.consumer_sessions import FENCE_RETRY_MS
 
     ctx = GroupContext()
     set_topics(ctx, t=2)
@@ -445,7 +445,7 @@ def test_without_a_budget_settled_members_get_the_regular_interval() -> None:
 
 
 def test_a_groups_own_interval_is_not_shortened_by_the_budget() -> None:
-    from slipstream.coordinator.consumer_group_manager import ConsumerGroupTimeouts
+    from slipstream.coordinator.config import ConsumerGroupTimeouts
 
     def timeouts(group_id: str) -> ConsumerGroupTimeouts:
         if group_id == "own":

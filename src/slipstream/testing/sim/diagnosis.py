@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...client.membership import MemberState
-from ...coordinator.consumer_group_manager import session_key
+from ...coordinator.consumer_sessions import session_key
 from .classic import ClassicMember
 
 if TYPE_CHECKING:

@@ -13,8 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ...coordinator import GroupCoordinator, GroupState
-from ...coordinator import consumer_group_manager as cgm
+from ...coordinator import GroupCoordinator, GroupState, consumer_rebalance
 from ...coordinator.consumer.member import ConsumerGroupMember
 from ...protocol.errors import ErrorCode
 from .broker import LogRecord
@@ -55,13 +54,13 @@ def _attribute(owner: Any, name: str, value: Any) -> Iterator[None]:
 
 
 def _early_handoff() -> contextlib.AbstractContextManager[None]:
-    real = cgm.reconcile
+    real = consumer_rebalance.reconcile
 
     def reconcile(member: Any, target_epoch: int, target: Any, _owner_epoch: Any, owned: Any) -> Any:
         # Every partition looks free: the new owner gets it while the old one still holds it.
         return real(member, target_epoch, target, lambda _t, _p: -1, owned)
 
-    return _attribute(cgm, "reconcile", reconcile)
+    return _attribute(consumer_rebalance, "reconcile", reconcile)
 
 
 # ---------------------------------------------------------------- stale commits
