@@ -1,11 +1,11 @@
-"""Committed offsets: OffsetCommit, OffsetFetch, OffsetDelete, retention, and their replay.
+"""Committed offsets: OffsetCommit, TxnOffsetCommit, OffsetFetch, OffsetDelete, and their replay.
 
 The offset cache changes only through ``replay`` of ``__consumer_offsets``
 records (Kafka's ``OffsetMetadataManager``): a commit emits records and is
 answered once they are durable. Commits handed to the log but not yet
 replayed are *pending*: OffsetFetch with require_stable answers
 UNSTABLE_OFFSET_COMMIT for them (as Kafka's old coordinator did), and
-retention never expires them.
+retention (offset_retention.py) never expires them.
 
 TxnOffsetCommit writes the same records in a transactional batch of the
 producer; replaying them keeps the offsets aside, per producer id, until the
