@@ -149,10 +149,6 @@ class GroupCoordinator:
     def is_group_loading(self, group_id: str) -> bool:
         return self.ownership.is_group_loading(group_id)
 
-    def group_unavailable(self, group_id: str) -> int:
-        """NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, or 0 (this coordinator serves the group)."""
-        return self.ownership.group_unavailable(group_id)
-
     def owns(self, partition: int) -> bool:
         return self.ownership.owns(partition)
 
