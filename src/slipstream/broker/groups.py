@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -66,50 +65,18 @@ from ..protocol.errors import ErrorCode
 from ..protocol.records import (
     CONTROL_ABORT,
     CONTROL_COMMIT,
-    ProducerRecord,
     build_control_batch,
 )
 from ..protocol.schema import Struct
+from .coordinator_timers import CoordinatorTimerLoop
 from .group_configs import HEARTBEAT_INTERVAL
-from .offsets_batches import RecordTooLarge, encode_bounded
-from .offsets_replay import log_batches
+from .offsets_batches import RecordTooLarge, batches_by_producer
+from .offsets_replay import replay_group_log
+from .ordered_lock import OrderedLock
 from .state import BrokerState
 
 log = logging.getLogger(__name__)
 
-
-
-class _OrderedLock:
-    """An asyncio.Lock that also knows whether anyone holds it or waits for it.
-
-    The commit fast path may skip the lock only when nobody holds or wants it:
-    between a release and the next waiter waking up the plain lock looks free, and a
-    commit slipping in there would apply before an earlier commit still waiting.
-    """
-
-    __slots__ = ("_lock", "_wanted")
-
-    def __init__(self) -> None:
-        self._lock = asyncio.Lock()
-        self._wanted = 0  # holders + waiters
-
-    def busy(self) -> bool:
-        return self._wanted > 0
-
-    def locked(self) -> bool:
-        return self._lock.locked()
-
-    async def __aenter__(self) -> None:
-        self._wanted += 1
-        try:
-            await self._lock.acquire()
-        except BaseException:
-            self._wanted -= 1
-            raise
-
-    async def __aexit__(self, *_exc: object) -> None:
-        self._lock.release()
-        self._wanted -= 1
 
 
 @dataclass(slots=True)
@@ -154,11 +121,9 @@ class GroupCoordinatorAdapter:
             topics=state.topics.image,
             consumer_group_timeouts=self._consumer_group_timeouts,
         )
-        self._lock = _OrderedLock()
+        self._lock = OrderedLock()
         self._parked: dict[Pending, asyncio.Future[Struct]] = {}
-        self._timer_changed = asyncio.Event()
-        # The deadline the timer loop sleeps until: only an earlier one needs to wake it.
-        self._timer_wake_at: float = -math.inf
+        self._timers = CoordinatorTimerLoop(self.timer, state.clock, self._run_due_timers)
         self._tasks: list[asyncio.Task[None]] = []
         # Group commit: commits handled but not yet written, and batches awaiting their fsync.
         self._queue: list[_Queued] = []
@@ -245,7 +210,7 @@ class GroupCoordinatorAdapter:
                 ready.set_exception(exc)
                 return
             ready.set_result(None)
-            self._tasks.append(asyncio.get_running_loop().create_task(self._timer_loop()))
+            self._tasks.append(asyncio.get_running_loop().create_task(self._timers.run()))
             if self.state.cluster is not None:
                 # A cluster broker owns no offsets partition until it holds its lease
                 # (load_partitions); until then their groups answer NOT_COORDINATOR.
@@ -255,7 +220,7 @@ class GroupCoordinatorAdapter:
             replayed = await self._replay(None)
             self.coordinator.finish_loading(self.state.clock())
         self._loaded.set()
-        self._timer_changed.set()
+        self._timers.wake()
         log.info("group coordinator loaded %d records from %s", replayed, OFFSETS_TOPIC)
 
     async def load_partitions(self, partitions: list[int]) -> None:
@@ -266,7 +231,7 @@ class GroupCoordinatorAdapter:
             self._flush()
             replayed = await self._replay(partitions)
             self.coordinator.finish_loading(self.state.clock(), partitions)
-        self._timer_changed.set()
+        self._timers.wake()
         log.info("group coordinator loaded %d records of %s partitions %s", replayed, OFFSETS_TOPIC, partitions)
 
     async def unload_partitions(self, partitions: list[int]) -> None:
@@ -281,46 +246,10 @@ class GroupCoordinatorAdapter:
         """Replay the offsets partitions (all when None) into the coordinator; records applied."""
         topic = self.state.topics.get(OFFSETS_TOPIC)
         assert topic is not None
-        replayed = 0
         max_uncompressed = int(self.state.topics.effective_configs(topic)["max.message.bytes"])
-        now = self.state.clock()
         indexes = range(len(topic.partitions)) if partitions is None else partitions
-        for index in indexes:
-            plog = topic.partitions[index]
-            for batches in log_batches(plog, max_uncompressed):
-                for header, records in batches:
-                    if header.is_control:
-                        # A transaction marker: the producer's pending offsets end.
-                        if records and records[0].control_type is not None:
-                            commit = records[0].control_type == CONTROL_COMMIT
-                            self._untrusted(
-                                header.next_offset - 1,
-                                self.coordinator.replay_end_transaction,
-                                header.producer_id, commit, now, header.producer_epoch,
-                            )
-                        replayed += 1
-                        continue
-                    producer_id = header.producer_id if header.is_transactional else -1
-                    for record in records:
-                        if record.key is None:
-                            continue
-                        replayed += self._untrusted(
-                            record.offset,
-                            self.coordinator.replay,
-                            record.key, record.value, now, producer_id, header.producer_epoch,
-                            record_time_ms=record.timestamp,
-                        )
-                await asyncio.sleep(0)  # let other connections be served while we load
-        return replayed
-
-    def _untrusted(self, offset: int, replay: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
-        """Replay one record read back from the log; 1 if applied, 0 if it was skipped."""
-        try:
-            replay(*args, **kwargs)
-        except Exception as exc:  # the log may hold bytes no coordinator wrote
-            log.warning("skipping __consumer_offsets record at offset %d: %r", offset, exc)
-            return 0
-        return 1
+        plogs = [topic.partitions[index] for index in indexes]
+        return await replay_group_log(self.coordinator, plogs, max_uncompressed, self.state.clock())
 
     # ---------------------------------------------------------------- requests
 
@@ -378,7 +307,7 @@ class GroupCoordinatorAdapter:
                 except OSError as exc:
                     log.error("syncing %s failed: %s", OFFSETS_TOPIC, exc)
                     return ErrorCode.KAFKA_STORAGE_ERROR
-        self._poke_timer()
+        self._timers.poke()
         return ErrorCode.NONE
 
     async def join_group(self, ctx: CoordinatorContext, request: JoinGroupRequest) -> JoinGroupResponse:
@@ -442,7 +371,7 @@ class GroupCoordinatorAdapter:
             self._flush()
             result = operation(self.state.clock())
             waiter = await self._carry_out(result)
-        self._poke_timer()
+        self._timers.poke()
         if isinstance(waiter, asyncio.Future):
             return await waiter
         return waiter
@@ -450,7 +379,7 @@ class GroupCoordinatorAdapter:
     async def _commit(self, ctx: CoordinatorContext, request: OffsetCommitRequest) -> Struct:
         """OffsetCommit, group-committed: queue the records, answer after their batch is durable."""
         result = self.coordinator.offset_commit(ctx, request, self.state.clock())
-        self._poke_timer()
+        self._timers.poke()
         if result.response is not None and result.pending is None and not result.records and (
             not result.completions and result.after_append is None
         ):
@@ -462,7 +391,7 @@ class GroupCoordinatorAdapter:
             async with self._lock:
                 self._flush()
                 waiter = await self._carry_out(result)
-            self._poke_timer()
+            self._timers.poke()
             return await waiter if isinstance(waiter, asyncio.Future) else waiter
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Struct] = loop.create_future()
@@ -573,17 +502,12 @@ class GroupCoordinatorAdapter:
         async with self._lock:
             self._flush()
             await self._carry_out(result)
-        self._poke_timer()
+        self._timers.poke()
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._syncing.add(task)
         task.add_done_callback(self._syncing.discard)
-
-    def _poke_timer(self) -> None:
-        deadline = self.timer.next_deadline()
-        if deadline is not None and deadline < self._timer_wake_at:
-            self._timer_changed.set()
 
     async def _carry_out(self, result: CoordinatorResult) -> Any:
         """Carry out one result (see coordinator/result.py); returns the response or its future."""
@@ -641,7 +565,7 @@ class GroupCoordinatorAdapter:
         if plog is None or not self.coordinator.owns(partition):
             return ErrorCode.NOT_COORDINATOR, None
         try:
-            batches = _batches(records, now, self._max_batch_bytes)
+            batches = batches_by_producer(records, now, self._max_batch_bytes)
         except RecordTooLarge as exc:
             log.warning("not writing to %s: %s", OFFSETS_TOPIC, exc)
             return ErrorCode.MESSAGE_TOO_LARGE, None
@@ -659,56 +583,13 @@ class GroupCoordinatorAdapter:
 
     # ---------------------------------------------------------------- timers
 
-    async def _timer_loop(self) -> None:
-        while True:
-            deadline = self.timer.next_deadline()
-            self._timer_changed.clear()
-            if deadline is None:
-                self._timer_wake_at = math.inf
-                await self._timer_changed.wait()
-                self._timer_wake_at = -math.inf
-                continue
-            delay = (deadline - self.state.clock()) / 1000
-            if delay > 0:
-                self._timer_wake_at = deadline
-                # A plain loop timer setting the event: cheaper than wait_for's task and
-                # timeout exception, and session timers can come due a thousand times a second.
-                wake = asyncio.get_running_loop().call_later(delay, self._timer_changed.set)
+    async def _run_due_timers(self) -> None:
+        async with self._lock:
+            self._flush()
+            now = self.state.clock()
+            while (expired := self.timer.pop_expired(now)) is not None:
                 try:
-                    await self._timer_changed.wait()
-                finally:
-                    wake.cancel()
-                self._timer_wake_at = -math.inf
-                continue
-            async with self._lock:
-                self._flush()
-                now = self.state.clock()
-                while (expired := self.timer.pop_expired(now)) is not None:
-                    try:
-                        await self._carry_out(expired.callback(now))
-                    except Exception:
-                        log.exception("group coordinator timer %s failed", expired.key)
+                    await self._carry_out(expired.callback(now))
+                except Exception:
+                    log.exception("group coordinator timer %s failed", expired.key)
 
-
-def _batches(records: list[Record], now: int, max_batch_bytes: int) -> list[bytearray]:
-    """Batches per run of records of the same producer: the coordinator's own records in
-    plain batches, a TxnOffsetCommit's in its producer's transactional batches, each
-    within the offsets topic's max.message.bytes (RecordTooLarge if a record cannot fit)."""
-    out: list[bytearray] = []
-    start = 0
-    while start < len(records):
-        producer = records[start].producer
-        end = start + 1
-        while end < len(records) and records[end].producer == producer:
-            end += 1
-        run = [ProducerRecord(r.key, r.value, timestamp_ms=now) for r in records[start:end]]
-        if producer is None:
-            out.extend(encode_bounded(run, max_batch_bytes))
-        else:
-            out.extend(
-                encode_bounded(
-                    run, max_batch_bytes, producer_id=producer[0], producer_epoch=producer[1], is_transactional=True
-                )
-            )
-        start = end
-    return out
