@@ -9,15 +9,15 @@ completion. Records the coordinator emits are appended to ``__consumer_offsets``
 and replayed into it before the next operation runs; responses that depend on
 them are delivered only after the append (and, with the fsync policy, the fsync).
 
-OffsetCommit is group-committed: its result is queued, and the records of every
-commit queued in the same event-loop turn go to the log as one batch per offsets
-partition, replayed, and (fsync policy) synced, before those commits are
-answered, in order. Any other operation first writes out the queue, so it
-always sees every earlier commit replayed. A commit takes the lock-free path only
-when nobody holds or waits for the lock; otherwise it queues for the lock behind
-them (FIFO), so commits pipelined on one connection apply in arrival order.
-At start the offsets topic is replayed in the background; until it is done the
-coordinator answers COORDINATOR_LOAD_IN_PROGRESS.
+OffsetCommit is group-committed (offset_commit_queue.py): the records of every
+commit handled in the same event-loop turn go to the log as one batch per offsets
+partition, replayed, and (fsync policy) synced, before those commits are answered,
+in order. Any other operation first writes out the queue, so it always sees every
+earlier commit replayed. A commit takes the lock-free path only when nobody holds or
+waits for the lock; otherwise it queues for the lock behind them (FIFO), so commits
+pipelined on one connection apply in arrival order.
+At start the offsets topic is replayed in the background (offsets_replay.py); until
+it is done the coordinator answers COORDINATOR_LOAD_IN_PROGRESS.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ import contextlib
 import logging
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, cast
 
 from ..coordinator import (
@@ -42,6 +41,7 @@ from ..coordinator import (
 from ..coordinator.config import DEFAULT_RECONCILING_HEARTBEAT_INTERVAL_MS, MigrationPolicy
 from ..coordinator.consumer_group_manager import ConsumerGroupTimeouts
 from ..coordinator.result import RequestContext as CoordinatorContext
+from ..log.api import PartitionLog
 from ..protocol.apis.consumer_group_describe import (
     ConsumerGroupDescribeRequest,
     ConsumerGroupDescribeResponse,
@@ -70,22 +70,13 @@ from ..protocol.records import (
 from ..protocol.schema import Struct
 from .coordinator_timers import CoordinatorTimerLoop
 from .group_configs import HEARTBEAT_INTERVAL
+from .offset_commit_queue import OffsetCommitQueue, commits_by_partition
 from .offsets_batches import RecordTooLarge, batches_by_producer
 from .offsets_replay import replay_group_log
 from .ordered_lock import OrderedLock
 from .state import BrokerState
 
 log = logging.getLogger(__name__)
-
-
-
-@dataclass(slots=True)
-class _Queued:
-    """A commit already handled by the coordinator whose records wait for the next write."""
-
-    result: CoordinatorResult
-    future: asyncio.Future[Struct]
-    error: int = ErrorCode.NONE
 
 
 class GroupCoordinatorAdapter:
@@ -125,11 +116,12 @@ class GroupCoordinatorAdapter:
         self._parked: dict[Pending, asyncio.Future[Struct]] = {}
         self._timers = CoordinatorTimerLoop(self.timer, state.clock, self._run_due_timers)
         self._tasks: list[asyncio.Task[None]] = []
-        # Group commit: commits handled but not yet written, and batches awaiting their fsync.
-        self._queue: list[_Queued] = []
-        self._flush_handle: asyncio.Handle | None = None
-        self._syncing: set[asyncio.Task[None]] = set()
-        self._last_sync: asyncio.Task[None] | None = None
+        # Group commit: commits handled but not yet written or answered.
+        self._commits = OffsetCommitQueue(
+            state, flush=self._flush, deliver=self._deliver, carry_out_later=self._carry_out_later
+        )
+        # Results carried out later on the ordered path (see _carry_out_later).
+        self._later: set[asyncio.Task[None]] = set()
         # Appends to __consumer_offsets so far (one per partition per write): tests and metrics.
         self.appends = 0
         self._loaded = asyncio.Event()
@@ -183,14 +175,9 @@ class GroupCoordinatorAdapter:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
-        if self._flush_handle is not None:
-            self._flush_handle.cancel()
-            self._flush_handle = None
-        for task in list(self._syncing):
+        self._commits.stop()
+        for task in list(self._later):
             task.cancel()
-        for item in self._queue:
-            item.future.cancel()
-        self._queue.clear()
         for fut in self._parked.values():
             if not fut.done():
                 fut.cancel()
@@ -393,13 +380,7 @@ class GroupCoordinatorAdapter:
                 waiter = await self._carry_out(result)
             self._timers.poke()
             return await waiter if isinstance(waiter, asyncio.Future) else waiter
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[Struct] = loop.create_future()
-        self._queue.append(_Queued(result, fut))
-        if self._flush_handle is None:
-            # Commits handled later in this event-loop turn join the same write.
-            self._flush_handle = loop.call_soon(self._flush)
-        return await fut
+        return await self._commits.add(result)
 
     def _flush(self) -> None:
         """Write out the queued commits: one append per offsets partition, then replay.
@@ -407,96 +388,23 @@ class GroupCoordinatorAdapter:
         Synchronous, so whoever calls it next sees every queued commit replayed.
         Answers go out now, or (fsync policy) once the batch is synced.
         """
-        if self._flush_handle is not None:
-            self._flush_handle.cancel()
-            self._flush_handle = None
-        queued, self._queue = self._queue, []
+        queued = self._commits.take()
         if not queued:
             return
-        by_partition: defaultdict[int, list[_Queued]] = defaultdict(list)
-        for item in queued:
-            # OffsetCommit writes to its group's partition only; a result spanning
-            # several counts as failed if any of them failed.
-            records = item.result.records
-            if len(records) == 1:
-                by_partition[records[0].partition].append(item)
-            else:
-                for partition in {r.partition for r in records}:
-                    by_partition[partition].append(item)
         now = self.state.clock()
-        plogs = []
-        for partition, items in by_partition.items():
+        written = []
+        for partition, items in commits_by_partition(queued).items():
             records = [r for item in items for r in item.result.records if r.partition == partition]
             error, plog = self._write(partition, records, now)
             if error:
                 for item in items:
                     item.error = item.error or error
             elif plog is not None:
-                plogs.append((plog, items))
-        if self.state.config.syncs_before_ack and plogs:
-            task = asyncio.get_running_loop().create_task(self._sync_then_answer(queued, plogs, self._last_sync))
-            self._last_sync = task
-            self._syncing.add(task)
-            task.add_done_callback(self._syncing.discard)
+                written.append((plog, items))
+        if self.state.config.syncs_before_ack and written:
+            self._commits.answer_once_synced(queued, written)
         else:
-            self._answer(queued)
-
-    async def _sync_then_answer(
-        self, queued: list[_Queued], plogs: list[tuple[Any, list[_Queued]]], previous: asyncio.Task[None] | None
-    ) -> None:
-        try:
-            for plog, items in plogs:
-                try:
-                    await self.state.committer.sync(plog)
-                except Exception as exc:
-                    log.error("syncing %s failed: %s", OFFSETS_TOPIC, exc)
-                    for item in items:
-                        item.error = item.error or ErrorCode.KAFKA_STORAGE_ERROR
-            if previous is not None and not previous.done():
-                # Answer batches in the order they were written.
-                with contextlib.suppress(asyncio.CancelledError):
-                    await asyncio.shield(previous)
-        except asyncio.CancelledError:
-            for item in queued:
-                item.future.cancel()  # stopping: nobody will be answered
-            raise
-        self._answer(queued)
-
-    def _answer(self, queued: list[_Queued]) -> None:
-        now = self.state.clock()
-        for item in queued:
-            try:
-                response = self._answer_one(item, now)
-            except Exception as exc:  # a coordinator bug must not leave the other commits hanging
-                log.exception("answering a queued OffsetCommit failed")
-                if not item.future.done():
-                    item.future.set_exception(exc)
-                continue
-            if not item.future.done():
-                if response is None:
-                    item.future.set_exception(RuntimeError("the coordinator did not answer a queued commit"))
-                else:
-                    item.future.set_result(response)
-
-    def _answer_one(self, item: _Queued, now: int) -> Struct | None:
-        result = item.result
-        own = result.pending
-        self._deliver(result)
-        after = result.after_append
-        nxt = after(item.error, now) if after is not None else CoordinatorResult()
-        response: Struct | None = None
-        rest = []
-        for completion in nxt.completions:
-            if completion.pending is own:
-                response = completion.response
-            else:
-                rest.append(completion)
-        nxt.completions = rest
-        self._deliver(nxt)
-        if nxt.records or nxt.after_append is not None or nxt.pending is not None:
-            # Not what a commit's callback returns; carried out the ordinary way.
-            self._spawn(self._carry_out_locked(nxt))
-        return response
+            self._commits.answer(queued)
 
     async def _carry_out_locked(self, result: CoordinatorResult) -> None:
         async with self._lock:
@@ -504,10 +412,10 @@ class GroupCoordinatorAdapter:
             await self._carry_out(result)
         self._timers.poke()
 
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._syncing.add(task)
-        task.add_done_callback(self._syncing.discard)
+    def _carry_out_later(self, result: CoordinatorResult) -> None:
+        task = asyncio.get_running_loop().create_task(self._carry_out_locked(result))
+        self._later.add(task)
+        task.add_done_callback(self._later.discard)
 
     async def _carry_out(self, result: CoordinatorResult) -> Any:
         """Carry out one result (see coordinator/result.py); returns the response or its future."""
@@ -556,7 +464,7 @@ class GroupCoordinatorAdapter:
                     return ErrorCode.KAFKA_STORAGE_ERROR
         return ErrorCode.NONE
 
-    def _write(self, partition: int, records: list[Record], now: int) -> tuple[int, Any]:
+    def _write(self, partition: int, records: list[Record], now: int) -> tuple[int, PartitionLog | None]:
         """Append ``records`` to one offsets partition as one batch and replay them.
 
         Returns (error code, the partition's log); nothing is replayed on error.
