@@ -114,7 +114,8 @@ class GroupCoordinatorAdapter:
         )
         self._lock = OrderedLock()
         self._parked: dict[Pending, asyncio.Future[Struct]] = {}
-        self._timers = CoordinatorTimerLoop(self.timer, state.clock, self._run_due_timers)
+        # The loop reads state.clock at each wake-up: it may be replaced (a manual clock).
+        self._timers = CoordinatorTimerLoop(self.timer, lambda: self.state.clock(), self._run_due_timers)
         self._tasks: list[asyncio.Task[None]] = []
         # Group commit: commits handled but not yet written or answered.
         self._commits = OffsetCommitQueue(

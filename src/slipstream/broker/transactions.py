@@ -71,7 +71,8 @@ class TransactionCoordinatorAdapter:
             self.config, timer=self.timer, allocate_producer_id=state.producer_ids.allocate
         )
         self._lock = asyncio.Lock()
-        self._timers = CoordinatorTimerLoop(self.timer, state.clock, self._run_due_timers)
+        # The loop reads state.clock at each wake-up: it may be replaced (a manual clock).
+        self._timers = CoordinatorTimerLoop(self.timer, lambda: self.state.clock(), self._run_due_timers)
         self._tasks: list[asyncio.Task[None]] = []
         self._marker_tasks: set[asyncio.Task[None]] = set()
         self._loaded = asyncio.Event()
