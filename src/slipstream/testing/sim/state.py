@@ -35,6 +35,8 @@ EXPECTED_FATAL_MIXED = frozenset({ErrorCode.INCONSISTENT_GROUP_PROTOCOL, ErrorCo
 
 
 class WorldState:
+    """One history's shared state; ``world.World`` runs it."""
+
     # Set by the world once the broker's observer exists (before anything runs).
     broker: SimBroker
 
@@ -66,10 +68,12 @@ class WorldState:
         self.trace_commits = trace_limit is None
         # Members that ran code in the current step (see ``touch``).
         self.touched_members: list[SimMember] = []
+        # The workload's slots: the member running in each (None: empty), its restarts.
         self.slots: dict[int, SimMember | None] = {}
         self.incarnations: dict[int, int] = {}
-        self.members: list[SimMember] = []
-        self.faults_until = 0
+        self.members: list[SimMember] = []  # not gone yet, in start order
+        self.faults_until = 0  # the last fault's end: liveness is judged after it
+        # Successes answered for changes the log refused (for the diagnosis).
         self.acked_unwritten: list[str] = []
         self.mixed = False  # a member of the other protocol got into the group once
         # The API a member of the other protocol joins with (see probes.py).
