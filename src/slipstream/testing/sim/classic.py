@@ -11,17 +11,14 @@ consumer facade does) and stops processing; on a loss it just stops.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...client.consumer_config import ConsumerConfig
 from ...client.membership import Action, MemberCore, Outcome, PrepareResult
 from ...protocol.errors import ErrorCode
 from .events import Event
-from .members import REQUEST_TIMEOUT_MS, Credentials, SimMember, TopicPartition
+from .members import REQUEST_TIMEOUT_MS, Credentials, MemberWorld, SimMember, TopicPartition
 from .network import Connection
-
-if TYPE_CHECKING:
-    from .world import World
 
 # Same margin as the client's JOIN_GROUP_TIMEOUT_LAPSE_S.
 JOIN_TIMEOUT_LAPSE_MS = 5_000
@@ -32,7 +29,7 @@ class ClassicMember(SimMember):
 
     def __init__(
         self,
-        world: World,
+        world: MemberWorld,
         slot: int,
         incarnation: int,
         topics: list[str],

@@ -14,7 +14,7 @@ Transitions are counted per state machine (``TRANSITIONS`` is the table of each)
 - ``consumer-member``: the coordinator's reconciliation state of a KIP-848 member;
 - ``consumer-client``: the client's ``ConsumerMemberCore`` phase.
 
-Error codes are counted as the coordinator answers (``World.answered``), per API; the
+Error codes are counted as the coordinator answers (``Watcher.answered``), per API; the
 table ``ERRORS`` lists those a correct member can meet in these histories.
 """
 
