@@ -19,7 +19,7 @@ Layout (offsets in bytes)::
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from . import compression
@@ -115,13 +115,23 @@ def parse_header(buf: memoryview | bytes, pos: int = 0) -> BatchHeader:
     return BatchHeader(*_HEADER.unpack_from(buf, pos))
 
 
-def _crc32c(data: memoryview | bytes | bytearray) -> int:
-    # Imported on first use: the crc32c package's import costs ~25 ms of broker start-up.
+def _crc32c_first_use(data: memoryview | bytes | bytearray) -> int:
+    # Imported on first use: the crc32c package's import (importlib.metadata for its
+    # version) costs ~25 ms of broker start-up. A serving broker calls load_crc32c once
+    # its first requests are answered (broker.serve_forever), so no produce pays it then.
+    load_crc32c()
+    return int(_crc32c(data))
+
+
+_crc32c: Callable[[memoryview | bytes | bytearray], int] = _crc32c_first_use
+
+
+def load_crc32c() -> None:
+    """Import the C CRC-32C now (idempotent)."""
     global _crc32c
     from crc32c import crc32c
 
     _crc32c = crc32c
-    return int(crc32c(data))
 
 
 def compute_crc(batch: memoryview | bytes) -> int:
