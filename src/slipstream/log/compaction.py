@@ -20,10 +20,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slipstream.log.api import AbortedTxn, PartitionLog
-from slipstream.log.checkpoint import sync_directory
-from slipstream.log.index import SegmentIndexes
+from slipstream.log.disk.checkpoint import sync_directory
+from slipstream.log.disk.disk_log import DiskLog
+from slipstream.log.disk.index import SegmentIndexes
+from slipstream.log.disk.segment import DiskSegment, data_path
+from slipstream.log.disk.swap import (
+    SEGMENT_SUFFIXES,
+    STAGING_DIR,
+    SWAP_MARKER,
+    segment_file,
+    write_swap_marker,
+)
 from slipstream.log.memory import MemoryLog, MemorySegment
-from slipstream.log.partition_log import DiskLog
 from slipstream.log.policy import INT32_MAX
 from slipstream.log.record_filter import (
     RecordSpan,
@@ -33,15 +41,7 @@ from slipstream.log.record_filter import (
     rebuild_batch,
     record_spans,
 )
-from slipstream.log.segment import DiskSegment, data_path
 from slipstream.log.segmented import Segment, SegmentedLog
-from slipstream.log.swap import (
-    SEGMENT_SUFFIXES,
-    STAGING_DIR,
-    SWAP_MARKER,
-    segment_file,
-    write_swap_marker,
-)
 from slipstream.log.txn_cleaning import TxnCleaningState
 from slipstream.protocol.record_batch import (
     HEADER_SIZE,

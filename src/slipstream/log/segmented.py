@@ -1,7 +1,7 @@
 """A partition log as an ordered list of segments: the logic both stores share.
 
 Offsets, rolling, reads across segment boundaries, timestamp lookups, DeleteRecords
-and retention live here once; ``memory.MemorySegment`` and ``segment.DiskSegment``
+and retention live here once; ``memory.MemorySegment`` and ``disk.segment.DiskSegment``
 only store batches. Every segment holds contiguous offsets (an offset jump rolls), so
 the log end offset is the last segment's next offset; compaction (``compaction.py``)
 later leaves gaps between the batches of closed segments, which reads step over.

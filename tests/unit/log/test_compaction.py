@@ -16,9 +16,9 @@ from log_env import LogEnv
 from slipstream.log import compaction
 from slipstream.log.api import LogConfig, PartitionLog
 from slipstream.log.compaction import compact, plan_compaction
-from slipstream.log.partition_log import DiskLog
+from slipstream.log.disk.disk_log import DiskLog
+from slipstream.log.disk.swap import STAGING_DIR, SWAP_MARKER
 from slipstream.log.segmented import SegmentedLog
-from slipstream.log.swap import STAGING_DIR, SWAP_MARKER
 from slipstream.protocol import compression
 from slipstream.protocol.record_batch import DELETE_HORIZON_MASK, BatchHeader, parse_header
 from slipstream.protocol.records import (

@@ -6,12 +6,12 @@ import shutil
 from pathlib import Path
 
 from slipstream.log.api import LogConfig
-from slipstream.log.checkpoint import sync_directory, write_offset
+from slipstream.log.disk.checkpoint import sync_directory, write_offset
+from slipstream.log.disk.recovery import LOG_START_FILE, recover_log
+from slipstream.log.disk.segment import DiskSegment
+from slipstream.log.disk.txn_index import load_aborted_indexes
 from slipstream.log.policy import below_log_start_count
-from slipstream.log.recovery import LOG_START_FILE, recover_log
-from slipstream.log.segment import DiskSegment
 from slipstream.log.segmented import Segment, SegmentedLog
-from slipstream.log.txn_index import load_aborted_indexes
 
 
 class DiskLog(SegmentedLog):
