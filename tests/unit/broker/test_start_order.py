@@ -238,6 +238,7 @@ NOT_LOADED_TO_SERVE = (
     "slipstream.cli.acls",
     "slipstream.broker.admin",
     "slipstream.log.compaction",
+    "slipstream.log.disk.compaction_space",
     "slipstream.log.postgres",
     "prometheus_client",
     "pyspark",
