@@ -10,9 +10,9 @@ import os
 import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from slipstream.log.api import AbortedTxn
+from slipstream.log.api import AbortedTxn, LogConfig
 from slipstream.log.disk.checkpoint import sync_directory
 from slipstream.log.disk.index import SegmentIndexes
 from slipstream.log.disk.segment import DiskSegment, data_path
@@ -25,9 +25,6 @@ from slipstream.log.disk.swap import (
 )
 from slipstream.log.segmented import CleanedSegment, CompactionError, Segment
 from slipstream.protocol.record_batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, parse_header
-
-if TYPE_CHECKING:
-    from slipstream.log.disk.disk_log import DiskLog
 
 log = logging.getLogger(__name__)
 
@@ -106,8 +103,22 @@ class _StagedSegment:
         self.segment.delete()
 
 
+class _CompactedLog(Protocol):
+    """What the space uses of its disk log."""
+
+    directory: Path
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def config(self) -> LogConfig: ...
+
+    def replace_segments(self, old: Sequence[Segment], new: Segment) -> None: ...
+
+
 class DiskCompactionSpace:
-    def __init__(self, log_: DiskLog) -> None:
+    def __init__(self, log_: _CompactedLog) -> None:
         self._log = log_
         self._directory = log_.directory
         self._staging = log_.directory / STAGING_DIR
