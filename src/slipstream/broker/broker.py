@@ -79,7 +79,7 @@ class Broker:
         data_dir: Path | None = None
         metadata: MetadataStore | None = None
         if config.storage == "disk":
-            from ..log.store import DiskLogStore
+            from ..log.disk.store import DiskLogStore
 
             data_dir = Path(config.data_dir)
             data_dir.mkdir(parents=True, exist_ok=True)
