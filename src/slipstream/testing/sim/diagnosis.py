@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...client.membership import MemberState
+from ...client.membership_types import MemberState
 from ...coordinator.consumer_group_manager import session_key
 from .classic import ClassicMember
 

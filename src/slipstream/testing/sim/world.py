@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ...client.consumer_membership import Phase
+from ...client.consumer_member_core import Phase
 from ...coordinator import CoordinatorConfig, GroupCoordinator, GroupState, ManualTimer
 from ...coordinator.config import MigrationPolicy
 from ...coordinator.group import ClassicGroup
