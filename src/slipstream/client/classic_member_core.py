@@ -86,6 +86,7 @@ from .classic_leader import (
 )
 from .consumer_config import ConsumerConfig
 from .group_errors import FatalGroupError, classify_group_error
+from .heartbeat_timer import HeartbeatTimer
 from .membership_types import Action, Generation, MemberState, Outcome, PrepareResult
 
 log = logging.getLogger(__name__)
@@ -127,8 +128,6 @@ class MemberCore:
         self.protocol: RebalanceProtocol = select_rebalance_protocol(self.assignors)
         self.session_timeout_ms = config.session_timeout_ms
         self.rebalance_timeout_ms = config.effective_rebalance_timeout_ms
-        self.heartbeat_interval_s = config.heartbeat_interval_ms / 1000.0
-        self.session_timeout_s = config.session_timeout_ms / 1000.0
 
         self.subscription: tuple[str, ...] = ()
         # The subscription the last JoinGroup carried (compared when its assignment arrives).
@@ -155,11 +154,13 @@ class MemberCore:
         self.metadata_max_age_s = config.metadata_max_age_ms / 1000.0
         self.next_metadata_check: float | None = None
 
-        # heartbeats
-        self.last_heartbeat_send: float | None = None
-        self.last_heartbeat_receive: float | None = None
-        self.heartbeat_in_flight = False
-        self.heartbeat_failed_at: float | None = None
+        self.heartbeats = HeartbeatTimer(
+            config.heartbeat_interval_ms / 1000.0,
+            config.retry_backoff_ms / 1000.0,
+            config.session_timeout_ms / 1000.0,
+        )
+        # The state the last heartbeat was sent in: REBALANCE_IN_PROGRESS answering one sent
+        # while the member completed its join is not news.
         self.heartbeat_sent_state = MemberState.UNJOINED
 
     # ------------------------------------------------------------ subscription / state
@@ -317,8 +318,7 @@ class MemberCore:
             self.state = MemberState.COMPLETING_REBALANCE
             if now is not None:
                 # The join may have taken longer than a session: count from its answer.
-                self.last_heartbeat_send = self.last_heartbeat_receive = now
-                self.heartbeat_failed_at = None
+                self.heartbeats.restart(now)
             log.info(
                 "group %s: joined generation %d as %s (%s, protocol %s)",
                 self.group_id,
@@ -503,9 +503,7 @@ class MemberCore:
         self.next_metadata_check = None  # a new assignment: the watch starts over
         self.needs_join_prepare = True  # the next rebalance tells the application first
         if now is not None:
-            self.last_heartbeat_send = now
-            self.last_heartbeat_receive = now
-            self.heartbeat_failed_at = None
+            self.heartbeats.restart(now)
         return AssignmentChange(tuple(sorted(new)), revoked, added, rejoin)
 
     # ------------------------------------------------------------ heartbeats
@@ -514,21 +512,13 @@ class MemberCore:
         """Seconds until the next heartbeat is due; None when this member should not heartbeat."""
         if self.state not in (MemberState.STABLE, MemberState.COMPLETING_REBALANCE):
             return None
-        if self.generation_reset or self.heartbeat_in_flight:
+        if self.generation_reset:
             return None
-        if self.heartbeat_failed_at is not None:
-            retry_at = self.heartbeat_failed_at + self.config.retry_backoff_ms / 1000.0
-            return max(0.0, retry_at - now)
-        if self.last_heartbeat_send is None:
-            return 0.0
-        return max(0.0, self.last_heartbeat_send + self.heartbeat_interval_s - now)
+        return self.heartbeats.time_to_next(now)
 
     def heartbeat_request(self, now: float) -> tuple[HeartbeatRequest, tuple[int, str]]:
-        self.last_heartbeat_send = now
-        self.heartbeat_in_flight = True
+        self.heartbeats.sent(now)
         self.heartbeat_sent_state = self.state
-        if self.last_heartbeat_receive is None:
-            self.last_heartbeat_receive = now
         request = HeartbeatRequest(
             group_id=self.group_id,
             generation_id=self.generation_id,
@@ -539,32 +529,29 @@ class MemberCore:
 
     def heartbeat_failed(self, now: float) -> None:
         """No answer (connection lost, timeout): retry after the backoff."""
-        self.heartbeat_in_flight = False
-        self.heartbeat_failed_at = now
+        self.heartbeats.failed(now)
 
     def session_expired(self, now: float) -> bool:
         """No successful heartbeat for a whole session timeout: the coordinator has dropped us."""
-        return (
-            self.last_heartbeat_receive is not None
-            and now - self.last_heartbeat_receive > self.session_timeout_s
-        )
+        return self.heartbeats.session_expired(now)
+
+    @property
+    def last_heartbeat_receive(self) -> float | None:
+        """When the coordinator last answered a heartbeat, join or sync."""
+        return self.heartbeats.last_receive
 
     def on_heartbeat_response(
         self, response: HeartbeatResponse, sent: tuple[int, str], now: float
     ) -> Outcome:
-        self.heartbeat_in_flight = False
         code = response.error_code
+        if code in (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR):
+            self.heartbeats.failed(now)
+            return Outcome(Action.REDISCOVER, code, f"Heartbeat: {error_name(code)}")
+        # Every other answer proves the coordinator is alive.
+        self.heartbeats.answered(now)
         if code == ErrorCode.NONE:
-            self.last_heartbeat_receive = now
-            self.heartbeat_failed_at = None
             return Outcome(Action.OK)
         reason = f"Heartbeat: {error_name(code)}"
-        if code in (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR):
-            self.heartbeat_failed_at = now
-            return Outcome(Action.REDISCOVER, code, reason)
-        # Every other answer proves the coordinator is alive.
-        self.last_heartbeat_receive = now
-        self.heartbeat_failed_at = None
         if code == ErrorCode.REBALANCE_IN_PROGRESS:
             if (
                 self.state is MemberState.STABLE
@@ -587,7 +574,7 @@ class MemberCore:
             return Outcome(Action.REJOIN, code, reason)
         if code == 30 or not is_retriable(code):  # GROUP_AUTHORIZATION_FAILED, unexpected errors
             return Outcome(Action.FATAL, code, reason)
-        self.heartbeat_failed_at = now
+        self.heartbeats.failed(now)
         return Outcome(Action.BACKOFF, code, reason)
 
     def on_commit_error(self, code: int, sent: tuple[int, str]) -> None:
