@@ -1,9 +1,10 @@
 """The classic group member's asyncio adapter (:class:`GroupMembership`).
 
-One task drives joins and rebalances, another sends heartbeats every
-``heartbeat_interval_ms``; both act on what :class:`~.classic_member_core.MemberCore`
-decides. The adapter awaits the facade's :class:`~.rebalance_listener.RebalanceListener`
-hooks in order around each join, and surfaces fatal errors from :meth:`GroupMembership.ensure_active`.
+One task drives joins and rebalances (finding the coordinator again, with backoff,
+when it moves), another sends heartbeats every ``heartbeat_interval_ms``; both act
+on what :class:`~.classic_member_core.MemberCore` decides. The adapter awaits the
+facade's :class:`~.rebalance_listener.RebalanceListener` hooks in order around each
+join, and raises fatal errors from :meth:`GroupMembership.ensure_active`.
 """
 
 from __future__ import annotations
