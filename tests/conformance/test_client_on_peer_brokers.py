@@ -32,7 +32,7 @@ from slipstream.client.consumer_group import (
     ConsumerGroupHandler,
     ConsumerGroupSession,
 )
-from slipstream.client.membership import FatalGroupError
+from slipstream.client.group_errors import FatalGroupError
 from slipstream.client.producer import AIOProducer, Producer, RecordMetadata
 from slipstream.protocol.apis.fetch import SPEC as FETCH
 from slipstream.protocol.apis.fetch import FetchRequest, FetchRequestPartition, FetchRequestTopic

@@ -79,19 +79,13 @@ from .assignors import TopicPartition
 from .cluster import Cluster
 from .connection import ConnectionClosed
 from .consumer_config import ConsumerConfig
-from .consumer_membership import (
-    AnyMembership,
-    ConsumerGroupMembership,
-    new_group_offsets,
-    new_membership,
-)
+from .consumer_membership import ConsumerGroupMembership
+from .coordinator_locator import CoordinatorLocator
 from .fetcher import Fetcher
-from .membership import (
-    CoordinatorLocator,
-    Generation,
-    RebalanceListener,
-)
+from .membership_factory import AnyMembership, new_group_offsets, new_membership
+from .membership_types import Generation
 from .offsets import GroupOffsets, OffsetAndMetadata
+from .rebalance_listener import RebalanceListener
 from .retry import backoff_s
 from .serde import RecordDeserializers
 from .statistics import ConsumerStatistics, StatisticsTracker

@@ -92,16 +92,14 @@ from .assignors import COOPERATIVE, TopicPartition
 from .cluster import Cluster
 from .connection import ConnectionClosed
 from .consumer_config import ConsumerConfig
-from .consumer_membership import ConsumerGroupMembership, new_group_offsets, new_membership
+from .consumer_membership import ConsumerGroupMembership
+from .coordinator_locator import CoordinatorLocator
 from .fetcher import Fetcher
-from .membership import (
-    CoordinatorLocator,
-    FatalGroupError,
-    Generation,
-    MemberState,
-    RebalanceListener,
-)
+from .group_errors import FatalGroupError
+from .membership_factory import new_group_offsets, new_membership
+from .membership_types import Generation, MemberState
 from .offsets import CommitFailedError, OffsetAndMetadata, reset_offsets
+from .rebalance_listener import RebalanceListener
 from .serde import RecordDeserializers
 from .statistics import ConsumerStatistics, StatisticsTracker
 from .tasks import deadline

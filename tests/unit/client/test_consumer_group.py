@@ -32,7 +32,8 @@ from slipstream.client.consumer_group import (
     ConsumerGroupSession,
     ConsumerMessage,
 )
-from slipstream.client.membership import CoordinatorLocator, FencedInstanceError
+from slipstream.client.coordinator_locator import CoordinatorLocator
+from slipstream.client.group_errors import FencedInstanceError
 from slipstream.client.offsets import GroupOffsets
 
 pytestmark = pytest.mark.timeout(60)

@@ -39,8 +39,10 @@ from slipstream.client.consumer_group import (
     ConsumerGroupHandler,
     ConsumerGroupSession,
 )
-from slipstream.client.membership import CoordinatorLocator, MemberState, RebalanceListener
+from slipstream.client.coordinator_locator import CoordinatorLocator
+from slipstream.client.membership_types import MemberState
 from slipstream.client.offsets import GroupOffsets
+from slipstream.client.rebalance_listener import RebalanceListener
 from slipstream.protocol.errors import ErrorCode, KafkaError
 
 pytestmark = pytest.mark.timeout(60)

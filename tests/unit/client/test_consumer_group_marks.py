@@ -25,7 +25,7 @@ from slipstream.client.consumer_group import (
     ConsumerGroupSession,
     ConsumerMessage,
 )
-from slipstream.client.membership import Generation
+from slipstream.client.membership_types import Generation
 from slipstream.client.offsets import OffsetAndMetadata
 
 pytestmark = pytest.mark.timeout(60)

@@ -21,6 +21,7 @@ from client_helpers import DEADLINE_S, Ledger, Recorder, create_topic, produce, 
 from slipstream.broker.broker import Broker
 from slipstream.client.aio_consumer import AIOConsumer
 from slipstream.client.assignors import TopicPartition
+from slipstream.client.classic_membership import GroupMembership
 from slipstream.client.cluster import Cluster
 from slipstream.client.consumer import Consumer
 from slipstream.client.consumer_config import ConsumerConfig
@@ -31,11 +32,8 @@ from slipstream.client.consumer_group import (
     ConsumerGroupSession,
 )
 from slipstream.client.consumer_membership import ConsumerGroupMembership
-from slipstream.client.membership import (
-    CoordinatorLocator,
-    FatalGroupError,
-    GroupMembership,
-)
+from slipstream.client.coordinator_locator import CoordinatorLocator
+from slipstream.client.group_errors import FatalGroupError
 from slipstream.client.offsets import GroupOffsets
 from slipstream.client.tasks import cancel_and_wait
 from slipstream.protocol.errors import ErrorCode

@@ -26,8 +26,8 @@ import math
 from typing import Any
 
 from ...client.consumer_config import ConsumerConfig
-from ...client.consumer_membership import ConsumerMemberCore, Phase, Reconciliation
-from ...client.membership import Action, Outcome
+from ...client.consumer_member_core import ConsumerMemberCore, Phase, Reconciliation
+from ...client.membership_types import Action, Outcome
 from .events import Event
 from .members import REQUEST_TIMEOUT_MS, Credentials, MemberWorld, SimMember, TopicPartition
 from .network import Connection

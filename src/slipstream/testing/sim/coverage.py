@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ...client.consumer_membership import Phase
-from ...client.membership import MemberState as ClientState
+from ...client.consumer_member_core import Phase
+from ...client.membership_types import MemberState as ClientState
 from ...coordinator import VALID_PREVIOUS_STATES
 from ...coordinator.consumer import ConsumerGroupState
 from ...coordinator.consumer.member import MemberState as CgMemberState

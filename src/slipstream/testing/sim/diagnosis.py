@@ -7,7 +7,7 @@ signature is a fact about the world at the end of the run, not a proof.
 
 from __future__ import annotations
 
-from ...client.membership import MemberState
+from ...client.membership_types import MemberState
 from ...coordinator.consumer_group_manager import session_key
 from .classic import ClassicMember
 from .state import WorldState

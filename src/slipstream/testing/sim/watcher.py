@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ...client.consumer_membership import Phase
+from ...client.consumer_member_core import Phase
 from ...coordinator import GroupCoordinator, GroupState
 from ...coordinator.group import ClassicGroup
 from ...protocol.errors import ErrorCode
