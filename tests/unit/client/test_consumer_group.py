@@ -26,12 +26,11 @@ from slipstream.client.cluster import Cluster
 from slipstream.client.consumer_config import ConsumerConfig
 from slipstream.client.consumer_group import (
     ConsumerGroup,
-    ConsumerGroupClaim,
     ConsumerGroupClosedError,
     ConsumerGroupHandler,
-    ConsumerGroupSession,
-    ConsumerMessage,
 )
+from slipstream.client.consumer_group_session import ConsumerGroupClaim, ConsumerGroupSession
+from slipstream.client.consumer_messages import ConsumerMessage
 from slipstream.client.membership import CoordinatorLocator, FencedInstanceError
 from slipstream.client.offsets import GroupOffsets
 
