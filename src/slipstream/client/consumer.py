@@ -1,4 +1,5 @@
-"""The poll consumer: a blocking facade over a background network thread (seed 002).
+"""The poll consumer: a blocking facade over a background network thread (seed 002;
+as Kafka's ``AsyncKafkaConsumer``).
 
 A background thread runs an asyncio loop that owns every socket and the group
 membership: :class:`~.consumer_runtime.ConsumerRuntime` on that loop (the same runtime

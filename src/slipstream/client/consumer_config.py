@@ -1,4 +1,4 @@
-"""Configuration shared by the consumer core (membership, offsets, fetcher) and its facades.
+"""Configuration shared by the consumers (runtime, membership, offsets, fetcher) and their facades.
 
 Names and defaults follow the Java consumer (``session.timeout.ms`` ->
 ``session_timeout_ms``) so settings carry over; ``max_processing_time_ms`` and

@@ -377,14 +377,7 @@ class ConsumerGroup:
             claim = ConsumerGroupClaim(session, topic, partition, offset)
             session._claims[claim.tp] = claim
             if session._setup_done:
-                self._start_claim(session, claim)
-
-    def _start_claim(self, session: ConsumerGroupSession, claim: ConsumerGroupClaim) -> None:
-        if claim.tp in session._tasks or claim.stopped:
-            return
-        session._tasks[claim.tp] = asyncio.get_running_loop().create_task(
-            session._run_claim(claim), name=f"claim-{claim.topic}-{claim.partition}"
-        )
+                session._start_claim(claim)
 
     async def _run_session(self, generation: Generation, handler: Any) -> None:
         session = ConsumerGroupSession(self, generation)
@@ -405,7 +398,7 @@ class ConsumerGroup:
             if session.ended:
                 return
             for claim in list(session._claims.values()):
-                self._start_claim(session, claim)
+                session._start_claim(claim)
             loop = asyncio.get_running_loop()
             if self.config.enable_auto_commit:
                 autocommit = loop.create_task(self._autocommit_loop(session), name="autocommit")
@@ -424,27 +417,6 @@ class ConsumerGroup:
             raise errors[0]
         if self._membership.error is not None:
             raise self._membership.error
-
-    async def _wait_claims(
-        self, session: ConsumerGroupSession, tasks: list[asyncio.Task[None]]
-    ) -> None:
-        """Wait for claim tasks (at most the rebalance timeout, then cancel); keep their errors."""
-        _done, pending = await asyncio.wait(tasks, timeout=self._rebalance_timeout_s())
-        for t in pending:
-            log.warning(
-                "group %s: %s did not return within the rebalance timeout; cancelling",
-                self.group_id,
-                t.get_name(),
-            )
-            t.cancel()
-        if pending:
-            await asyncio.wait(pending)
-        for t in tasks:
-            if t in session._reaped:
-                continue
-            session._reaped.add(t)
-            if not t.cancelled() and t.exception() is not None:
-                session._errors.append(t.exception())  # type: ignore[arg-type]
 
     def _park(self, partitions: list[TopicPartition]) -> None:
         """Stop fetching and delivering ``partitions`` and wake their claims' iterators now.
@@ -490,7 +462,7 @@ class ConsumerGroup:
         tasks = [session._tasks[tp] for tp in tps if tp in session._tasks]
         try:
             if tasks:
-                await self._wait_claims(session, tasks)
+                await session._wait_claims(tasks)
             if self.config.enable_auto_commit and not session.lost:
                 try:
                     await session.commit()
@@ -576,7 +548,7 @@ class ConsumerGroup:
                     await autocommit
             tasks = list(session._tasks.values())
             if tasks:
-                await self._wait_claims(session, tasks)
+                await session._wait_claims(tasks)
             if session._setup_done:
                 try:
                     await session._handler.cleanup(session)

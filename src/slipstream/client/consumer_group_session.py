@@ -232,6 +232,33 @@ class ConsumerGroupSession:
             self.generation_id = generation.generation_id
             self.member_id = generation.member_id
 
+    def _start_claim(self, claim: ConsumerGroupClaim) -> None:
+        if claim.tp in self._tasks or claim.stopped:
+            return
+        self._tasks[claim.tp] = asyncio.get_running_loop().create_task(
+            self._run_claim(claim), name=f"claim-{claim.topic}-{claim.partition}"
+        )
+
+    async def _wait_claims(self, tasks: list[asyncio.Task[None]]) -> None:
+        """Wait for claim tasks (at most the rebalance timeout, then cancel); keep their errors."""
+        timeout_s = self._config.effective_rebalance_timeout_ms / 1000.0
+        _done, pending = await asyncio.wait(tasks, timeout=timeout_s)
+        for t in pending:
+            log.warning(
+                "group %s: %s did not return within the rebalance timeout; cancelling",
+                self._group.group_id,
+                t.get_name(),
+            )
+            t.cancel()
+        if pending:
+            await asyncio.wait(pending)
+        for t in tasks:
+            if t in self._reaped:
+                continue
+            self._reaped.add(t)
+            if not t.cancelled() and t.exception() is not None:
+                self._errors.append(t.exception())  # type: ignore[arg-type]
+
     async def _run_claim(self, claim: ConsumerGroupClaim) -> None:
         """The body of a claim's task: the handler's ``consume_claim``."""
         _CURRENT_CLAIM.set(claim)  # this task's context only: session.ended answers per claim
