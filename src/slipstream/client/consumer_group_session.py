@@ -4,7 +4,9 @@ A :class:`ConsumerGroupSession` holds this member's claims from ``setup`` to
 ``cleanup`` and the offsets the handler marked (:mod:`.consumer_offset_marks`); a
 :class:`ConsumerGroupClaim` is one partition, read through ``claim.messages()``,
 which pulls from the fetcher's buffer only when the handler asks for the next
-message. :class:`~.consumer_group.ConsumerGroup` starts, revokes and ends them.
+message (backpressure: a partition whose buffer is full, and not drained for
+``max_processing_time_ms``, is not fetched, without holding up the others).
+:class:`~.consumer_group.ConsumerGroup` starts, revokes and ends them.
 """
 
 from __future__ import annotations
