@@ -15,7 +15,8 @@ from collections.abc import Coroutine
 from typing import Any, Protocol, TypeVar
 
 from ..client.admin import Admin
-from ..client.consumer import Consumer, Message
+from ..client.consumer import Consumer
+from ..client.consumer_messages import Message
 from ..client.log_offsets_admin import EARLIEST, LATEST
 from ..client.serde import Deserializer
 from ..protocol.errors import ErrorCode, KafkaError

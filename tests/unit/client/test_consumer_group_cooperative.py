@@ -33,12 +33,8 @@ from slipstream.broker.broker import Broker
 from slipstream.client.assignors import TopicPartition
 from slipstream.client.cluster import Cluster
 from slipstream.client.consumer_config import ConsumerConfig
-from slipstream.client.consumer_group import (
-    ConsumerGroup,
-    ConsumerGroupClaim,
-    ConsumerGroupHandler,
-    ConsumerGroupSession,
-)
+from slipstream.client.consumer_group import ConsumerGroup, ConsumerGroupHandler
+from slipstream.client.consumer_group_session import ConsumerGroupClaim, ConsumerGroupSession
 from slipstream.client.coordinator_locator import CoordinatorLocator
 from slipstream.client.membership_types import MemberState
 from slipstream.client.offsets import GroupOffsets

@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 
 from slipstream.client.cluster import Cluster
-from slipstream.client.consumer import Message
 from slipstream.client.consumer_config import ConsumerConfig
-from slipstream.client.consumer_group import ConsumerMessage
+from slipstream.client.consumer_messages import ConsumerMessage, Message
 from slipstream.client.fetch_core import PartitionResult
 from slipstream.client.fetcher import FetchedRecord, Fetcher, PartitionState, is_fetchable
 from slipstream.protocol.apis.fetch import FetchResponsePartition
