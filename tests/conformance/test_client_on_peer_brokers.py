@@ -27,12 +27,9 @@ import pytest
 from slipstream.client.admin import Admin
 from slipstream.client.cluster import Cluster
 from slipstream.client.consumer import Consumer
-from slipstream.client.consumer_group import (
-    ConsumerGroup,
-    ConsumerGroupHandler,
-    ConsumerGroupSession,
-)
-from slipstream.client.membership import FatalGroupError
+from slipstream.client.consumer_group import ConsumerGroup, ConsumerGroupHandler
+from slipstream.client.consumer_group_session import ConsumerGroupSession
+from slipstream.client.group_errors import FatalGroupError
 from slipstream.client.producer import AIOProducer, Producer, RecordMetadata
 from slipstream.protocol.apis.fetch import SPEC as FETCH
 from slipstream.protocol.apis.fetch import FetchRequest, FetchRequestPartition, FetchRequestTopic

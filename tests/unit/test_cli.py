@@ -351,7 +351,7 @@ def test_pipeline_script_prints_the_spark_submit_entry_script(capsys: pytest.Cap
 
     assert main(["pipeline", "script"]) == 0
     script = Path(capsys.readouterr().out.strip())
-    assert script.is_file() and script.name == "submit.py"
+    assert script.is_file() and script.name == "spark_submit.py"
     # Run as spark-submit runs it (a plain script): it is the pipeline command.
     done = subprocess.run([sys.executable, str(script), "list"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

@@ -13,7 +13,7 @@ from slipstream.cli import main
 from slipstream.cli.record_format import format_record
 from slipstream.cli.table import format_table
 from slipstream.client import Producer
-from slipstream.client.consumer import Message
+from slipstream.client.consumer_messages import Message
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from slipstream.client.consumer import Message
-from slipstream.client.consumer_group import ConsumerMessage
+from slipstream.client.consumer_messages import ConsumerMessage, Message
 from slipstream.client.fetcher import FetchedRecord
 from slipstream.protocol.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
 from slipstream.protocol.record_batch import (

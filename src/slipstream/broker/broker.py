@@ -20,6 +20,7 @@ from ..log.api import LogFenced
 # Loaded with the broker, not in start(): an embedded broker's first start stays quick.
 from ..log.memory import MemoryLogStore
 from ..log.metadata import DirectoryMetadata, MetadataStore
+from ..protocol.record_batch import load_crc32c
 from .cleaner import LogCleaner
 from .cluster.view import ClusterView
 from .config import BrokerConfig
@@ -78,7 +79,7 @@ class Broker:
         data_dir: Path | None = None
         metadata: MetadataStore | None = None
         if config.storage == "disk":
-            from ..log.store import DiskLogStore
+            from ..log.disk.store import DiskLogStore
 
             data_dir = Path(config.data_dir)
             data_dir.mkdir(parents=True, exist_ok=True)
@@ -296,7 +297,7 @@ class Broker:
         # the full pass before the freeze waits until the first requests are answered.
         tuning = ServingGC()
         tuning.apply(freeze=False)
-        freeze = asyncio.get_running_loop().call_later(FREEZE_AFTER_S, tuning.freeze_start_up_heap)
+        freeze = asyncio.get_running_loop().call_later(FREEZE_AFTER_S, _settle_start_up, tuning)
         try:
             await self._server.serve_forever()
         finally:
@@ -389,3 +390,10 @@ def _redacted(url: str) -> str:
     if not at or ":" not in credentials:
         return url
     return f"{scheme}{sep}{credentials.split(':', 1)[0]}:***@{location}"
+
+
+def _settle_start_up(tuning: ServingGC) -> None:
+    """A second after the listener opened: load what the first produce would otherwise load
+    (the CRC module), then collect and freeze the start-up heap with it in."""
+    load_crc32c()
+    tuning.freeze_start_up_heap()

@@ -33,7 +33,8 @@ from ..log.api import PartitionLog
 from .topics import TopicManager
 
 if TYPE_CHECKING:
-    from ..log.compaction import CompactionJob, CompactionStats
+    from ..log.compaction import CompactionJob
+    from ..log.compaction_filter import CompactionStats
 
 log = logging.getLogger(__name__)
 

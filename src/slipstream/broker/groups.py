@@ -9,15 +9,15 @@ completion. Records the coordinator emits are appended to ``__consumer_offsets``
 and replayed into it before the next operation runs; responses that depend on
 them are delivered only after the append (and, with the fsync policy, the fsync).
 
-OffsetCommit is group-committed: its result is queued, and the records of every
-commit queued in the same event-loop turn go to the log as one batch per offsets
-partition, replayed, and (fsync policy) synced, before those commits are
-answered, in order. Any other operation first writes out the queue, so it
-always sees every earlier commit replayed. A commit takes the lock-free path only
-when nobody holds or waits for the lock; otherwise it queues for the lock behind
-them (FIFO), so commits pipelined on one connection apply in arrival order.
-At start the offsets topic is replayed in the background; until it is done the
-coordinator answers COORDINATOR_LOAD_IN_PROGRESS.
+OffsetCommit is group-committed (offset_commit_queue.py): the records of every
+commit handled in the same event-loop turn go to the log as one batch per offsets
+partition, replayed, and (fsync policy) synced, before those commits are answered,
+in order. Any other operation first writes out the queue, so it always sees every
+earlier commit replayed. A commit takes the lock-free path only when nobody holds or
+waits for the lock; otherwise it queues for the lock behind them (FIFO), so commits
+pipelined on one connection apply in arrival order.
+At start the offsets topic is replayed in the background (offsets_replay.py); until
+it is done the coordinator answers COORDINATOR_LOAD_IN_PROGRESS.
 """
 
 from __future__ import annotations
@@ -25,10 +25,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, cast
 
 from ..coordinator import (
@@ -46,6 +44,7 @@ from ..coordinator.config import (
     MigrationPolicy,
 )
 from ..coordinator.result import RequestContext as CoordinatorContext
+from ..log.api import PartitionLog
 from ..protocol.apis.consumer_group_describe import (
     ConsumerGroupDescribeRequest,
     ConsumerGroupDescribeResponse,
@@ -69,59 +68,18 @@ from ..protocol.errors import ErrorCode
 from ..protocol.records import (
     CONTROL_ABORT,
     CONTROL_COMMIT,
-    ProducerRecord,
     build_control_batch,
 )
 from ..protocol.schema import Struct
+from .coordinator_timers import CoordinatorTimerLoop
 from .group_configs import HEARTBEAT_INTERVAL
-from .offsets_batches import RecordTooLarge, encode_bounded
-from .offsets_replay import log_batches
+from .offset_commit_queue import OffsetCommitQueue, commits_by_partition
+from .offsets_batches import RecordTooLarge, batches_by_producer
+from .offsets_replay import replay_group_log
+from .ordered_lock import OrderedLock
 from .state import BrokerState
 
 log = logging.getLogger(__name__)
-
-
-
-class _OrderedLock:
-    """An asyncio.Lock that also knows whether anyone holds it or waits for it.
-
-    The commit fast path may skip the lock only when nobody holds or wants it:
-    between a release and the next waiter waking up the plain lock looks free, and a
-    commit slipping in there would apply before an earlier commit still waiting.
-    """
-
-    __slots__ = ("_lock", "_wanted")
-
-    def __init__(self) -> None:
-        self._lock = asyncio.Lock()
-        self._wanted = 0  # holders + waiters
-
-    def busy(self) -> bool:
-        return self._wanted > 0
-
-    def locked(self) -> bool:
-        return self._lock.locked()
-
-    async def __aenter__(self) -> None:
-        self._wanted += 1
-        try:
-            await self._lock.acquire()
-        except BaseException:
-            self._wanted -= 1
-            raise
-
-    async def __aexit__(self, *_exc: object) -> None:
-        self._lock.release()
-        self._wanted -= 1
-
-
-@dataclass(slots=True)
-class _Queued:
-    """A commit already handled by the coordinator whose records wait for the next write."""
-
-    result: CoordinatorResult
-    future: asyncio.Future[Struct]
-    error: int = ErrorCode.NONE
 
 
 class GroupCoordinatorAdapter:
@@ -157,17 +115,17 @@ class GroupCoordinatorAdapter:
             topics=state.topics.image,
             consumer_group_timeouts=self._consumer_group_timeouts,
         )
-        self._lock = _OrderedLock()
+        self._lock = OrderedLock()
         self._parked: dict[Pending, asyncio.Future[Struct]] = {}
-        self._timer_changed = asyncio.Event()
-        # The deadline the timer loop sleeps until: only an earlier one needs to wake it.
-        self._timer_wake_at: float = -math.inf
+        # The loop reads state.clock at each wake-up: it may be replaced (a manual clock).
+        self._timers = CoordinatorTimerLoop(self.timer, lambda: self.state.clock(), self._run_due_timers)
         self._tasks: list[asyncio.Task[None]] = []
-        # Group commit: commits handled but not yet written, and batches awaiting their fsync.
-        self._queue: list[_Queued] = []
-        self._flush_handle: asyncio.Handle | None = None
-        self._syncing: set[asyncio.Task[None]] = set()
-        self._last_sync: asyncio.Task[None] | None = None
+        # Group commit: commits handled but not yet written or answered.
+        self._commits = OffsetCommitQueue(
+            state, flush=self._flush, deliver=self._deliver, carry_out_later=self._carry_out_later
+        )
+        # Results carried out later on the ordered path (see _carry_out_later).
+        self._later: set[asyncio.Task[None]] = set()
         # Appends to __consumer_offsets so far (one per partition per write): tests and metrics.
         self.appends = 0
         self._loaded = asyncio.Event()
@@ -221,14 +179,9 @@ class GroupCoordinatorAdapter:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
-        if self._flush_handle is not None:
-            self._flush_handle.cancel()
-            self._flush_handle = None
-        for task in list(self._syncing):
+        self._commits.stop()
+        for task in list(self._later):
             task.cancel()
-        for item in self._queue:
-            item.future.cancel()
-        self._queue.clear()
         for fut in self._parked.values():
             if not fut.done():
                 fut.cancel()
@@ -248,7 +201,7 @@ class GroupCoordinatorAdapter:
                 ready.set_exception(exc)
                 return
             ready.set_result(None)
-            self._tasks.append(asyncio.get_running_loop().create_task(self._timer_loop()))
+            self._tasks.append(asyncio.get_running_loop().create_task(self._timers.run()))
             if self.state.cluster is not None:
                 # A cluster broker owns no offsets partition until it holds its lease
                 # (load_partitions); until then their groups answer NOT_COORDINATOR.
@@ -258,7 +211,7 @@ class GroupCoordinatorAdapter:
             replayed = await self._replay(None)
             self.coordinator.finish_loading(self.state.clock())
         self._loaded.set()
-        self._timer_changed.set()
+        self._timers.wake()
         log.info("group coordinator loaded %d records from %s", replayed, OFFSETS_TOPIC)
 
     async def load_partitions(self, partitions: list[int]) -> None:
@@ -269,7 +222,7 @@ class GroupCoordinatorAdapter:
             self._flush()
             replayed = await self._replay(partitions)
             self.coordinator.finish_loading(self.state.clock(), partitions)
-        self._timer_changed.set()
+        self._timers.wake()
         log.info("group coordinator loaded %d records of %s partitions %s", replayed, OFFSETS_TOPIC, partitions)
 
     async def unload_partitions(self, partitions: list[int]) -> None:
@@ -284,46 +237,10 @@ class GroupCoordinatorAdapter:
         """Replay the offsets partitions (all when None) into the coordinator; records applied."""
         topic = self.state.topics.get(OFFSETS_TOPIC)
         assert topic is not None
-        replayed = 0
         max_uncompressed = int(self.state.topics.effective_configs(topic)["max.message.bytes"])
-        now = self.state.clock()
         indexes = range(len(topic.partitions)) if partitions is None else partitions
-        for index in indexes:
-            plog = topic.partitions[index]
-            for batches in log_batches(plog, max_uncompressed):
-                for header, records in batches:
-                    if header.is_control:
-                        # A transaction marker: the producer's pending offsets end.
-                        if records and records[0].control_type is not None:
-                            commit = records[0].control_type == CONTROL_COMMIT
-                            self._untrusted(
-                                header.next_offset - 1,
-                                self.coordinator.replay_end_transaction,
-                                header.producer_id, commit, now, header.producer_epoch,
-                            )
-                        replayed += 1
-                        continue
-                    producer_id = header.producer_id if header.is_transactional else -1
-                    for record in records:
-                        if record.key is None:
-                            continue
-                        replayed += self._untrusted(
-                            record.offset,
-                            self.coordinator.replay,
-                            record.key, record.value, now, producer_id, header.producer_epoch,
-                            record_time_ms=record.timestamp,
-                        )
-                await asyncio.sleep(0)  # let other connections be served while we load
-        return replayed
-
-    def _untrusted(self, offset: int, replay: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
-        """Replay one record read back from the log; 1 if applied, 0 if it was skipped."""
-        try:
-            replay(*args, **kwargs)
-        except Exception as exc:  # the log may hold bytes no coordinator wrote
-            log.warning("skipping __consumer_offsets record at offset %d: %r", offset, exc)
-            return 0
-        return 1
+        plogs = [topic.partitions[index] for index in indexes]
+        return await replay_group_log(self.coordinator, plogs, max_uncompressed, self.state.clock())
 
     # ---------------------------------------------------------------- requests
 
@@ -381,7 +298,7 @@ class GroupCoordinatorAdapter:
                 except OSError as exc:
                     log.error("syncing %s failed: %s", OFFSETS_TOPIC, exc)
                     return ErrorCode.KAFKA_STORAGE_ERROR
-        self._poke_timer()
+        self._timers.poke()
         return ErrorCode.NONE
 
     async def join_group(self, ctx: CoordinatorContext, request: JoinGroupRequest) -> JoinGroupResponse:
@@ -445,7 +362,7 @@ class GroupCoordinatorAdapter:
             self._flush()
             result = operation(self.state.clock())
             waiter = await self._carry_out(result)
-        self._poke_timer()
+        self._timers.poke()
         if isinstance(waiter, asyncio.Future):
             return await waiter
         return waiter
@@ -453,7 +370,7 @@ class GroupCoordinatorAdapter:
     async def _commit(self, ctx: CoordinatorContext, request: OffsetCommitRequest) -> Struct:
         """OffsetCommit, group-committed: queue the records, answer after their batch is durable."""
         result = self.coordinator.offset_commit(ctx, request, self.state.clock())
-        self._poke_timer()
+        self._timers.poke()
         if result.response is not None and result.pending is None and not result.records and (
             not result.completions and result.after_append is None
         ):
@@ -465,15 +382,9 @@ class GroupCoordinatorAdapter:
             async with self._lock:
                 self._flush()
                 waiter = await self._carry_out(result)
-            self._poke_timer()
+            self._timers.poke()
             return await waiter if isinstance(waiter, asyncio.Future) else waiter
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[Struct] = loop.create_future()
-        self._queue.append(_Queued(result, fut))
-        if self._flush_handle is None:
-            # Commits handled later in this event-loop turn join the same write.
-            self._flush_handle = loop.call_soon(self._flush)
-        return await fut
+        return await self._commits.add(result)
 
     def _flush(self) -> None:
         """Write out the queued commits: one append per offsets partition, then replay.
@@ -481,112 +392,34 @@ class GroupCoordinatorAdapter:
         Synchronous, so whoever calls it next sees every queued commit replayed.
         Answers go out now, or (fsync policy) once the batch is synced.
         """
-        if self._flush_handle is not None:
-            self._flush_handle.cancel()
-            self._flush_handle = None
-        queued, self._queue = self._queue, []
+        queued = self._commits.take()
         if not queued:
             return
-        by_partition: defaultdict[int, list[_Queued]] = defaultdict(list)
-        for item in queued:
-            # OffsetCommit writes to its group's partition only; a result spanning
-            # several counts as failed if any of them failed.
-            records = item.result.records
-            if len(records) == 1:
-                by_partition[records[0].partition].append(item)
-            else:
-                for partition in {r.partition for r in records}:
-                    by_partition[partition].append(item)
         now = self.state.clock()
-        plogs = []
-        for partition, items in by_partition.items():
+        written = []
+        for partition, items in commits_by_partition(queued).items():
             records = [r for item in items for r in item.result.records if r.partition == partition]
             error, plog = self._write(partition, records, now)
             if error:
                 for item in items:
                     item.error = item.error or error
             elif plog is not None:
-                plogs.append((plog, items))
-        if self.state.config.syncs_before_ack and plogs:
-            task = asyncio.get_running_loop().create_task(self._sync_then_answer(queued, plogs, self._last_sync))
-            self._last_sync = task
-            self._syncing.add(task)
-            task.add_done_callback(self._syncing.discard)
+                written.append((plog, items))
+        if self.state.config.syncs_before_ack and written:
+            self._commits.answer_once_synced(queued, written)
         else:
-            self._answer(queued)
-
-    async def _sync_then_answer(
-        self, queued: list[_Queued], plogs: list[tuple[Any, list[_Queued]]], previous: asyncio.Task[None] | None
-    ) -> None:
-        try:
-            for plog, items in plogs:
-                try:
-                    await self.state.committer.sync(plog)
-                except Exception as exc:
-                    log.error("syncing %s failed: %s", OFFSETS_TOPIC, exc)
-                    for item in items:
-                        item.error = item.error or ErrorCode.KAFKA_STORAGE_ERROR
-            if previous is not None and not previous.done():
-                # Answer batches in the order they were written.
-                with contextlib.suppress(asyncio.CancelledError):
-                    await asyncio.shield(previous)
-        except asyncio.CancelledError:
-            for item in queued:
-                item.future.cancel()  # stopping: nobody will be answered
-            raise
-        self._answer(queued)
-
-    def _answer(self, queued: list[_Queued]) -> None:
-        now = self.state.clock()
-        for item in queued:
-            try:
-                response = self._answer_one(item, now)
-            except Exception as exc:  # a coordinator bug must not leave the other commits hanging
-                log.exception("answering a queued OffsetCommit failed")
-                if not item.future.done():
-                    item.future.set_exception(exc)
-                continue
-            if not item.future.done():
-                if response is None:
-                    item.future.set_exception(RuntimeError("the coordinator did not answer a queued commit"))
-                else:
-                    item.future.set_result(response)
-
-    def _answer_one(self, item: _Queued, now: int) -> Struct | None:
-        result = item.result
-        own = result.pending
-        self._deliver(result)
-        after = result.after_append
-        nxt = after(item.error, now) if after is not None else CoordinatorResult()
-        response: Struct | None = None
-        rest = []
-        for completion in nxt.completions:
-            if completion.pending is own:
-                response = completion.response
-            else:
-                rest.append(completion)
-        nxt.completions = rest
-        self._deliver(nxt)
-        if nxt.records or nxt.after_append is not None or nxt.pending is not None:
-            # Not what a commit's callback returns; carried out the ordinary way.
-            self._spawn(self._carry_out_locked(nxt))
-        return response
+            self._commits.answer(queued)
 
     async def _carry_out_locked(self, result: CoordinatorResult) -> None:
         async with self._lock:
             self._flush()
             await self._carry_out(result)
-        self._poke_timer()
+        self._timers.poke()
 
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._syncing.add(task)
-        task.add_done_callback(self._syncing.discard)
-
-    def _poke_timer(self) -> None:
-        deadline = self.timer.next_deadline()
-        if deadline is not None and deadline < self._timer_wake_at:
-            self._timer_changed.set()
+    def _carry_out_later(self, result: CoordinatorResult) -> None:
+        task = asyncio.get_running_loop().create_task(self._carry_out_locked(result))
+        self._later.add(task)
+        task.add_done_callback(self._later.discard)
 
     async def _carry_out(self, result: CoordinatorResult) -> Any:
         """Carry out one result (see coordinator/result.py); returns the response or its future."""
@@ -635,7 +468,7 @@ class GroupCoordinatorAdapter:
                     return ErrorCode.KAFKA_STORAGE_ERROR
         return ErrorCode.NONE
 
-    def _write(self, partition: int, records: list[Record], now: int) -> tuple[int, Any]:
+    def _write(self, partition: int, records: list[Record], now: int) -> tuple[int, PartitionLog | None]:
         """Append ``records`` to one offsets partition as one batch and replay them.
 
         Returns (error code, the partition's log); nothing is replayed on error.
@@ -644,7 +477,7 @@ class GroupCoordinatorAdapter:
         if plog is None or not self.coordinator.owns(partition):
             return ErrorCode.NOT_COORDINATOR, None
         try:
-            batches = _batches(records, now, self._max_batch_bytes)
+            batches = batches_by_producer(records, now, self._max_batch_bytes)
         except RecordTooLarge as exc:
             log.warning("not writing to %s: %s", OFFSETS_TOPIC, exc)
             return ErrorCode.MESSAGE_TOO_LARGE, None
@@ -662,56 +495,13 @@ class GroupCoordinatorAdapter:
 
     # ---------------------------------------------------------------- timers
 
-    async def _timer_loop(self) -> None:
-        while True:
-            deadline = self.timer.next_deadline()
-            self._timer_changed.clear()
-            if deadline is None:
-                self._timer_wake_at = math.inf
-                await self._timer_changed.wait()
-                self._timer_wake_at = -math.inf
-                continue
-            delay = (deadline - self.state.clock()) / 1000
-            if delay > 0:
-                self._timer_wake_at = deadline
-                # A plain loop timer setting the event: cheaper than wait_for's task and
-                # timeout exception, and session timers can come due a thousand times a second.
-                wake = asyncio.get_running_loop().call_later(delay, self._timer_changed.set)
+    async def _run_due_timers(self) -> None:
+        async with self._lock:
+            self._flush()
+            now = self.state.clock()
+            while (expired := self.timer.pop_expired(now)) is not None:
                 try:
-                    await self._timer_changed.wait()
-                finally:
-                    wake.cancel()
-                self._timer_wake_at = -math.inf
-                continue
-            async with self._lock:
-                self._flush()
-                now = self.state.clock()
-                while (expired := self.timer.pop_expired(now)) is not None:
-                    try:
-                        await self._carry_out(expired.callback(now))
-                    except Exception:
-                        log.exception("group coordinator timer %s failed", expired.key)
+                    await self._carry_out(expired.callback(now))
+                except Exception:
+                    log.exception("group coordinator timer %s failed", expired.key)
 
-
-def _batches(records: list[Record], now: int, max_batch_bytes: int) -> list[bytearray]:
-    """Batches per run of records of the same producer: the coordinator's own records in
-    plain batches, a TxnOffsetCommit's in its producer's transactional batches, each
-    within the offsets topic's max.message.bytes (RecordTooLarge if a record cannot fit)."""
-    out: list[bytearray] = []
-    start = 0
-    while start < len(records):
-        producer = records[start].producer
-        end = start + 1
-        while end < len(records) and records[end].producer == producer:
-            end += 1
-        run = [ProducerRecord(r.key, r.value, timestamp_ms=now) for r in records[start:end]]
-        if producer is None:
-            out.extend(encode_bounded(run, max_batch_bytes))
-        else:
-            out.extend(
-                encode_bounded(
-                    run, max_batch_bytes, producer_id=producer[0], producer_epoch=producer[1], is_transactional=True
-                )
-            )
-        start = end
-    return out

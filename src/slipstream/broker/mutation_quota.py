@@ -3,9 +3,9 @@
 ``controller.mutation.rate`` (ours as a broker setting; Kafka sets it as a client
 quota) bounds how many partitions one client id may create or delete per second,
 with a burst of that rate times ``_BURST_S`` (Kafka's quota window: 11 samples of 1 s).
-As in Kafka, the check is made before each topic: a topic is accepted while the
-client's bucket is not in debt, and may take it into debt; once in debt, topics are
-refused with THROTTLING_QUOTA_EXCEEDED (CreateTopics v6+, DeleteTopics v5+,
+As in Kafka, the check (mutation_quota_check.py) is made before each topic: a topic
+is accepted while the client's bucket is not in debt, and may take it into debt; once
+in debt, topics are refused with THROTTLING_QUOTA_EXCEEDED (CreateTopics v6+, DeleteTopics v5+,
 CreatePartitions v3+) and the response's throttle_time_ms says when the debt is paid.
 Older versions are never refused (Kafka's permissive quota): they only report the
 throttle time. 0 (the default) means no limit.
@@ -14,15 +14,8 @@ throttle time. 0 (the default) means no limit.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
-from ..protocol.errors import BY_NAME, KafkaError
-
-if TYPE_CHECKING:
-    from .request_context import RequestContext
 
 _BURST_S = 11.0
-THROTTLING_QUOTA_EXCEEDED = BY_NAME["THROTTLING_QUOTA_EXCEEDED"].code
 # Client ids tracked at once; the oldest are forgotten first (their bucket refills anyway).
 _MAX_CLIENTS = 10_000
 
@@ -69,25 +62,3 @@ class MutationQuotas:
         if bucket.tokens >= 0:
             return 0
         return int(-bucket.tokens / rate * 1000) + 1
-
-
-class QuotaCheck:
-    """One request's view of its client's quota (strict: the version may be refused)."""
-
-    def __init__(self, ctx: RequestContext, *, strict: bool) -> None:
-        self.state = ctx.state
-        self.rate = ctx.state.config.controller_mutation_rate
-        self.client_id = ctx.header.client_id or ""
-        self.strict = strict
-
-    def admit(self, partitions: int) -> None:
-        """Count ``partitions`` mutations, or raise THROTTLING_QUOTA_EXCEEDED."""
-        quotas = self.state.mutation_quotas
-        if not quotas.acquire(self.rate, self.client_id, partitions, self.state.clock(), strict=self.strict):
-            raise KafkaError(
-                THROTTLING_QUOTA_EXCEEDED,
-                f"client {self.client_id!r} is over controller.mutation.rate={self.rate} partitions/s",
-            )
-
-    def throttle_ms(self) -> int:
-        return self.state.mutation_quotas.throttle_ms(self.rate, self.client_id, self.state.clock())

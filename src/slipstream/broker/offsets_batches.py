@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..coordinator import Record
 from ..protocol.record_batch import HEADER_SIZE
 from ..protocol.records import ProducerRecord, build_batch
 
@@ -48,3 +49,27 @@ def encode_bounded(
     if group:
         batches.append(bytearray(build_batch(group, **batch_options)))
     return batches
+
+
+def batches_by_producer(records: list[Record], now: int, max_batch_bytes: int) -> list[bytearray]:
+    """Batches per run of records of the same producer: the coordinator's own records in
+    plain batches, a TxnOffsetCommit's in its producer's transactional batches, each
+    within the offsets topic's max.message.bytes (RecordTooLarge if a record cannot fit)."""
+    out: list[bytearray] = []
+    start = 0
+    while start < len(records):
+        producer = records[start].producer
+        end = start + 1
+        while end < len(records) and records[end].producer == producer:
+            end += 1
+        run = [ProducerRecord(r.key, r.value, timestamp_ms=now) for r in records[start:end]]
+        if producer is None:
+            out.extend(encode_bounded(run, max_batch_bytes))
+        else:
+            out.extend(
+                encode_bounded(
+                    run, max_batch_bytes, producer_id=producer[0], producer_epoch=producer[1], is_transactional=True
+                )
+            )
+        start = end
+    return out

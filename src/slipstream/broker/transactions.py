@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 from collections.abc import Callable
 
 from ..coordinator import OFFSETS_TOPIC, CoordinatorResult, ManualTimer, Record
@@ -35,8 +34,9 @@ from ..coordinator.transactions import (
 from ..protocol.errors import ErrorCode
 from ..protocol.records import ProducerRecord, build_batch
 from ..protocol.schema import Struct
+from .coordinator_timers import CoordinatorTimerLoop
 from .groups import GroupCoordinatorAdapter
-from .offsets_replay import log_batches
+from .offsets_replay import replay_transaction_log
 from .state import BrokerState
 from .txn_markers import TxnMarker, write_txn_markers
 
@@ -71,8 +71,8 @@ class TransactionCoordinatorAdapter:
             self.config, timer=self.timer, allocate_producer_id=state.producer_ids.allocate
         )
         self._lock = asyncio.Lock()
-        self._timer_changed = asyncio.Event()
-        self._timer_wake_at: float = -math.inf
+        # The loop reads state.clock at each wake-up: it may be replaced (a manual clock).
+        self._timers = CoordinatorTimerLoop(self.timer, lambda: self.state.clock(), self._run_due_timers)
         self._tasks: list[asyncio.Task[None]] = []
         self._marker_tasks: set[asyncio.Task[None]] = set()
         self._loaded = asyncio.Event()
@@ -89,7 +89,7 @@ class TransactionCoordinatorAdapter:
                 self.load()
         else:
             self._loaded.set()
-        self._tasks.append(loop.create_task(self._timer_loop()))
+        self._tasks.append(loop.create_task(self._timers.run()))
 
     def load(self) -> None:
         """Replay ``__transaction_state`` in the background (once, after ``start(load=False)``)."""
@@ -117,34 +117,16 @@ class TransactionCoordinatorAdapter:
     async def _load(self) -> None:
         topic = self.state.topics.get(TRANSACTION_STATE_TOPIC)
         assert topic is not None
-        replayed = 0
         max_uncompressed = int(self.state.topics.effective_configs(topic)["max.message.bytes"])
         async with self._lock:
-            now = self.state.clock()
-            for plog in topic.partitions:
-                for batches in log_batches(plog, max_uncompressed):
-                    # Undecodable batches are skipped (offsets_replay.py), records that
-                    # do not replay are logged and skipped: the log is not trusted.
-                    for header, records in batches:
-                        if header.is_control:
-                            continue
-                        for record in records:
-                            if record.key is None:
-                                continue
-                            try:
-                                self.coordinator.replay(record.key, record.value, now)
-                            except Exception as exc:
-                                log.warning(
-                                    "skipping %s record at offset %d: %r", TRANSACTION_STATE_TOPIC, record.offset, exc
-                                )
-                                continue
-                            replayed += 1
-                    await asyncio.sleep(0)
+            replayed = await replay_transaction_log(
+                self.coordinator, topic.partitions, max_uncompressed, self.state.clock()
+            )
             # Group offsets must be loaded before their transactions' markers are replayed.
             await self.groups.loaded()
             await self._carry_out(self.coordinator.finish_loading(self.state.clock()))
         self._loaded.set()
-        self._poke_timer()
+        self._timers.poke()
         log.info("transaction coordinator loaded %d records from %s", replayed, TRANSACTION_STATE_TOPIC)
 
     # ---------------------------------------------------------------- the ordered path
@@ -160,12 +142,12 @@ class TransactionCoordinatorAdapter:
                 # (Not what a request gets while loading; carried out in order all the same.)
                 async with self._lock:
                     response = await self._carry_out(early)
-                self._poke_timer()
+                self._timers.poke()
                 return response
             return early.response
         async with self._lock:
             response = await self._carry_out(operation(self.state.clock()))
-        self._poke_timer()
+        self._timers.poke()
         return response
 
     async def _carry_out(self, result: CoordinatorResult) -> Struct | None:
@@ -257,34 +239,11 @@ class TransactionCoordinatorAdapter:
 
     # ---------------------------------------------------------------- timers
 
-    def _poke_timer(self) -> None:
-        deadline = self.timer.next_deadline()
-        if deadline is not None and deadline < self._timer_wake_at:
-            self._timer_changed.set()
-
-    async def _timer_loop(self) -> None:
-        while True:
-            deadline = self.timer.next_deadline()
-            self._timer_changed.clear()
-            if deadline is None:
-                self._timer_wake_at = math.inf
-                await self._timer_changed.wait()
-                self._timer_wake_at = -math.inf
-                continue
-            delay = (deadline - self.state.clock()) / 1000
-            if delay > 0:
-                self._timer_wake_at = deadline
-                wake = asyncio.get_running_loop().call_later(delay, self._timer_changed.set)
+    async def _run_due_timers(self) -> None:
+        async with self._lock:
+            now = self.state.clock()
+            while (expired := self.timer.pop_expired(now)) is not None:
                 try:
-                    await self._timer_changed.wait()
-                finally:
-                    wake.cancel()
-                self._timer_wake_at = -math.inf
-                continue
-            async with self._lock:
-                now = self.state.clock()
-                while (expired := self.timer.pop_expired(now)) is not None:
-                    try:
-                        await self._carry_out(expired.callback(now))
-                    except Exception:
-                        log.exception("transaction coordinator timer %s failed", expired.key)
+                    await self._carry_out(expired.callback(now))
+                except Exception:
+                    log.exception("transaction coordinator timer %s failed", expired.key)

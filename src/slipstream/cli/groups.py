@@ -15,19 +15,12 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from ..client.admin import (
-    EARLIEST,
-    LATEST,
-    STATE_DEAD,
-    STATE_EMPTY,
-    Admin,
-    ConsumerGroupDescription,
-    GroupDescription,
-    PartitionLag,
-    TopicPartition,
-)
+from ..client.admin import Admin
 from ..client.cluster import Cluster
+from ..client.committed_offsets_admin import PartitionLag
 from ..client.connection import UnsupportedApi
+from ..client.group_admin import STATE_DEAD, STATE_EMPTY, ConsumerGroupDescription, GroupDescription
+from ..client.log_offsets_admin import EARLIEST, LATEST, TopicPartition
 from ..protocol.errors import KafkaError
 from . import group_history
 from .client_commands import _bootstrap_arg, _run

@@ -80,7 +80,7 @@ def _script(args: argparse.Namespace) -> int:
     # the CLI itself, and runs it only as __main__).
     from importlib.resources import files
 
-    print(files("slipstream.spark").joinpath("submit.py"))
+    print(files("slipstream.cli").joinpath("spark_submit.py"))
     return 0
 
 

@@ -24,20 +24,11 @@ from . import logs as _logs
 from .admin import Admin
 from .aio_consumer import AIOConsumer
 from .assignors import TopicPartition
-from .consumer import (
-    ConcurrentModificationError,
-    Consumer,
-    ConsumerRebalanceListener,
-    Message,
-    WakeupError,
-)
-from .consumer_group import (
-    ConsumerGroup,
-    ConsumerGroupClaim,
-    ConsumerGroupHandler,
-    ConsumerGroupSession,
-    ConsumerMessage,
-)
+from .consumer import ConcurrentModificationError, Consumer, WakeupError
+from .consumer_group import ConsumerGroup, ConsumerGroupHandler
+from .consumer_group_session import ConsumerGroupClaim, ConsumerGroupSession
+from .consumer_messages import ConsumerMessage, Message
+from .consumer_runtime import ConsumerRebalanceListener
 from .producer import AIOProducer, Producer, ProducerError, RecordMetadata
 from .serde import (
     DeserializationError,

@@ -1,4 +1,4 @@
-"""The asyncio-native poll consumer: the same core as :class:`~.consumer.Consumer`, on your loop.
+"""The asyncio-native poll consumer: the same runtime as :class:`~.consumer.Consumer`, on your loop.
 
 ::
 
@@ -32,7 +32,9 @@ from typing import Any
 
 from . import logs
 from .assignors import TopicPartition
-from .consumer import ConsumerCore, Message, config_from
+from .consumer_config import consumer_config_from
+from .consumer_messages import Message
+from .consumer_runtime import ConsumerRuntime
 from .statistics import ConsumerStatistics
 from .subscription import TopicPattern
 from .transactions import ConsumerGroupMetadata
@@ -46,18 +48,18 @@ class AIOConsumer:
     def __init__(
         self, bootstrap_servers: str | list[str], *, group_id: str | None = None, **config: Any
     ) -> None:
-        self.config = config_from(bootstrap_servers, group_id, config)
-        self._core: ConsumerCore | None = None
+        self.config = consumer_config_from(bootstrap_servers, group_id, config)
+        self._runtime: ConsumerRuntime | None = None
         self._batch: collections.deque[Message] = collections.deque()
         self._closed = False
 
     async def start(self) -> AIOConsumer:
         logs.bind(self.config.client_id)  # tasks made from here on log under this client's id
-        if self._core is None:
-            core = ConsumerCore(self.config, self._invoke)
-            core.consumed_positions = self._consumed
-            core.on_removed = self._drop_batch
-            self._core = core
+        if self._runtime is None:
+            runtime = ConsumerRuntime(self.config, self._invoke)
+            runtime.consumed_positions = self._consumed
+            runtime.on_removed = self._drop_batch
+            self._runtime = runtime
         return self
 
     async def __aenter__(self) -> AIOConsumer:
@@ -67,12 +69,12 @@ class AIOConsumer:
         await self.close()
 
     @property
-    def core(self) -> ConsumerCore:
+    def runtime(self) -> ConsumerRuntime:
         if self._closed:
             raise RuntimeError("the consumer is closed")
-        if self._core is None:
+        if self._runtime is None:
             raise RuntimeError("start the consumer first (async with AIOConsumer(...) as c)")
-        return self._core
+        return self._runtime
 
     @staticmethod
     async def _invoke(fn: Callable[[], Any], wait: bool) -> None:
@@ -91,73 +93,73 @@ class AIOConsumer:
         whole name matches, re-checked on each metadata refresh (see ``Consumer``).
         """
         if isinstance(topics, re.Pattern):
-            self.core.subscribe(TopicPattern(topics), listener)
+            self.runtime.subscribe(TopicPattern(topics), listener)
             return
         names = list(topics)
         if not names:
             raise ValueError("subscribe to at least one topic (to stop: unsubscribe())")
-        self.core.subscribe(names, listener)
+        self.runtime.subscribe(names, listener)
 
     async def unsubscribe(self) -> None:
         self._batch.clear()
-        await self.core.unsubscribe()
+        await self.runtime.unsubscribe()
 
     async def assign(self, partitions: Iterable[TopicPartition]) -> None:
-        await self.core.assign({(t, int(p)) for t, p in partitions})
+        await self.runtime.assign({(t, int(p)) for t, p in partitions})
 
     def assignment(self) -> set[TopicPartition]:
-        return self.core.fetcher.assigned()
+        return self.runtime.fetcher.assigned()
 
     # ------------------------------------------------------------ positions
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
         self._drop_batch([tp])
-        self.core.fetcher.seek(tp, offset)
+        self.runtime.fetcher.seek(tp, offset)
 
     def seek_to_beginning(self, partitions: Iterable[TopicPartition]) -> None:
         parts = list(partitions)
         self._drop_batch(parts)
-        self.core.fetcher.seek_to_beginning(parts)
+        self.runtime.fetcher.seek_to_beginning(parts)
 
     def seek_to_end(self, partitions: Iterable[TopicPartition]) -> None:
         parts = list(partitions)
         self._drop_batch(parts)
-        self.core.fetcher.seek_to_end(parts)
+        self.runtime.fetcher.seek_to_end(parts)
 
     async def offsets_for_times(
         self, timestamps: Mapping[TopicPartition, int], timeout_s: float = 30.0
     ) -> dict[TopicPartition, int | None]:
         """Per partition, the first offset with a record timestamp at or after the time
         given (ms), or None when no record is that recent (see Consumer.offsets_for_times)."""
-        return await self.core.offsets_for_times(dict(timestamps), timeout_s)
+        return await self.runtime.offsets_for_times(dict(timestamps), timeout_s)
 
     def statistics(self) -> ConsumerStatistics:
         """Per-partition position, high watermark and lag; fetch rate; rebalance count."""
-        return self.core.statistics()
+        return self.runtime.statistics()
 
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
-        self.core.fetcher.pause(list(partitions))
+        self.runtime.fetcher.pause(list(partitions))
 
     def resume(self, partitions: Iterable[TopicPartition]) -> None:
-        self.core.fetcher.resume(list(partitions))
+        self.runtime.fetcher.resume(list(partitions))
 
     def paused(self) -> set[TopicPartition]:
-        return self.core.fetcher.paused()
+        return self.runtime.fetcher.paused()
 
     async def position(self, tp: TopicPartition, timeout_s: float = 30.0) -> int:
         first = next((m.offset for m in self._batch if (m.topic, m.partition) == tp), None)
         if first is not None:
             return first
-        return await self.core.position(tp, timeout_s)
+        return await self.runtime.position(tp, timeout_s)
 
     def group_metadata(self) -> ConsumerGroupMetadata:
         """The group, member id and generation, for ``AIOProducer.send_offsets_to_transaction``."""
-        return self.core.group_metadata()
+        return self.runtime.group_metadata()
 
     async def committed(
         self, partitions: Iterable[TopicPartition], timeout_s: float = 30.0
     ) -> dict[TopicPartition, int | None]:
-        return await self.core.committed(list(partitions), timeout_s)
+        return await self.runtime.committed(list(partitions), timeout_s)
 
     def _drop_batch(self, partitions: Iterable[TopicPartition]) -> None:
         gone = set(partitions)
@@ -167,8 +169,8 @@ class AIOConsumer:
 
     def _consumed(self) -> dict[TopicPartition, int]:
         """Positions after what was handed out (not counting the undelivered batch)."""
-        assert self._core is not None
-        positions = self._core.fetcher.positions()
+        assert self._runtime is not None
+        positions = self._runtime.fetcher.positions()
         for m in self._batch:
             tp = (m.topic, m.partition)
             if tp in positions and m.offset < positions[tp]:
@@ -181,22 +183,20 @@ class AIOConsumer:
         self, timeout_s: float = 1.0, max_records: int | None = None
     ) -> list[Message]:
         """Up to ``max_records`` (default ``max_poll_records``) messages; [] after ``timeout_s``."""
-        core = self.core
+        runtime = self.runtime
         limit = max_records or self.config.max_poll_records
         if self._batch:
             out = [self._batch.popleft() for _ in range(min(limit, len(self._batch)))]
             return out
         logs.bind(self.config.client_id)  # joining starts tasks from this call
-        core.last_poll = time.monotonic()
-        core.in_poll = True
+        runtime.poll_interval.enter(runtime.clock())
         try:
-            msgs = core.hand_out(await core.poll(timeout_s, limit))
+            msgs = runtime.hand_out(await runtime.poll(timeout_s, limit))
         finally:
-            core.last_poll = time.monotonic()
-            core.in_poll = False
+            runtime.poll_interval.exit(runtime.clock())
         callback = self.config.statistics_callback
-        if callback is not None and core.stats.report_due(time.monotonic()):
-            callback(core.statistics())
+        if callback is not None and runtime.stats.report_due(time.monotonic()):
+            callback(runtime.statistics())
         return msgs
 
     async def getone(self, timeout_s: float | None = None) -> Message:
@@ -226,14 +226,14 @@ class AIOConsumer:
         self, offsets: Mapping[TopicPartition, int] | None = None, timeout_s: float = 30.0
     ) -> dict[TopicPartition, int]:
         """Commit ``offsets`` (default: after every message handed out); returns what was committed."""
-        return await self.core.commit(offsets, timeout_s)
+        return await self.runtime.commit(offsets, timeout_s)
 
     async def close(self, timeout_s: float = 30.0) -> None:
         """Commit (with auto-commit), run the revoke callback, leave the group."""
-        if self._closed or self._core is None:
+        if self._closed or self._runtime is None:
             self._closed = True
             return
         self._closed = True
         logs.bind(self.config.client_id)  # the LeaveGroup and final commit log as this client
-        await self._core.close(timeout_s)  # commits self._consumed() with auto-commit
+        await self._runtime.close(timeout_s)  # commits self._consumed() with auto-commit
         self._batch.clear()

@@ -1,4 +1,4 @@
-"""Configuration shared by the consumer core (membership, offsets, fetcher) and its facades.
+"""Configuration shared by the consumers (runtime, membership, offsets, fetcher) and their facades.
 
 Names and defaults follow the Java consumer (``session.timeout.ms`` ->
 ``session_timeout_ms``) so settings carry over; ``max_processing_time_ms`` and
@@ -34,8 +34,8 @@ overhead (about 150 bytes each) beyond their wire size.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from .assignors import DEFAULT_ASSIGNORS, Assignor, get_assignor
@@ -250,3 +250,16 @@ class ConsumerConfig:
     @property
     def isolation_level_code(self) -> int:
         return 1 if self.isolation_level == "read_committed" else 0
+
+
+def consumer_config_from(
+    bootstrap_servers: str | list[str], group_id: str | None, settings: Mapping[str, Any]
+) -> ConsumerConfig:
+    """A validated ConsumerConfig from keyword settings; TypeError names unknown ones."""
+    known = {f.name for f in fields(ConsumerConfig)}
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise TypeError(f"unknown consumer settings: {unknown}")
+    return ConsumerConfig(
+        bootstrap_servers=bootstrap_servers, group_id=group_id, **settings
+    ).validate()

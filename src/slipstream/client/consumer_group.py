@@ -15,181 +15,39 @@ Usage::
     finally:
         await group.close()
 
-A *session*: :meth:`ConsumerGroup.consume` joins (or waits for the running
-membership to be stable), then awaits ``handler.setup(session)``, runs
-``handler.consume_claim(session, claim)`` concurrently, one task per claimed
-partition, and when the session ends -- an eager rebalance starts (before this
-member rejoins), partitions are lost, a ``consume_claim`` returns or raises on
-its own (sarama does the same), or :meth:`ConsumerGroup.close` -- it stops
-every claim's ``messages()`` iterator, waits for the ``consume_claim`` tasks (at
-most the rebalance timeout, then cancels them), awaits
-``handler.cleanup(session)`` and commits the marked offsets
-(``enable_auto_commit``; they are also committed every
-``auto_commit_interval_ms``). Then ``consume`` returns; the documented pattern
-calls it in a loop.
-
-EAGER assignors (range, roundrobin, sticky): one session per generation. The
-session ends *before* the member sends JoinGroup (the membership awaits it in
-``on_join_prepare``), so a partition is never consumed by two members at once
-and offsets marked before the rebalance are committed before the new owner
-reads them.
-
-``group_protocol="consumer"`` (KIP-848, the broker assigns) behaves as
-COOPERATIVE below: only revoked claims stop, kept ones run on, and the
-revocation completes before the member acknowledges it to the broker, which
-only then gives the partitions to their next owner.
-
-COOPERATIVE assignors (cooperative-sticky, KIP-429): rebalances are
-incremental and the session spans them (sarama's cooperative support does the
-same). A rebalance that revokes some partitions stops just those claims --
-``claim.revoked`` becomes true, their ``messages()`` iterator ends, and
-``session.ended`` / ``wait_ended()`` read inside their ``consume_claim`` say
-the claim is over -- waits for their ``consume_claim`` to return (at most the
-rebalance timeout), commits the marked offsets (``enable_auto_commit``; without
-it, commit in ``consume_claim`` after the iterator ends) and only then lets the
-membership rejoin, so the new owner, which gets the partition in the second
-round, starts after this member stopped and from its commit. The other claims
-run on undisturbed (same claim, same iterator). Partitions assigned later get
-new claims (from their committed offsets) in the same session; ``setup`` and
-``cleanup`` are not called again. ``session.claims``, ``generation`` and
-``generation_id`` follow the membership, and commits use the current generation.
-
-Partitions reported *lost* (session expiry, fenced), under either protocol, end
-the whole session and are not committed.
-
-Wiring: one :class:`~.cluster.Cluster`, one
-:class:`~.membership.CoordinatorLocator` shared by
-:class:`~.membership.GroupMembership` (joins, heartbeats, the error handling
-the seed lists) and :class:`~.offsets.GroupOffsets`; one
-:class:`~.fetcher.Fetcher` (one fetch loop per broker). Backpressure comes from
-the fetcher: a claim's iterator pulls from its partition's buffer only when the
-handler asks for the next message, and a partition whose buffer is full (and
-not drained for ``max_processing_time_ms``) is not fetched, without holding up
-the others.
-
-Errors: fatal membership errors (e.g. FENCED_INSTANCE_ID, configuration
-errors) and exceptions raised by the handler end the session and are raised
-from ``consume`` (after cleanup). ``close`` leaves the group.
+Each :meth:`ConsumerGroup.consume` call runs one session
+(:mod:`.consumer_group_session`); how sessions meet rebalances under each protocol
+is told in the :class:`ConsumerGroup` docstring.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
-import itertools
 import logging
-import operator
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 from dataclasses import fields
-from typing import Any, cast
+from typing import Any
 
-from ..protocol.errors import ErrorCode, KafkaError
-from ..protocol.records import MessageFields, Record
 from . import logs
 from .assignors import COOPERATIVE, TopicPartition
-from .cluster import Cluster
 from .connection import ConnectionClosed
+from .consumer_clients import ConsumerClients
 from .consumer_config import ConsumerConfig
-from .consumer_membership import ConsumerGroupMembership, new_group_offsets, new_membership
-from .fetcher import Fetcher
-from .membership import (
-    CoordinatorLocator,
-    FatalGroupError,
-    Generation,
-    MemberState,
-    RebalanceListener,
-)
-from .offsets import CommitFailedError, OffsetAndMetadata, reset_offsets
-from .serde import RecordDeserializers
+from .consumer_group_session import ConsumerGroupClaim, ConsumerGroupSession
+from .consumer_messages import ConsumerMessage
+from .group_errors import FatalGroupError
+from .membership_types import Generation, MemberState
+from .offsets import CommitFailedError, reset_offsets
+from .rebalance_listener import RebalanceListener
 from .statistics import ConsumerStatistics, StatisticsTracker
 from .tasks import deadline
 from .transactions import ConsumerGroupMetadata
 
 log = logging.getLogger(__name__)
 
-__all__ = [
-    "ConsumerGroup",
-    "ConsumerGroupClaim",
-    "ConsumerGroupClosedError",
-    "ConsumerGroupHandler",
-    "ConsumerGroupSession",
-    "ConsumerMessage",
-]
-
-# The claim whose consume_claim task (or a task it started) is running: lets
-# ``session.ended`` answer per claim, so a revoked claim's iterator ends alone.
-_CURRENT_CLAIM: contextvars.ContextVar[ConsumerGroupClaim | None] = contextvars.ContextVar(
-    "slipstream_consumer_group_claim", default=None
-)
-_REJOINING = (MemberState.PREPARING_REBALANCE, MemberState.COMPLETING_REBALANCE)
-# A marked position as kept per partition: (offset, leader_epoch, metadata).
-_Mark = tuple[int, int, str | None]
-# Logged mark_message calls are folded into the marks at least this often: the log keeps
-# at most about as many messages alive as one claim's iterator holds (max_poll_records).
-_FOLD_AT = 512
-# ConsumerMessage fields, in its tuple order (MessageFields): topic, partition / offset.
-_TP_OF = operator.itemgetter(0, 1)
-_OFFSET_OF = operator.itemgetter(2)
-
-
-class ConsumerMessage(MessageFields):
-    """One record of a claimed partition (sarama's ``ConsumerMessage``): ``topic``,
-    ``partition``, ``offset``, ``key``, ``value``, ``headers``, ``timestamp``
-    (milliseconds since the epoch: create or log-append time, see
-    ``timestamp_type``), ``timestamp_type``, ``leader_epoch``.
-
-    An immutable named tuple. The constructor takes the fields in the order above;
-    the tuple itself (iteration, indexing, ``_replace``) has the consumer's common
-    :class:`~slipstream.protocol.records.MessageFields` order, in which the fetcher
-    decodes records straight into this type (one object per record, no re-wrapping).
-    ``headers`` of a record without headers is one shared, read-only empty list
-    (equal to ``[]``).
-    """
-
-    __slots__ = ()
-
-    def __new__(
-        cls,
-        topic: str,
-        partition: int,
-        offset: int,
-        key: bytes | None,
-        value: bytes | None,
-        headers: list[tuple[str, bytes | None]] | None = None,
-        timestamp: int = -1,
-        timestamp_type: int = 0,
-        leader_epoch: int = -1,
-    ) -> ConsumerMessage:
-        return tuple.__new__(
-            cls,
-            (
-                topic,
-                partition,
-                offset,
-                key,
-                value,
-                timestamp,
-                [] if headers is None else headers,
-                timestamp_type,
-                leader_epoch,
-            ),
-        )
-
-    @classmethod
-    def from_record(cls, topic: str, partition: int, r: Record) -> ConsumerMessage:
-        return cls(
-            topic,
-            partition,
-            r.offset,
-            r.key,
-            r.value,
-            r.headers,
-            r.timestamp,
-            r.timestamp_type,
-            r.leader_epoch,
-        )
+__all__ = ["ConsumerGroup", "ConsumerGroupClosedError", "ConsumerGroupHandler"]
 
 
 class ConsumerGroupClosedError(RuntimeError):
@@ -213,309 +71,6 @@ class ConsumerGroupHandler:
     async def consume_claim(self, session: ConsumerGroupSession, claim: ConsumerGroupClaim) -> None:
         """Process ``claim.messages()``; must return soon after the iterator ends."""
         raise NotImplementedError
-
-
-class ConsumerGroupClaim:
-    """One partition claimed by this member, from its assignment until it is revoked or the session ends."""
-
-    def __init__(
-        self, session: ConsumerGroupSession, topic: str, partition: int, initial_offset: int
-    ) -> None:
-        self.session = session
-        self.topic = topic
-        self.partition = partition
-        self.initial_offset = initial_offset
-        """The offset consumption started from (committed offset, or the reset position)."""
-        self._high_watermark: int | None = None
-        self._iterating = False
-        self._stopped = asyncio.Event()
-        # Mirrors _stopped as a plain attribute: messages() reads it once per message.
-        self._over = False
-        self.revoked = False
-        """A cooperative rebalance revoked this claim alone; the session goes on without it."""
-
-    @property
-    def tp(self) -> TopicPartition:
-        return (self.topic, self.partition)
-
-    @property
-    def stopped(self) -> bool:
-        """The claim is over (revoked, or its session ended): ``messages()`` ends, return soon."""
-        return self._over or self.session._ended.is_set()
-
-    def _stop(self) -> None:
-        self._over = True
-        self._stopped.set()
-
-    async def wait_stopped(self) -> None:
-        """Wait until the claim is revoked or its session ends."""
-        await self._stopped.wait()
-
-    @property
-    def high_watermark_offset(self) -> int | None:
-        """The partition's high watermark as of the latest fetch (None before the first)."""
-        with contextlib.suppress(KeyError):
-            hw = self.session._fetcher.highwater(self.tp)
-            if hw is not None:
-                self._high_watermark = hw
-        return self._high_watermark
-
-    async def messages(self) -> AsyncIterator[ConsumerMessage]:
-        """The partition's messages in offset order; ends when the claim is revoked or
-        the session ends (whichever task drives the iterator).
-
-        Only pulls from the fetcher's buffer when the handler asks for the next
-        message, so a slow handler stops its partition from being fetched.
-        """
-        if self._iterating:
-            raise RuntimeError(f"{self.topic}-{self.partition}: messages() is already iterated")
-        self._iterating = True
-        session = self.session
-        ended = session._ended
-        fetcher = session._fetcher
-        limit = session._config.max_poll_records
-        deserializers = RecordDeserializers(session._config.key_deserializer, session._config.value_deserializer)
-        tp = self.tp
-        try:
-            # The claim's own flag, not session.ended: that one answers per claim only
-            # inside the claim's task (context variable), and costs a lookup per message.
-            # An async generator over a local list is the cheapest per-message step
-            # (measured below a hand-written __anext__, which must build an awaitable).
-            while not (self._over or ended.is_set()):
-                # One decoded batch at a time (at most max_poll_records of it): what
-                # this iterator holds stays small, the rest stays counted in the
-                # fetcher's buffer (and its backpressure). Records come decoded as
-                # ConsumerMessage already.
-                records = await fetcher.fetch_partition(
-                    tp, limit, 0.5, message_type=ConsumerMessage, one_batch=True
-                )
-                if records:
-                    session._group._handed_out(len(records))
-                    if deserializers.active:
-                        records = deserializers.apply_all(records)
-                for msg in cast(list[ConsumerMessage], records):
-                    if self._over:  # set with session end too (ConsumerGroupSession._end)
-                        return
-                    yield msg
-        finally:
-            self._iterating = False
-
-    def __repr__(self) -> str:
-        return f"ConsumerGroupClaim({self.topic}-{self.partition}, initial_offset={self.initial_offset})"
-
-
-class ConsumerGroupSession:
-    """This member's claims from ``setup`` to ``cleanup``, and the offsets it marked.
-
-    With an EAGER protocol a session is one generation. With a COOPERATIVE one
-    it spans generations: ``generation`` / ``generation_id`` follow the
-    membership (commits use the current one) and ``claims`` changes as
-    partitions are revoked and assigned incrementally.
-    """
-
-    def __init__(
-        self,
-        group: ConsumerGroup,
-        generation: Generation,
-    ) -> None:
-        self._group = group
-        self._config = group.config
-        self._fetcher = group._fetcher
-        self.generation = generation
-        self.generation_id = generation.generation_id
-        self.member_id = generation.member_id
-        # Partitions the session holds: a revoked one leaves at once, an assigned one joins.
-        self._owned: set[TopicPartition] = set(generation.assignment)
-        # Live claims, including revoked ones still winding down (their marks still count).
-        self._claims: dict[TopicPartition, ConsumerGroupClaim] = {}
-        self._tasks: dict[TopicPartition, asyncio.Task[None]] = {}
-        self.claims: dict[str, list[int]] = {}
-        """topic -> the partitions this session holds now."""
-        self._update_claims()
-        # Raw marks (offset, leader_epoch, metadata): OffsetAndMetadata objects are only
-        # built when read or committed, not once per marked message.
-        self._marked: dict[TopicPartition, _Mark] = {}
-        self._mark_log: list[ConsumerMessage] = []
-        self._committed: dict[TopicPartition, _Mark] = {}
-        # Serialises commits: offsets sent in mark order, never backwards.
-        self._commit_lock = asyncio.Lock()
-        self._ended = asyncio.Event()
-        self._finished = asyncio.Event()
-        self._setup_done = False
-        self._handler: Any = None
-        self._errors: list[BaseException] = []
-        self._reaped: set[asyncio.Task[None]] = set()
-        self.end_reason: str | None = None
-        self.lost = False
-        """The partitions were lost (not revoked): the final commit is skipped."""
-
-    @property
-    def ended(self) -> bool:
-        """The session is ending: claims' iterators stop, handlers should return.
-
-        Read inside a claim's ``consume_claim`` (or a task it started), it is
-        also true once that claim alone is revoked by a cooperative rebalance.
-        """
-        if self._ended.is_set():
-            return True
-        claim = _CURRENT_CLAIM.get()
-        return claim is not None and claim.session is self and claim._stopped.is_set()
-
-    async def wait_ended(self) -> None:
-        """Wait until the session ends (sarama's ``Context().Done()``); per claim as ``ended``."""
-        claim = _CURRENT_CLAIM.get()
-        if claim is not None and claim.session is self:
-            await claim._stopped.wait()  # also set when the session ends
-        else:
-            await self._ended.wait()
-
-    def _end(self, reason: str, *, lost: bool = False) -> None:
-        if lost:
-            self.lost = True
-        if self._ended.is_set():
-            return
-        self.end_reason = reason
-        log.debug(
-            "group %s: session of generation %d ends: %s",
-            self._group.group_id,
-            self.generation_id,
-            reason,
-        )
-        self._ended.set()
-        for claim in self._claims.values():
-            claim._stop()
-        # Wake claims waiting in fetch_partition: removal makes it return [] at once.
-        self._fetcher.remove(self._owned | set(self._claims))
-
-    def _update_claims(self) -> None:
-        claims: dict[str, list[int]] = {}
-        for topic, partition in self._owned:
-            claims.setdefault(topic, []).append(partition)
-        self.claims = {t: sorted(ps) for t, ps in sorted(claims.items())}
-
-    def _set_generation(self, generation: Generation | None) -> None:
-        if generation is not None:
-            self.generation = generation
-            self.generation_id = generation.generation_id
-            self.member_id = generation.member_id
-
-    # ------------------------------------------------------------ offsets
-
-    def mark_offset(self, topic: str, partition: int, offset: int, metadata: str = "") -> None:
-        """Mark ``offset`` (the next offset to consume) for commit; lower offsets are ignored."""
-        tp = (topic, partition)
-        if tp not in self._claims:
-            log.debug("group %s: ignoring mark of unclaimed %s-%d", self._group.group_id, *tp)
-            return
-        self._fold_marks()
-        current = self._marked.get(tp)
-        if current is None or offset > current[0]:
-            self._marked[tp] = (offset, -1, metadata or None)
-
-    def mark_message(self, msg: ConsumerMessage, metadata: str = "") -> None:
-        """Mark ``msg`` as processed: its offset + 1 is committed (sarama's ``MarkMessage``)."""
-        if metadata:
-            self._fold_marks()
-            self._mark(msg, metadata)
-            return
-        # Called once per message: only logged here, folded into the per-partition marks
-        # (in C-level runs) when they are read, committed or the claims change.
-        logged = self._mark_log
-        logged.append(msg)
-        if len(logged) >= _FOLD_AT:
-            self._fold_marks()
-
-    def _mark(self, msg: ConsumerMessage, metadata: str | None) -> None:
-        tp = (msg.topic, msg.partition)
-        if tp not in self._claims:
-            return
-        offset = msg.offset + 1
-        current = self._marked.get(tp)
-        if current is None or offset > current[0]:
-            self._marked[tp] = (offset, msg.leader_epoch, metadata or None)
-
-    def _fold_marks(self) -> None:
-        """Apply the logged mark_message calls, as if each had been applied when made.
-
-        Called before anything reads the marks and before ``_claims`` changes, so the
-        claimed-partition check sees the claims the marks were made under.
-        """
-        logged = self._mark_log
-        if not logged:
-            return
-        self._mark_log = []
-        # Consecutive marks of one partition (a claim's loop) form one run: its highest
-        # offset is found in C; Python work is per run, not per message.
-        for _tp, run in itertools.groupby(logged, _TP_OF):
-            self._mark(max(run, key=_OFFSET_OF), None)
-
-    def marked(self) -> dict[TopicPartition, OffsetAndMetadata]:
-        self._fold_marks()
-        return {
-            tp: OffsetAndMetadata(offset, metadata, epoch)
-            for tp, (offset, epoch, metadata) in self._marked.items()
-        }
-
-    def pending_commits(self) -> dict[TopicPartition, OffsetAndMetadata]:
-        """The marked offsets not committed yet (a copy): what :meth:`commit` would send now.
-
-        Partitions leave it once committed, and when a revoked claim is handed
-        over (its marks are committed first, if ``enable_auto_commit``).
-        """
-        return {
-            tp: OffsetAndMetadata(mark[0], mark[2], mark[1])
-            for tp, mark in self._pending().items()
-        }
-
-    def _pending(self) -> dict[TopicPartition, _Mark]:
-        self._fold_marks()
-        committed = self._committed
-        return {tp: mark for tp, mark in self._marked.items() if committed.get(tp) != mark}
-
-    async def commit(self) -> None:
-        """Commit the offsets marked since the last commit, now.
-
-        Commits of one session go out one at a time, in mark order. Raises
-        CommitFailedError if the group rebalanced without this member's
-        partitions (the session then ends), KafkaError / TimeoutError otherwise;
-        KafkaError(REBALANCE_IN_PROGRESS) without sending anything while this
-        member is rejoining (JoinGroup or SyncGroup outstanding; cooperative
-        sessions go on meanwhile): the offsets stay pending for a later commit.
-        """
-        async with self._commit_lock:
-            raw = self._pending()
-            if not raw:
-                return
-            if self._group._membership.state in _REJOINING:
-                # Doomed: behind the JoinGroup on the coordinator connection it meets a new
-                # generation (ILLEGAL_GENERATION), between JoinGroup and SyncGroup a refusal
-                # (REBALANCE_IN_PROGRESS) that the membership would take as a reason to
-                # rebalance once more.
-                raise KafkaError(
-                    ErrorCode.REBALANCE_IN_PROGRESS,
-                    f"group {self._group.group_id!r} is rebalancing; "
-                    "the marked offsets stay pending",
-                )
-            pending = {
-                tp: OffsetAndMetadata(offset, metadata, epoch)
-                for tp, (offset, epoch, metadata) in raw.items()
-            }
-            await self._group._offsets.commit(pending, self._group._commit_generation(self))
-            self._committed.update(raw)
-
-    async def _forget(self, partitions: Iterable[TopicPartition]) -> None:
-        """Drop handed-over partitions' marks, after any commit in flight."""
-        async with self._commit_lock:
-            self._fold_marks()
-            for tp in partitions:
-                self._marked.pop(tp, None)
-                self._committed.pop(tp, None)
-
-    def __repr__(self) -> str:
-        return (
-            f"ConsumerGroupSession(generation_id={self.generation_id}, "
-            f"member_id={self.member_id!r}, claims={self.claims})"
-        )
 
 
 class _Listener(RebalanceListener):
@@ -558,12 +113,18 @@ class ConsumerGroup:
     settings are :class:`~.consumer_config.ConsumerConfig` fields, given as a
     config object and/or keyword overrides. Not thread-safe: use from one event loop.
 
-    Sessions and rebalances (see the module docstring for the whole story):
+    A session: join, ``handler.setup``, one ``consume_claim`` task per claimed
+    partition; when it ends, the claims' iterators stop, their tasks are awaited (at
+    most the rebalance timeout, then cancelled), then ``handler.cleanup`` and a commit
+    of the marked offsets (``enable_auto_commit``; also every ``auto_commit_interval_ms``).
+
+    Sessions and rebalances:
 
     - EAGER protocol: every rebalance ends the session before this member
       rejoins (claims stop, cleanup, final commit); ``consume`` returns and
       the next call starts a session for the new generation.
-    - COOPERATIVE protocol (cooperative-sticky): the session survives
+    - COOPERATIVE protocol (cooperative-sticky, and ``group_protocol="consumer"``,
+      where the broker assigns): the session survives
       rebalances. Revoked partitions: only their claims stop (``claim.revoked``,
       iterator ends, ``session.ended`` true inside their ``consume_claim``);
       the revocation completes after their ``consume_claim`` returned (or the
@@ -599,20 +160,17 @@ class ConsumerGroup:
         values["group_id"] = group_id
         self.config = ConsumerConfig(**values).validate()
         self.group_id = group_id
-        self._cluster = Cluster(
-            bootstrap_servers,
-            client_id=self.config.client_id,
-            request_timeout_s=self.config.request_timeout_ms / 1000.0,
-            security=self.config.security(),
-        )
-        self._locator = CoordinatorLocator(self._cluster, self.config)
         # group_protocol="consumer" (KIP-848) is incremental like a cooperative assignor:
         # the session spans rebalances and only revoked claims stop.
-        self._membership = new_membership(
-            self._cluster, self.config, listener=_Listener(self), locator=self._locator
+        clients = ConsumerClients.build(
+            self.config, listener=_Listener(self), message_type=ConsumerMessage
         )
-        self._offsets = new_group_offsets(self._locator, self.config, self._membership)
-        self._fetcher = Fetcher(self._cluster, self.config)
+        assert clients.group is not None  # a group_id is given
+        self._clients = clients
+        self._cluster = clients.cluster
+        self._fetcher = clients.fetcher
+        self._membership = clients.group.membership
+        self._offsets = clients.group.offsets
         self._session: ConsumerGroupSession | None = None
         self._consuming = False
         self._consume_task: asyncio.Task[Any] | None = None
@@ -775,17 +333,6 @@ class ConsumerGroup:
             current in session._tasks.values() or current is self._consume_task
         )
 
-    def _commit_generation(self, session: ConsumerGroupSession) -> Generation:
-        """The generation a session's commit carries.
-
-        Classic: the session's own (a commit from an older generation must fail).
-        Consumer protocol: the member's latest epoch, a fencing token that moves
-        without the assignment changing (the Java client commits with it too).
-        """
-        if isinstance(self._membership, ConsumerGroupMembership):
-            return self._membership.generation or session.generation
-        return session.generation
-
     def _incremental(self) -> bool:
         """Cooperative protocol: rebalances revoke and add claims within the session."""
         return self._membership.protocol == COOPERATIVE
@@ -797,9 +344,7 @@ class ConsumerGroup:
         try:
             await self._membership.close()
         finally:
-            await self._fetcher.close()
-            await self._locator.close()
-            await self._cluster.close()
+            await self._clients.close()
 
     def _rebalance_timeout_s(self) -> float:
         return self.config.effective_rebalance_timeout_ms / 1000.0
@@ -834,14 +379,7 @@ class ConsumerGroup:
             claim = ConsumerGroupClaim(session, topic, partition, offset)
             session._claims[claim.tp] = claim
             if session._setup_done:
-                self._start_claim(session, claim)
-
-    def _start_claim(self, session: ConsumerGroupSession, claim: ConsumerGroupClaim) -> None:
-        if claim.tp in session._tasks or claim.stopped:
-            return
-        session._tasks[claim.tp] = asyncio.get_running_loop().create_task(
-            self._run_claim(session, claim), name=f"claim-{claim.topic}-{claim.partition}"
-        )
+                session._start_claim(claim)
 
     async def _run_session(self, generation: Generation, handler: Any) -> None:
         session = ConsumerGroupSession(self, generation)
@@ -862,7 +400,7 @@ class ConsumerGroup:
             if session.ended:
                 return
             for claim in list(session._claims.values()):
-                self._start_claim(session, claim)
+                session._start_claim(claim)
             loop = asyncio.get_running_loop()
             if self.config.enable_auto_commit:
                 autocommit = loop.create_task(self._autocommit_loop(session), name="autocommit")
@@ -881,41 +419,6 @@ class ConsumerGroup:
             raise errors[0]
         if self._membership.error is not None:
             raise self._membership.error
-
-    async def _run_claim(self, session: ConsumerGroupSession, claim: ConsumerGroupClaim) -> None:
-        _CURRENT_CLAIM.set(claim)  # this task's context only: session.ended answers per claim
-        tp = f"{claim.topic}-{claim.partition}"
-        try:
-            await session._handler.consume_claim(session, claim)
-        except asyncio.CancelledError:
-            raise
-        except BaseException as exc:
-            session._end(f"consume_claim of {tp} raised {exc!r}")
-            raise
-        if not claim.revoked:
-            # sarama: the session ends as soon as the first claim's handler returns.
-            session._end(f"consume_claim of {tp} returned")
-
-    async def _wait_claims(
-        self, session: ConsumerGroupSession, tasks: list[asyncio.Task[None]]
-    ) -> None:
-        """Wait for claim tasks (at most the rebalance timeout, then cancel); keep their errors."""
-        _done, pending = await asyncio.wait(tasks, timeout=self._rebalance_timeout_s())
-        for t in pending:
-            log.warning(
-                "group %s: %s did not return within the rebalance timeout; cancelling",
-                self.group_id,
-                t.get_name(),
-            )
-            t.cancel()
-        if pending:
-            await asyncio.wait(pending)
-        for t in tasks:
-            if t in session._reaped:
-                continue
-            session._reaped.add(t)
-            if not t.cancelled() and t.exception() is not None:
-                session._errors.append(t.exception())  # type: ignore[arg-type]
 
     def _park(self, partitions: list[TopicPartition]) -> None:
         """Stop fetching and delivering ``partitions`` and wake their claims' iterators now.
@@ -961,7 +464,7 @@ class ConsumerGroup:
         tasks = [session._tasks[tp] for tp in tps if tp in session._tasks]
         try:
             if tasks:
-                await self._wait_claims(session, tasks)
+                await session._wait_claims(tasks)
             if self.config.enable_auto_commit and not session.lost:
                 try:
                     await session.commit()
@@ -1047,7 +550,7 @@ class ConsumerGroup:
                     await autocommit
             tasks = list(session._tasks.values())
             if tasks:
-                await self._wait_claims(session, tasks)
+                await session._wait_claims(tasks)
             if session._setup_done:
                 try:
                     await session._handler.cleanup(session)

@@ -8,7 +8,6 @@ data. See docs/architecture/fetcher.md. Call every method on the fetcher's event
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import Counter
@@ -27,8 +26,9 @@ from ..protocol.errors import name as error_name
 from ..protocol.records import MessageFields
 from .assignors import TopicPartition
 from .cluster import Cluster
-from .connection import BrokerConnection, ConnectionClosed
+from .connection import ConnectionClosed
 from .consumer_config import ConsumerConfig
+from .dedicated_connections import DedicatedConnections
 from .fetch_core import (
     FIRST_FETCH_VERSION,
     FetchCore,
@@ -90,12 +90,13 @@ class Fetcher:
         """What records are decoded into (a :class:`MessageFields` subclass)."""
         self.core = FetchCore(config)
         """The sans-I/O fetch state: partitions, requests, responses, decoding."""
-        self.buffer_limit = self.core.buffer_limit
-        self.max_processing_s = self.core.max_processing_s
         self._parts = self.core.parts
         self._loops: dict[int, asyncio.Task[None]] = {}
         self._node_wakeup: dict[int, asyncio.Event] = {}
-        self._conns: dict[int, BrokerConnection] = {}
+        self.connections = DedicatedConnections(
+            cluster, client_id=config.client_id, request_timeout_s=config.request_timeout_ms / 1000.0
+        )
+        """The fetch connections, one per broker, apart from the cluster's."""
         self._data_event = asyncio.Event()
         self._metadata_needed = asyncio.Event()
         self._reset_needed = asyncio.Event()
@@ -409,13 +410,7 @@ class Fetcher:
                     unresolved = unresolved or st.leader is None
             self._metadata_needed.clear()
             if failed or unresolved:
-                await asyncio.sleep(
-                    backoff_s(
-                        attempt,
-                        self.config.retry_backoff_ms,
-                        max(self.config.retry_backoff_max_ms, self.config.retry_backoff_ms),
-                    )
-                )
+                await asyncio.sleep(self._backoff_s(attempt, at_least_ms=self.config.retry_backoff_ms))
                 attempt += 1
                 self._metadata_needed.set()
             else:
@@ -438,11 +433,7 @@ class Fetcher:
                     self._data_event.set()
                     continue
                 log.debug("offset reset failed (%s); retrying", exc)
-                await asyncio.sleep(
-                    backoff_s(
-                        attempt, self.config.retry_backoff_ms, self.config.retry_backoff_max_ms
-                    )
-                )
+                await asyncio.sleep(self._backoff_s(attempt))
                 attempt += 1
                 self._reset_needed.set()
                 continue
@@ -476,28 +467,11 @@ class Fetcher:
     def _fetchable(self, node_id: int) -> list[PartitionState]:
         return self.core.fetchable(node_id, self.clock())
 
-    async def _connection(self, node_id: int) -> BrokerConnection:
-        conn = self._conns.get(node_id)
-        if conn is not None:
-            if not conn.closed:
-                return conn
-            # Replaced: close it (awaits its read loop) so no task is left pending.
-            del self._conns[node_id]
-            with contextlib.suppress(Exception):
-                await conn.close()
-        node = self.cluster.brokers.get(node_id)
-        if node is None:
-            raise ConnectionClosed(f"broker {node_id} is not in the metadata")
-        conn = BrokerConnection(
-            node.host,
-            node.port,
-            client_id=self.config.client_id,
-            request_timeout_s=self.config.request_timeout_ms / 1000.0,
-            security=self.cluster.security,
-        )
-        await conn.connect()
-        self._conns[node_id] = conn
-        return conn
+    def _backoff_s(self, attempt: int, *, at_least_ms: int = 0) -> float:
+        """The pause before retry ``attempt`` (from 0): retry_backoff_ms doubling, capped at
+        retry_backoff_max_ms or ``at_least_ms`` if that is larger."""
+        config = self.config
+        return backoff_s(attempt, config.retry_backoff_ms, max(config.retry_backoff_max_ms, at_least_ms))
 
     async def _guarded(self, name: str, body: Callable[[], Any]) -> None:
         """Run a background loop; an unexpected error is logged and the loop restarted."""
@@ -510,13 +484,7 @@ class Fetcher:
                 raise
             except Exception:
                 log.exception("fetcher %s failed; restarting it", name)
-                await asyncio.sleep(
-                    backoff_s(
-                        attempt,
-                        self.config.retry_backoff_ms,
-                        max(self.config.retry_backoff_max_ms, 1000),
-                    )
-                )
+                await asyncio.sleep(self._backoff_s(attempt, at_least_ms=1000))
                 attempt += 1
 
     async def _broker_loop(self, node_id: int) -> None:
@@ -534,7 +502,7 @@ class Fetcher:
                     await wakeup.wait()
                     continue
             try:
-                conn = await self._connection(node_id)
+                conn = await self.connections.get(node_id)
                 version = conn.version_for(FETCH, self.core.max_version(parts, self.cluster.topics))
                 if version < FIRST_FETCH_VERSION:
                     raise KafkaError(
@@ -571,28 +539,19 @@ class Fetcher:
             del response
             if error_code:
                 log.warning("Fetch from broker %d failed: %s", node_id, error_name(error_code))
-                await asyncio.sleep(
-                    backoff_s(0, self.config.retry_backoff_ms, self.config.retry_backoff_max_ms)
-                )
+                await asyncio.sleep(self._backoff_s(0))
 
     async def _connection_failed(
         self, node_id: int, parts: list[PartitionState], exc: BaseException, failures: int
     ) -> int:
         log.debug("fetch from broker %d failed: %s", node_id, exc)
-        conn = self._conns.pop(node_id, None)
-        if conn is not None:
-            with contextlib.suppress(Exception):
-                await conn.close()
+        await self.connections.drop(node_id)
         if isinstance(exc, KafkaError) and exc.code == ErrorCode.UNSUPPORTED_VERSION:
             self.core.fail(parts, exc)
             self._data_event.set()
             return failures
         # The broker may be gone for good: look the leaders up again after the backoff.
-        await asyncio.sleep(
-            backoff_s(
-                failures, self.config.retry_backoff_ms, max(self.config.retry_backoff_max_ms, 1000)
-            )
-        )
+        await asyncio.sleep(self._backoff_s(failures, at_least_ms=1000))
         if failures >= 1:
             for st in parts:
                 if st.leader == node_id:
@@ -623,11 +582,7 @@ class Fetcher:
         self._loops.clear()
         self._tasks = []
         await cancel_and_wait(tasks)
-        conns = list(self._conns.values())
-        self._conns.clear()
-        for conn in conns:
-            with contextlib.suppress(Exception):
-                await conn.close()
+        await self.connections.close()
         for st in self._parts.values():
             st.ready.set()
         self._data_event.set()

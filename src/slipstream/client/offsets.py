@@ -1,7 +1,7 @@
 """Committed offsets of a group (OffsetFetch / OffsetCommit) and the offset reset policy.
 
 - :class:`GroupOffsets` reads and writes a group's committed offsets through
-  its coordinator (a :class:`~.membership.CoordinatorLocator`, shared with the
+  its coordinator (a :class:`~.coordinator_locator.CoordinatorLocator`, shared with the
   membership). Commits go out one at a time, in call order, so an earlier
   commit can never land after a later one. A member commits with its
   generation and member id; REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION and
@@ -54,7 +54,9 @@ from .assignors import TopicPartition
 from .cluster import Cluster
 from .connection import BrokerConnection, ConnectionClosed
 from .consumer_config import ConsumerConfig
-from .membership import CoordinatorLocator, FatalGroupError, Generation
+from .coordinator_locator import CoordinatorLocator
+from .group_errors import FatalGroupError
+from .membership_types import Generation
 from .retry import backoff_s
 from .tasks import deadline
 

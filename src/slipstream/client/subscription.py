@@ -4,7 +4,7 @@ Like the Java client's ``subscribe(Pattern)``: a topic is selected when the whol
 name matches (``re.fullmatch``), internal topics (``__consumer_offsets``) are left
 out, and the selection is re-evaluated on every metadata refresh so topics created
 later join the subscription (and deleted ones leave it) with a rebalance.
-This module is sans-I/O; the consumer core runs the refresh loop.
+This module is sans-I/O; the consumer runtime (consumer_runtime.py) runs the refresh loop.
 """
 
 from __future__ import annotations

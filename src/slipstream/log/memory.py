@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import bisect
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from slipstream.log.api import AbortedTxn, LogConfig
-from slipstream.log.segmented import Buffer, Segment, SegmentedLog
+from slipstream.log.segmented import Buffer, CleanedSegment, Segment, SegmentedLog
 from slipstream.protocol.record_batch import BatchHeader, parse_header
 
 
@@ -117,6 +117,73 @@ class MemorySegment:
             del column[:]
 
 
+class _SegmentBatches:
+    """A compaction pass's view of a segment: its list of batches when the pass was planned."""
+
+    def __init__(self, segment: MemorySegment) -> None:
+        self._batches = segment.batches()
+        self.name = f"segment {segment.base_offset}"
+
+    def batches(self) -> Iterator[tuple[BatchHeader, bytes | memoryview]]:
+        for batch in self._batches:
+            yield parse_header(batch), batch
+
+
+class _CleanedMemorySegment:
+    def __init__(self, base_offset: int) -> None:
+        self.segment = MemorySegment(base_offset)
+
+    def add(self, batch: bytes | memoryview, header: BatchHeader) -> None:
+        self.segment.append(batch, header, None)
+
+    def add_aborted(self, txn: AbortedTxn) -> None:
+        self.segment.add_aborted(txn)
+
+    def finish(self) -> None:
+        pass
+
+    def abandon(self) -> None:
+        self.segment.delete()
+
+
+class _MemoryCompactionSpace:
+    """Compaction of a memory log: cleaned segments are built in memory and swapped into
+    the segment list (``replace_segments``, which the postgres log also writes through)."""
+
+    def __init__(self, log: MemoryLog) -> None:
+        self._log = log
+
+    def source(self, segment: Segment) -> _SegmentBatches:
+        assert isinstance(segment, MemorySegment)
+        return _SegmentBatches(segment)
+
+    def prepare(self) -> None:
+        pass
+
+    def new_segment(self, base_offset: int) -> _CleanedMemorySegment:
+        return _CleanedMemorySegment(base_offset)
+
+    def written(self, any_segment: bool) -> None:
+        pass
+
+    def discard(self) -> None:
+        pass
+
+    def obstacle(self) -> str | None:
+        return None
+
+    def install(self, replacements: Sequence[tuple[Sequence[Segment], CleanedSegment]]) -> int:
+        size = 0
+        for old, cleaned in replacements:
+            assert isinstance(cleaned, _CleanedMemorySegment)
+            new = cleaned.segment
+            new.first_append_ms = old[0].first_append_ms
+            new.last_append_ms = max(s.last_append_ms for s in old)
+            self._log.replace_segments(old, new)
+            size += new.size
+        return size
+
+
 class MemoryLog(SegmentedLog):
     def __init__(self, config: LogConfig) -> None:
         super().__init__(config, [MemorySegment(0)], 0)
@@ -129,6 +196,9 @@ class MemoryLog(SegmentedLog):
 
     def _config_changed(self) -> None:
         pass  # segments read the config only through the log
+
+    def compaction_space(self) -> _MemoryCompactionSpace:
+        return _MemoryCompactionSpace(self)
 
 
 class MemoryLogStore:

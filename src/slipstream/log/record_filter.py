@@ -1,9 +1,8 @@
-"""The pure part of compaction: reading the records of a batch and rebuilding a batch
-with only the records that survive (no I/O; the compaction job decides which)."""
+"""Compaction's work on one batch: reading where its records sit and rebuilding it with
+only the records that survive (pure; ``compaction_filter.py`` decides which)."""
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -12,17 +11,11 @@ from slipstream.protocol import compression as _compression
 from slipstream.protocol.primitives import write_varint
 from slipstream.protocol.record_batch import (
     COMPRESSION_MASK,
-    CRC_OFFSET,
     DELETE_HORIZON_MASK,
     HEADER_SIZE,
-    LOG_OVERHEAD,
     BatchHeader,
-    compute_crc,
+    write_header,
 )
-
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-_UINT32 = struct.Struct(">I")
-
 
 # One reader of the records section's zig-zag varints for the log package; its error is
 # the compaction job's "skip this batch" signal too.
@@ -77,11 +70,6 @@ def record_spans(header: BatchHeader, batch: bytes | memoryview) -> tuple[bytes,
     return data, out
 
 
-def is_skipped(header: BatchHeader) -> bool:
-    """Batches compaction leaves alone and keeps out of the offset map."""
-    return header.is_control or header.is_transactional
-
-
 def delete_horizon(header: BatchHeader) -> int | None:
     return header.base_timestamp if header.attributes & DELETE_HORIZON_MASK else None
 
@@ -115,24 +103,19 @@ def rebuild_batch(header: BatchHeader, data: bytes, kept: Sequence[RecordSpan], 
         attributes |= DELETE_HORIZON_MASK
     out = bytearray(HEADER_SIZE)
     out += section
-    _HEADER.pack_into(
+    write_header(
         out,
-        0,
-        header.base_offset,
-        len(out) - LOG_OVERHEAD,
-        header.partition_leader_epoch,
-        2,
-        0,
-        attributes,
-        header.last_offset_delta,
-        new_base,
-        max_ts,
-        header.producer_id,
-        header.producer_epoch,
-        header.base_sequence,
-        len(kept),
+        base_offset=header.base_offset,
+        partition_leader_epoch=header.partition_leader_epoch,
+        attributes=attributes,
+        last_offset_delta=header.last_offset_delta,
+        base_timestamp=new_base,
+        max_timestamp=max_ts,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        record_count=len(kept),
     )
-    _UINT32.pack_into(out, CRC_OFFSET, compute_crc(memoryview(out)))
     return bytes(out)
 
 
@@ -143,22 +126,17 @@ def empty_batch(header: BatchHeader) -> bytes:
     producer's last sequence."""
     attributes = header.attributes & ~(DELETE_HORIZON_MASK | COMPRESSION_MASK)
     out = bytearray(HEADER_SIZE)
-    _HEADER.pack_into(
+    write_header(
         out,
-        0,
-        header.base_offset,
-        HEADER_SIZE - LOG_OVERHEAD,
-        header.partition_leader_epoch,
-        2,
-        0,
-        attributes,
-        header.last_offset_delta,
-        header.base_timestamp,
-        header.max_timestamp,
-        header.producer_id,
-        header.producer_epoch,
-        header.base_sequence,
-        0,
+        base_offset=header.base_offset,
+        partition_leader_epoch=header.partition_leader_epoch,
+        attributes=attributes,
+        last_offset_delta=header.last_offset_delta,
+        base_timestamp=header.base_timestamp,
+        max_timestamp=header.max_timestamp,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        record_count=0,
     )
-    _UINT32.pack_into(out, CRC_OFFSET, compute_crc(memoryview(out)))
     return bytes(out)

@@ -1,7 +1,7 @@
 """A partition log as an ordered list of segments: the logic both stores share.
 
 Offsets, rolling, reads across segment boundaries, timestamp lookups, DeleteRecords
-and retention live here once; ``memory.MemorySegment`` and ``segment.DiskSegment``
+and retention live here once; ``memory.MemorySegment`` and ``disk.segment.DiskSegment``
 only store batches. Every segment holds contiguous offsets (an offset jump rolls), so
 the log end offset is the last segment's next offset; compaction (``compaction.py``)
 later leaves gaps between the batches of closed segments, which reads step over.
@@ -84,6 +84,66 @@ class Segment(SegmentStats, Protocol):
     def delete(self) -> None: ...
 
 
+class CompactionError(Exception):
+    """A compaction pass that cannot go on (e.g. a damaged batch in a closed segment)."""
+
+
+class BatchSource(Protocol):
+    """One segment's batches as they were when a compaction pass was planned, readable on
+    the pass's worker thread while the log goes on (and may drop the segment)."""
+
+    name: str
+
+    def batches(self) -> Iterator[tuple[BatchHeader, bytes | memoryview]]:
+        """(header, batch) in offset order; CompactionError where the bytes are no batch."""
+        ...
+
+
+class CleanedSegment(Protocol):
+    """A segment a compaction pass writes on its worker thread, installed later."""
+
+    def add(self, batch: bytes | memoryview, header: BatchHeader) -> None: ...
+
+    def add_aborted(self, txn: AbortedTxn) -> None: ...
+
+    def finish(self) -> None:
+        """Everything is written (disk: durable)."""
+        ...
+
+    def abandon(self) -> None: ...
+
+
+class CompactionSpace(Protocol):
+    """What a log kind gives a compaction pass (``compaction.py``): the batches it reads,
+    the segments it writes, and how they replace the old ones."""
+
+    def source(self, segment: Segment) -> BatchSource: ...
+
+    def prepare(self) -> None:
+        """Worker thread, before the first cleaned segment is made."""
+        ...
+
+    def new_segment(self, base_offset: int) -> CleanedSegment: ...
+
+    def written(self, any_segment: bool) -> None:
+        """Worker thread, after the last cleaned segment was finished."""
+        ...
+
+    def discard(self) -> None:
+        """Drop whatever the pass staged (its segments were abandoned one by one)."""
+        ...
+
+    def obstacle(self) -> str | None:
+        """Why cleaned segments cannot be installed now (the owner thread asks)."""
+        ...
+
+    def install(self, replacements: Sequence[tuple[Sequence[Segment], CleanedSegment]]) -> int:
+        """Owner thread: each group of closed segments replaced by its cleaned segment.
+        Returns the cleaned segments' total size. On a failure the space cleans up what
+        it can (or leaves it for recovery) and raises."""
+        ...
+
+
 def _checked_header(batch: Buffer) -> BatchHeader:
     """The batch's header, after checking its length field matches its bytes."""
     if len(batch) < HEADER_SIZE:
@@ -120,6 +180,10 @@ class SegmentedLog(ABC):
     @abstractmethod
     def _config_changed(self) -> None:
         """React to update_config (e.g. a new index interval for the active segment)."""
+
+    @abstractmethod
+    def compaction_space(self) -> CompactionSpace | None:
+        """Where a compaction pass over this log reads and writes; None: no pass now."""
 
     # -- PartitionLog ------------------------------------------------------------------
 

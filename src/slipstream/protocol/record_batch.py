@@ -19,7 +19,7 @@ Layout (offsets in bytes)::
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from . import compression
@@ -115,21 +115,67 @@ def parse_header(buf: memoryview | bytes, pos: int = 0) -> BatchHeader:
     return BatchHeader(*_HEADER.unpack_from(buf, pos))
 
 
-def _crc32c(data: memoryview | bytes | bytearray) -> int:
-    # Imported on first use: the crc32c package's import costs ~25 ms of broker start-up.
+def write_header(
+    out: bytearray,
+    *,
+    base_offset: int,
+    partition_leader_epoch: int,
+    attributes: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    record_count: int,
+) -> None:
+    """Fill in the header of a batch being built: ``out`` holds HEADER_SIZE reserved bytes
+    and then the whole records section. The length comes from ``out``, then the CRC."""
+    _HEADER.pack_into(
+        out,
+        0,
+        base_offset,
+        len(out) - LOG_OVERHEAD,
+        partition_leader_epoch,
+        2,  # magic
+        0,  # crc, patched below
+        attributes,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        record_count,
+    )
+    _UINT32.pack_into(out, CRC_OFFSET, compute_crc(memoryview(out)))
+
+
+def _crc32c_first_use(data: memoryview | bytes | bytearray) -> int:
+    # Imported on first use: the crc32c package's import (importlib.metadata for its
+    # version) costs ~25 ms of broker start-up. A serving broker calls load_crc32c once
+    # its first requests are answered (broker.serve_forever), so no produce pays it then.
+    load_crc32c()
+    return int(_crc32c(data))
+
+
+_crc32c: Callable[[memoryview | bytes | bytearray], int] = _crc32c_first_use
+
+
+def load_crc32c() -> None:
+    """Import the C CRC-32C now (idempotent)."""
     global _crc32c
     from crc32c import crc32c
 
     _crc32c = crc32c
-    return int(crc32c(data))
 
 
 def compute_crc(batch: memoryview | bytes) -> int:
     return int(_crc32c(batch[ATTRIBUTES_OFFSET:]))
 
 
-def validate_batch(batch: memoryview | bytes) -> BatchHeader:
-    """Check one complete batch (exactly its bytes) and return its header."""
+def framed_header(batch: memoryview | bytes) -> BatchHeader:
+    """The header of one complete batch (exactly its bytes): magic 2, length matching."""
     if len(batch) < HEADER_SIZE:
         raise InvalidBatch(f"record batch of {len(batch)} bytes is shorter than its header")
     header = parse_header(batch)
@@ -139,6 +185,12 @@ def validate_batch(batch: memoryview | bytes) -> BatchHeader:
         raise InvalidBatch(
             f"record batch length field says {header.size} bytes but {len(batch)} were sent"
         )
+    return header
+
+
+def validate_batch(batch: memoryview | bytes) -> BatchHeader:
+    """Check one complete batch (exactly its bytes) and return its header."""
+    header = framed_header(batch)
     if header.last_offset_delta < 0 or header.record_count < 0:
         raise InvalidBatch("record batch has a negative record count or offset delta")
     if compute_crc(batch) != header.crc:

@@ -9,11 +9,16 @@ count (2^31-1 records in 70 bytes) fails as soon as the bytes run out, so the wo
 bounded by the batch's size, never by what its header claims.
 
 Errors are ``InvalidBatch`` (INVALID_RECORD), as Kafka answers InvalidRecordException.
+
+The record layout is in ``records.py``'s docstring. Its decoder walks the same fields
+but keeps keys and values; this walk keeps nothing (the produce path's cost), so the
+two loops stay separate and share only the varint tables (``varint_tables.py``).
 """
 
 from __future__ import annotations
 
 from .record_batch import InvalidBatch
+from .varint_tables import UNZIGZAG, UNZIGZAG_2
 
 # A varint (int32) or varlong (int64) spans at most 5 or 10 bytes.
 _MAX_VARLONG_BYTES = 10
@@ -32,13 +37,6 @@ def _long_varint(data: bytes | bytearray, pos: int) -> tuple[int, int]:
     raise InvalidBatch("a record varint is longer than 10 bytes")
 
 
-# Zigzag-decoded values of 1-byte varints, and of 2-byte ones indexed by
-# ``first + second * 128`` (None where the second byte continues too): table lookups
-# instead of shifts in the per-record loop, as in records.py's decoder.
-_UNZIGZAG: list[int] = [(z >> 1) ^ -(z & 1) for z in range(1 << 14)]
-_UNZIGZAG_2: list[int | None] = [None] * 0x80 + _UNZIGZAG + [None] * (0xFF + 0xFF * 0x80 + 1 - 0x80 - (1 << 14))
-
-
 def check_records(data: bytes | bytearray, pos: int, count: int, where: str) -> list[int]:
     """Walk ``count`` records in ``data[pos:]``; return the indices of records with a null key.
 
@@ -51,8 +49,8 @@ def check_records(data: bytes | bytearray, pos: int, count: int, where: str) -> 
     end = len(data)
     keyless: list[int] = []
     long_varint = _long_varint
-    unzz = _UNZIGZAG
-    unzz2 = _UNZIGZAG_2
+    unzz = UNZIGZAG
+    unzz2 = UNZIGZAG_2
     index = 0
     try:
         for index in range(count):

@@ -31,17 +31,18 @@ from slipstream.protocol.primitives import DecodeError, read_uvarint, read_varin
 from slipstream.protocol.record_batch import (
     COMPRESSION_MASK,
     CONTROL_MASK,
-    CRC_OFFSET,
     HEADER_SIZE,
     LOG_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
     BatchHeader,
     InvalidBatch,
-    compute_crc,
+    framed_header,
     parse_header,
     validate_batch,
+    write_header,
 )
+from slipstream.protocol.varint_tables import TABLE_LIMIT, UNZIGZAG, UNZIGZAG_2
 
 NO_TIMESTAMP = -1
 CREATE_TIME = 0
@@ -50,18 +51,14 @@ LOG_APPEND_TIME = 1
 CONTROL_ABORT = 0
 CONTROL_COMMIT = 1
 
-# Batch header with the CRC written as 0; the CRC is patched in once the body is known.
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-_UINT32 = struct.Struct(">I")
 _CONTROL_KEY = struct.Struct(">hh")
 _CONTROL_VALUE = struct.Struct(">hi")
 
 # Ready-made encodings of zigzag values below 2**14 (1- and 2-byte varints): lengths,
 # offset deltas and timestamp deltas of a typical batch all land here, so the encoder
 # appends a cached bytes object instead of looping bit by bit.
-_TABLE_LIMIT = 1 << 14
 _VARINT_TABLE: list[bytes] = [bytes((z,)) for z in range(0x80)] + [
-    bytes(((z & 0x7F) | 0x80, z >> 7)) for z in range(0x80, _TABLE_LIMIT)
+    bytes(((z & 0x7F) | 0x80, z >> 7)) for z in range(0x80, TABLE_LIMIT)
 ]
 _NULL = _VARINT_TABLE[1]  # zigzag(-1): null key/value
 _ZERO = _VARINT_TABLE[0]
@@ -119,7 +116,7 @@ class Record:
 def _put(out: bytearray, n: int) -> None:
     """Append ``n`` as a zigzag varint."""
     z = (n << 1) ^ (n >> 63)
-    if z < _TABLE_LIMIT:
+    if z < TABLE_LIMIT:
         out += _VARINT_TABLE[z]
     else:
         write_varint(out, n)
@@ -198,24 +195,19 @@ def build_batch(
         max_ts = _encode_records(plain, records, base_ts)
         out += _compression.compress(codec, plain)
 
-    _HEADER.pack_into(
+    write_header(
         out,
-        0,
-        base_offset,
-        len(out) - LOG_OVERHEAD,
-        partition_leader_epoch,
-        2,  # magic
-        0,  # crc, patched below
-        attributes,
-        len(records) - 1,
-        base_ts,
-        max_ts,
-        producer_id,
-        producer_epoch,
-        base_sequence,
-        len(records),
+        base_offset=base_offset,
+        partition_leader_epoch=partition_leader_epoch,
+        attributes=attributes,
+        last_offset_delta=len(records) - 1,
+        base_timestamp=base_ts,
+        max_timestamp=max_ts,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        record_count=len(records),
     )
-    _UINT32.pack_into(out, CRC_OFFSET, compute_crc(memoryview(out)))
     return bytes(out)
 
 
@@ -297,18 +289,7 @@ def _open_batch(
 ) -> tuple[BatchHeader, bytes, int]:
     """Check one batch; return its header, the bytes holding its records and where they start."""
     view = memoryview(batch)
-    if verify_crc:
-        header = validate_batch(view)
-    else:
-        if len(view) < HEADER_SIZE:
-            raise InvalidBatch(f"record batch of {len(view)} bytes is shorter than its header")
-        header = parse_header(view)
-        if header.magic != 2:
-            raise InvalidBatch(f"unsupported record batch magic {header.magic}")
-        if header.size != len(view):
-            raise InvalidBatch(
-                f"record batch length field says {header.size} bytes but {len(view)} were given"
-            )
+    header = validate_batch(view) if verify_crc else framed_header(view)
     codec = header.compression
     if codec == _compression.NONE:
         # Records are sliced out of bytes (cheaper than slicing a view and copying);
@@ -365,19 +346,6 @@ class _NoHeaders(list[tuple[str, bytes | None]]):
 NO_HEADERS: list[tuple[str, bytes | None]] = _NoHeaders()
 
 
-# Zigzag-decoded values of every 1- and 2-byte varint payload (below 2**14): one list
-# lookup instead of shift/xor/negate per field in the record loop.
-_UNZIGZAG: list[int] = [(z >> 1) ^ -(z & 1) for z in range(_TABLE_LIMIT)]
-
-# The same values indexed by ``b + c * 128`` for a varint whose first byte b has the
-# continuation bit set and whose second byte is c: two bytecode ops (both specialized
-# int add/multiply) instead of mask/shift/or, and the "second byte also continues" test
-# folded in as None (any c >= 128 lands past the 2-byte entries).
-_UNZIGZAG_2: list[int | None] = (
-    [None] * 0x80 + list(_UNZIGZAG) + [None] * (0xFF + 0xFF * 0x80 + 1 - 0x80 - _TABLE_LIMIT)
-)
-
-
 def _read_long_varint(data: bytes, pos: int) -> tuple[int, int]:
     """A zigzag varint of 3 or more bytes (the record loop inlines the short ones)."""
     z, pos = read_uvarint(data, pos)
@@ -403,8 +371,8 @@ def _decode_fields(
     # delta is not their index (compacted batches), records that have headers.
     odd_offsets: list[tuple[int, int]] = []
     with_headers: list[tuple[int, list[tuple[str, bytes | None]]]] = []
-    unzz = _UNZIGZAG
-    unzz2 = _UNZIGZAG_2
+    unzz = UNZIGZAG
+    unzz2 = UNZIGZAG_2
     long_varint = _read_long_varint
     offset_delta = 0
     try:

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import re
 
+from .primitives import read_varint, write_varint
+
 # Widths (in bytes) of the timestamp- and offset-delta varints a record may use and
 # still match: up to ~2^27 ms (37 hours) of timestamps and 2^20 records in one batch.
 _TIMESTAMP_DELTA_WIDTHS = (1, 2, 3, 4)
@@ -34,25 +36,9 @@ _patterns: dict[tuple[int, int], re.Pattern[bytes]] = {}
 
 def zigzag_varint(value: int) -> bytes:
     """The canonical (shortest) zigzag varint of ``value``."""
-    raw = (value << 1) ^ (value >> 63)
     out = bytearray()
-    while raw >= 0x80:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
+    write_varint(out, value)
     return bytes(out)
-
-
-def _read_varint(data: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
-    raw = 0
-    shift = 0
-    for i in range(pos, pos + 10):
-        byte = data[i]
-        raw |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (raw >> 1) ^ -(raw & 1), i + 1
-        shift += 7
-    raise ValueError("varint longer than 10 bytes")
 
 
 def first_record_shape(data: bytes | bytearray | memoryview) -> tuple[int, int] | None:
@@ -62,14 +48,14 @@ def first_record_shape(data: bytes | bytearray | memoryview) -> tuple[int, int] 
     # short copy (indexing bytes is cheaper than indexing a view), then skip the key.
     try:
         head = bytes(data[:_HEAD_BYTES])
-        length, pos = _read_varint(head, 0)
+        length, pos = read_varint(head, 0)
         stop = pos + length
         pos += 1  # attributes
-        _, pos = _read_varint(head, pos)  # timestamp delta
-        _, pos = _read_varint(head, pos)  # offset delta
-        key_length, pos = _read_varint(head, pos)
+        _, pos = read_varint(head, pos)  # timestamp delta
+        _, pos = read_varint(head, pos)  # offset delta
+        key_length, pos = read_varint(head, pos)
         pos += max(key_length, 0)
-        value_length, width = _read_varint(bytes(data[pos : pos + 5]), 0)
+        value_length, width = read_varint(bytes(data[pos : pos + 5]), 0)
         pos += width + max(value_length, 0)
         if stop > len(data) or pos + 1 != stop or data[pos] != 0:
             return None

@@ -16,9 +16,10 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
-from ..client.admin import EARLIEST, LATEST, Admin
+from ..client.admin import Admin
 from ..client.cluster import Cluster
 from ..client.connection import ConnectionClosed
+from ..client.log_offsets_admin import EARLIEST, LATEST
 from ..client.security import PLAINTEXT, ClientSecurity
 from ..protocol.apis.fetch import SPEC as FETCH
 from ..protocol.apis.fetch import FetchRequest, FetchRequestPartition, FetchRequestTopic

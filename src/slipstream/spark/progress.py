@@ -22,7 +22,8 @@ from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
 
-from ..client.admin import LATEST, Admin
+from ..client.admin import Admin
+from ..client.log_offsets_admin import LATEST
 from . import kafka_io
 from .options import OffsetMap, OptionError, offsets_from_json
 

@@ -43,7 +43,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from ..client.admin import EARLIEST, LATEST, Admin
+from ..client.admin import Admin
+from ..client.log_offsets_admin import EARLIEST, LATEST
 from ..client.security import PLAINTEXT, ClientSecurity
 from ..protocol.records import Record
 from . import kafka_io

@@ -14,8 +14,10 @@ import time
 from collections.abc import Coroutine
 from typing import Any, Protocol, TypeVar
 
-from ..client.admin import EARLIEST, LATEST, Admin
-from ..client.consumer import Consumer, Message
+from ..client.admin import Admin
+from ..client.consumer import Consumer
+from ..client.consumer_messages import Message
+from ..client.log_offsets_admin import EARLIEST, LATEST
 from ..client.serde import Deserializer
 from ..protocol.errors import ErrorCode, KafkaError
 

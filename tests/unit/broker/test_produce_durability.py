@@ -9,7 +9,7 @@ import pytest
 from txn_helpers import txn_batch
 
 from slipstream.broker.broker import Broker
-from slipstream.log.partition_log import DiskLog
+from slipstream.log.disk.disk_log import DiskLog
 from slipstream.protocol.errors import ErrorCode, KafkaError
 
 PID = 7

@@ -22,7 +22,7 @@ from broker_helpers import raw_connection
 
 from slipstream.broker.broker import Broker
 from slipstream.broker.topics import OFFSETS_TOPIC
-from slipstream.log.store import DiskLogStore
+from slipstream.log.disk.store import DiskLogStore
 from slipstream.protocol.apis import metadata as md
 from slipstream.protocol.errors import ErrorCode
 
@@ -238,6 +238,7 @@ NOT_LOADED_TO_SERVE = (
     "slipstream.cli.acls",
     "slipstream.broker.admin",
     "slipstream.log.compaction",
+    "slipstream.log.disk.compaction_space",
     "slipstream.log.postgres",
     "prometheus_client",
     "pyspark",

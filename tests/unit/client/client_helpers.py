@@ -14,7 +14,7 @@ from slipstream.broker.broker import Broker
 from slipstream.client.admin import Admin
 from slipstream.client.assignors import TopicPartition
 from slipstream.client.cluster import Cluster
-from slipstream.client.membership import RebalanceListener
+from slipstream.client.rebalance_listener import RebalanceListener
 
 DEADLINE_S = 15.0
 

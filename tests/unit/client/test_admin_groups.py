@@ -17,16 +17,12 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from slipstream.broker.broker import Broker
-from slipstream.client.admin import (
-    EARLIEST,
-    LATEST,
-    Admin,
-    CommittedOffset,
-    PartitionLag,
-    decode_member_assignment,
-)
+from slipstream.client.admin import Admin
 from slipstream.client.cluster import Cluster
+from slipstream.client.committed_offsets_admin import CommittedOffset, PartitionLag
 from slipstream.client.connection import ConnectionClosed
+from slipstream.client.group_admin import decode_member_assignment
+from slipstream.client.log_offsets_admin import EARLIEST, LATEST
 from slipstream.protocol.apis.describe_groups import SPEC as DESCRIBE_GROUPS
 from slipstream.protocol.apis.find_coordinator import SPEC as FIND_COORDINATOR
 from slipstream.protocol.apis.find_coordinator import (
@@ -143,7 +139,7 @@ async def test_find_coordinator_is_the_broker_and_cached(env: dict[str, Any], ad
     assert (node.node_id, node.port) == (broker.config.node_id, broker.port)
     both = await admin.find_coordinators([LIVE, DONE])
     assert both == {LIVE: node, DONE: node}
-    assert admin._coordinators[LIVE] is node
+    assert admin.group_coordinators.cached(LIVE) is node
 
 
 class FakeAnswers:
@@ -243,7 +239,7 @@ async def test_not_coordinator_rediscovers_and_retries(admin: Admin, monkeypatch
         DescribeGroupsResponseDescribedGroup,
     )
 
-    real = admin._node_connection
+    real = admin.group_coordinators.node_connection
     fakes: list[FakeAnswers] = []
     wrong = DescribeGroupsResponse(
         groups=[DescribeGroupsResponseDescribedGroup(group_id=DONE, error_code=ErrorCode.NOT_COORDINATOR)]
@@ -254,7 +250,7 @@ async def test_not_coordinator_rediscovers_and_retries(admin: Admin, monkeypatch
         fakes.append(fake)
         return fake
 
-    monkeypatch.setattr(admin, "_node_connection", node_connection)
+    monkeypatch.setattr(admin.group_coordinators, "node_connection", node_connection)
     described = await admin.describe_group(DONE)
     assert described.state == "Empty"
     assert len(fakes) == 2

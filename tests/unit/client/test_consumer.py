@@ -21,7 +21,8 @@ from slipstream.broker.broker import Broker
 from slipstream.client.admin import Admin
 from slipstream.client.assignors import TopicPartition
 from slipstream.client.cluster import Cluster
-from slipstream.client.consumer import ConcurrentModificationError, Consumer, Message
+from slipstream.client.consumer import ConcurrentModificationError, Consumer
+from slipstream.client.consumer_messages import Message
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -190,7 +191,7 @@ def test_assign_seek_position_pause_resume(broker: Broker) -> None:
     assert c.position(("t", 0)) == 0
 
     def buffered(tp: TopicPartition) -> int:  # a peek at the network thread's fetch buffer
-        return c._do(lambda: c._core.fetcher.buffered_bytes(tp))
+        return c._do(lambda: c._runtime.fetcher.buffered_bytes(tp))
 
     deadline = time.monotonic() + DEADLINE_S
     while buffered(("t", 1)) == 0:

@@ -26,13 +26,13 @@ from slipstream.client.cluster import Cluster
 from slipstream.client.consumer_config import ConsumerConfig
 from slipstream.client.consumer_group import (
     ConsumerGroup,
-    ConsumerGroupClaim,
     ConsumerGroupClosedError,
     ConsumerGroupHandler,
-    ConsumerGroupSession,
-    ConsumerMessage,
 )
-from slipstream.client.membership import CoordinatorLocator, FencedInstanceError
+from slipstream.client.consumer_group_session import ConsumerGroupClaim, ConsumerGroupSession
+from slipstream.client.consumer_messages import ConsumerMessage
+from slipstream.client.coordinator_locator import CoordinatorLocator
+from slipstream.client.group_errors import FencedInstanceError
 from slipstream.client.offsets import GroupOffsets
 
 pytestmark = pytest.mark.timeout(60)

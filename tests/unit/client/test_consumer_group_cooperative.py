@@ -33,14 +33,12 @@ from slipstream.broker.broker import Broker
 from slipstream.client.assignors import TopicPartition
 from slipstream.client.cluster import Cluster
 from slipstream.client.consumer_config import ConsumerConfig
-from slipstream.client.consumer_group import (
-    ConsumerGroup,
-    ConsumerGroupClaim,
-    ConsumerGroupHandler,
-    ConsumerGroupSession,
-)
-from slipstream.client.membership import CoordinatorLocator, MemberState, RebalanceListener
+from slipstream.client.consumer_group import ConsumerGroup, ConsumerGroupHandler
+from slipstream.client.consumer_group_session import ConsumerGroupClaim, ConsumerGroupSession
+from slipstream.client.coordinator_locator import CoordinatorLocator
+from slipstream.client.membership_types import MemberState
 from slipstream.client.offsets import GroupOffsets
+from slipstream.client.rebalance_listener import RebalanceListener
 from slipstream.protocol.errors import ErrorCode, KafkaError
 
 pytestmark = pytest.mark.timeout(60)

@@ -18,14 +18,10 @@ from confluent_kafka import Producer as CkProducer
 from slipstream.client.admin import Admin
 from slipstream.client.assignors import TopicPartition
 from slipstream.client.cluster import Cluster
-from slipstream.client.consumer_group import (
-    ConsumerGroup,
-    ConsumerGroupClaim,
-    ConsumerGroupHandler,
-    ConsumerGroupSession,
-    ConsumerMessage,
-)
-from slipstream.client.membership import Generation
+from slipstream.client.consumer_group import ConsumerGroup, ConsumerGroupHandler
+from slipstream.client.consumer_group_session import ConsumerGroupClaim, ConsumerGroupSession
+from slipstream.client.consumer_messages import ConsumerMessage
+from slipstream.client.membership_types import Generation
 from slipstream.client.offsets import OffsetAndMetadata
 
 pytestmark = pytest.mark.timeout(60)

@@ -15,21 +15,16 @@ import pytest
 from slipstream.client.assignors import TopicPartition
 from slipstream.client.cluster import Cluster, TopicInfo
 from slipstream.client.consumer_config import ConsumerConfig
-from slipstream.client.consumer_membership import (
-    ConsumerGroupMembership,
-    ConsumerMemberCore,
-    Phase,
-    consumer_fatal_error,
-)
-from slipstream.client.membership import (
-    Action,
+from slipstream.client.consumer_member_core import ConsumerMemberCore, Phase
+from slipstream.client.consumer_membership import ConsumerGroupMembership
+from slipstream.client.group_errors import (
     FatalGroupError,
     FencedInstanceError,
-    Generation,
-    MemberState,
-    RebalanceListener,
+    consumer_fatal_error,
 )
+from slipstream.client.membership_types import Action, Generation, MemberState
 from slipstream.client.offsets import CommitFailedError, GroupOffsets, OffsetAndMetadata
+from slipstream.client.rebalance_listener import RebalanceListener
 from slipstream.protocol.apis.consumer_group_heartbeat import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,

@@ -21,21 +21,15 @@ from client_helpers import DEADLINE_S, Ledger, Recorder, create_topic, produce, 
 from slipstream.broker.broker import Broker
 from slipstream.client.aio_consumer import AIOConsumer
 from slipstream.client.assignors import TopicPartition
+from slipstream.client.classic_membership import GroupMembership
 from slipstream.client.cluster import Cluster
 from slipstream.client.consumer import Consumer
 from slipstream.client.consumer_config import ConsumerConfig
-from slipstream.client.consumer_group import (
-    ConsumerGroup,
-    ConsumerGroupClaim,
-    ConsumerGroupHandler,
-    ConsumerGroupSession,
-)
+from slipstream.client.consumer_group import ConsumerGroup, ConsumerGroupHandler
+from slipstream.client.consumer_group_session import ConsumerGroupClaim, ConsumerGroupSession
 from slipstream.client.consumer_membership import ConsumerGroupMembership
-from slipstream.client.membership import (
-    CoordinatorLocator,
-    FatalGroupError,
-    GroupMembership,
-)
+from slipstream.client.coordinator_locator import CoordinatorLocator
+from slipstream.client.group_errors import FatalGroupError
 from slipstream.client.offsets import GroupOffsets
 from slipstream.client.tasks import cancel_and_wait
 from slipstream.protocol.errors import ErrorCode
@@ -298,7 +292,7 @@ async def test_aio_consumer_consumes_commits_and_the_commits_are_fetched_back() 
             assert sorted(got) == sorted(
                 [(0, i) for i in range(5)] + [(1, i) for i in range(7)] + [(2, i) for i in range(3)]
             )
-            m = c.core.membership
+            m = c.runtime.membership
             assert isinstance(m, ConsumerGroupMembership) and m.member_epoch > 0
             committed = await c.commit()
             assert committed == {("t", 0): 5, ("t", 1): 7, ("t", 2): 3}
@@ -390,7 +384,7 @@ async def test_max_poll_interval_leaves_and_the_next_poll_rejoins_with_the_same_
                 while len(c.assignment()) != 2 or len(other.assignment()) != 2:
                     await c.getmany(timeout_s=0.05)
                     await other.getmany(timeout_s=0.05)
-            m = c.core.membership
+            m = c.runtime.membership
             assert isinstance(m, ConsumerGroupMembership)
             member_id = m.member_id
             # c stops calling getmany: its watchdog leaves (epoch -1) and other takes over.

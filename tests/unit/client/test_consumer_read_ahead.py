@@ -17,10 +17,11 @@ from client_helpers import fast_consumer_settings
 from confluent_kafka import Producer as CkProducer
 
 from slipstream.broker.broker import Broker
-from slipstream.client import consumer as consumer_module
+from slipstream.client import consumer_read_ahead
 from slipstream.client.admin import Admin
 from slipstream.client.cluster import Cluster
-from slipstream.client.consumer import Consumer, Message
+from slipstream.client.consumer import Consumer
+from slipstream.client.consumer_messages import Message
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -154,7 +155,7 @@ def test_several_polls_ahead_each_poll_bounded_positions_exact(broker: Broker) -
         assert [m.offset for m in got] == [0, 1, 2, 3, 4]
         # More than one poll's worth is read ahead, never more than the cap.
         wait_ahead(c, 10)
-        assert len(c._ready) <= 5 * consumer_module._READ_AHEAD_POLLS
+        assert len(c._ready) <= 5 * consumer_read_ahead.READ_AHEAD_POLLS
         assert c.position(("rm", 0)) == 5
         batch = c.poll(1.0)
         assert [m.offset for m in batch] == [5, 6, 7, 8, 9]

@@ -238,7 +238,7 @@ async def test_lost_connection_is_retried_without_losing_records() -> None:
         await produce(b, 0, 10)
         fetcher.add({T0: 0})
         assert len(await consume(fetcher, T0, 10)) == 10
-        for conn in list(fetcher._conns.values()):
+        for conn in fetcher.connections.open_connections():
             conn._fail(ConnectionClosed("test drops the connection"))
         await produce(b, 0, 10, start=10)
         assert [index(r) for r in await consume(fetcher, T0, 10)] == list(range(10, 20))

@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 
 from slipstream.client.cluster import Cluster
-from slipstream.client.consumer import Message
 from slipstream.client.consumer_config import ConsumerConfig
-from slipstream.client.consumer_group import ConsumerMessage
+from slipstream.client.consumer_messages import ConsumerMessage, Message
 from slipstream.client.fetch_core import PartitionResult
 from slipstream.client.fetcher import FetchedRecord, Fetcher, PartitionState, is_fetchable
 from slipstream.protocol.apis.fetch import FetchResponsePartition
@@ -171,7 +170,7 @@ def test_buffered_bytes_stay_within_the_documented_bound(mpfb: int, pbb: int) ->
     peak = 0
     next_batch = 0
     for _ in range(300):
-        if is_fetchable(st, 100.0, f.buffer_limit, f.max_processing_s):
+        if is_fetchable(st, 100.0, f.core.buffer_limit, f.core.max_processing_s):
             want = f.core.fetch_size(st)
             data = bytearray()
             while next_batch < len(log) and (not data or len(data) + one <= want):
@@ -191,7 +190,7 @@ def test_short_wait_while_another_partition_is_held_back_by_its_full_buffer() ->
     request, _sent = f.core.build_request(0, [s0, s1], {})
     assert request.max_wait_ms == 500
     feed(f, T1, batch(0, 3))  # T1's buffer is now full: it is left out of the next fetch
-    assert not is_fetchable(s1, 100.0, f.buffer_limit, f.max_processing_s)
+    assert not is_fetchable(s1, 100.0, f.core.buffer_limit, f.core.max_processing_s)
     request, _sent = f.core.build_request(0, [s0], {})
     assert request.max_wait_ms == 10
     f.pause([T1])  # paused: nothing to wait for

@@ -194,20 +194,20 @@ def test_backpressure_follows_the_buffer_limit_and_the_processing_time() -> None
     clock = Clock()
     f = fetcher(clock=clock, partition_buffer_bytes=1, max_processing_time_ms=100)
     st = f.core.parts[T0]
-    assert is_fetchable(st, clock.now, f.buffer_limit, f.max_processing_s)
+    assert is_fetchable(st, clock.now, f.core.buffer_limit, f.core.max_processing_s)
     feed(f, T0, batch(0, 3))
-    assert not is_fetchable(st, clock.now, f.buffer_limit, f.max_processing_s)  # buffer full
+    assert not is_fetchable(st, clock.now, f.core.buffer_limit, f.core.max_processing_s)  # buffer full
     assert offsets(f) == [0, 1, 2]
-    assert is_fetchable(st, clock.now, f.buffer_limit, f.max_processing_s)
+    assert is_fetchable(st, clock.now, f.core.buffer_limit, f.core.max_processing_s)
 
     f = fetcher(clock=clock, partition_buffer_bytes=1 << 20, max_processing_time_ms=100)
     st = f.core.parts[T0]
     feed(f, T0, batch(0, 3))
-    assert is_fetchable(st, clock.now, f.buffer_limit, f.max_processing_s)
+    assert is_fetchable(st, clock.now, f.core.buffer_limit, f.core.max_processing_s)
     clock.now += 0.2
-    assert not is_fetchable(st, clock.now, f.buffer_limit, f.max_processing_s)  # consumer too slow
+    assert not is_fetchable(st, clock.now, f.core.buffer_limit, f.core.max_processing_s)  # consumer too slow
     assert [r.offset for r in f.drain(1)[T0]] == [0]  # draining resets the timer
-    assert is_fetchable(st, clock.now, f.buffer_limit, f.max_processing_s)
+    assert is_fetchable(st, clock.now, f.core.buffer_limit, f.core.max_processing_s)
 
 
 def test_fetchable_rule() -> None:

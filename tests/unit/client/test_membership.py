@@ -29,14 +29,12 @@ from confluent_kafka import Consumer as CkConsumer
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from slipstream.client.assignors import TopicPartition
+from slipstream.client.classic_membership import GroupMembership
 from slipstream.client.cluster import Cluster
 from slipstream.client.consumer_config import ConsumerConfig
+from slipstream.client.coordinator_locator import CoordinatorLocator
 from slipstream.client.fetcher import Fetcher
-from slipstream.client.membership import (
-    CoordinatorLocator,
-    FencedInstanceError,
-    GroupMembership,
-)
+from slipstream.client.group_errors import FencedInstanceError
 from slipstream.client.offsets import CommitFailedError, GroupOffsets, OffsetAndMetadata
 from slipstream.protocol.errors import ErrorCode
 

@@ -5,14 +5,11 @@ from __future__ import annotations
 import pytest
 
 from slipstream.client.assignors import get_assignor
+from slipstream.client.classic_member_core import MemberCore
 from slipstream.client.consumer_config import ConsumerConfig
-from slipstream.client.membership import (
-    Action,
-    MemberCore,
-    MemberState,
-    backoff_s,
-    classify_group_error,
-)
+from slipstream.client.group_errors import classify_group_error
+from slipstream.client.membership_types import Action, MemberState
+from slipstream.client.retry import backoff_s
 from slipstream.protocol.apis.heartbeat import HeartbeatResponse
 from slipstream.protocol.apis.join_group import JoinGroupResponse, JoinGroupResponseMember
 from slipstream.protocol.apis.sync_group import SyncGroupResponse

@@ -14,10 +14,12 @@ import pytest
 
 from slipstream.broker.broker import Broker
 from slipstream.client.admin import Admin
+from slipstream.client.classic_membership import GroupMembership
 from slipstream.client.cluster import Cluster
 from slipstream.client.connection import BrokerConnection, ConnectionClosed
 from slipstream.client.consumer_config import ConsumerConfig
-from slipstream.client.membership import CoordinatorLocator, GroupMembership, MemberState
+from slipstream.client.coordinator_locator import CoordinatorLocator
+from slipstream.client.membership_types import MemberState
 from slipstream.client.offsets import GroupOffsets
 from slipstream.protocol.apis.heartbeat import HeartbeatResponse
 from slipstream.protocol.apis.join_group import JoinGroupResponse

@@ -14,7 +14,8 @@ from slipstream.broker.broker import Broker
 from slipstream.client.admin import Admin
 from slipstream.client.aio_consumer import AIOConsumer
 from slipstream.client.cluster import Cluster, TopicInfo
-from slipstream.client.consumer import Consumer, Message
+from slipstream.client.consumer import Consumer
+from slipstream.client.consumer_messages import Message
 from slipstream.client.producer import AIOProducer
 from slipstream.client.subscription import TopicPattern
 
@@ -105,7 +106,7 @@ async def test_aio_consumer_pattern_picks_up_new_topics_and_drops_deleted() -> N
             c.subscribe(re.compile(r"metrics\..*"), listener=Listener())
             await take(3)
             assert sorted(m.value or b"" for m in got) == [b"cpu-0", b"cpu-1", b"mem-0"]
-            assert c.core.subscribed == ("metrics.cpu", "metrics.mem")
+            assert c.runtime.subscribed == ("metrics.cpu", "metrics.mem")
             await c.commit()  # the rebalance below resumes from here
 
             # a matching topic created later joins the subscription with a rebalance
@@ -120,7 +121,7 @@ async def test_aio_consumer_pattern_picks_up_new_topics_and_drops_deleted() -> N
             async with asyncio.timeout(DEADLINE_S):
                 while c.assignment() != {("metrics.cpu", 0), ("metrics.disk", 0)}:
                     await c.getmany(0.1)
-            assert c.core.subscribed == ("metrics.cpu", "metrics.disk")
+            assert c.runtime.subscribed == ("metrics.cpu", "metrics.disk")
         assert all(tp[0] != "logs.app" for tps in assigned for tp in tps)
         assert len(got) == 4
 

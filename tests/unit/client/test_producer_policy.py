@@ -341,3 +341,28 @@ def test_send_waits_max_block_ms_for_memory_then_fails() -> None:
     finally:
         loop.close()
     assert waited == pytest.approx(0.2)  # max_block_ms, not before and not later
+
+
+def test_close_waits_its_timeout_for_delivery_then_fails_what_is_left() -> None:
+    from slipstream.client.producer import AIOProducer
+
+    loop = VirtualTimeLoop()
+
+    async def main() -> tuple[float, asyncio.Future[Any]]:
+        # No broker and no sender: the queued record is never acknowledged.
+        p = AIOProducer("127.0.0.1:9", linger_ms=0)
+        p._loop = asyncio.get_running_loop()
+        p._cluster.topics["t"] = TopicInfo("t", None, 0, False, {0: 1})  # type: ignore[arg-type]
+        fut = await p.send("t", b"v")
+        p._started = True  # what start() leaves behind, less the sender task
+        started = loop.time()
+        await p.close(timeout=0.2)
+        return loop.time() - started, fut
+
+    try:
+        waited, fut = loop.run_until_complete(main())
+    finally:
+        loop.close()
+    assert waited == pytest.approx(0.2)  # the timeout, not before and not later
+    with pytest.raises(ProducerClosedError):
+        fut.result()

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from slipstream.log.api import LogConfig, LogStore, PartitionLog
+from slipstream.log.disk.store import DiskLogStore
 from slipstream.log.memory import MemoryLogStore
-from slipstream.log.store import DiskLogStore
 
 
 class LogEnv:

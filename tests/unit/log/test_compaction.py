@@ -16,9 +16,11 @@ from log_env import LogEnv
 from slipstream.log import compaction
 from slipstream.log.api import LogConfig, PartitionLog
 from slipstream.log.compaction import compact, plan_compaction
-from slipstream.log.partition_log import DiskLog
+from slipstream.log.compaction_filter import CompactionStats
+from slipstream.log.disk import compaction_space
+from slipstream.log.disk.disk_log import DiskLog
+from slipstream.log.disk.swap import STAGING_DIR, SWAP_MARKER
 from slipstream.log.segmented import SegmentedLog
-from slipstream.log.swap import STAGING_DIR, SWAP_MARKER
 from slipstream.protocol import compression
 from slipstream.protocol.record_batch import DELETE_HORIZON_MASK, BatchHeader, parse_header
 from slipstream.protocol.records import (
@@ -89,7 +91,7 @@ def segment_count(log: PartitionLog) -> int:
     return log.segment_count
 
 
-def run(log: PartitionLog, now: int = 10_000, retention: int = DAY) -> compaction.CompactionStats:
+def run(log: PartitionLog, now: int = 10_000, retention: int = DAY) -> CompactionStats:
     stats = compact(log, now_ms=now, delete_retention_ms=retention)
     assert stats.aborted is None or stats.aborted == "nothing to compact"
     return stats
@@ -523,7 +525,7 @@ def test_crash_during_the_swap_recovers_old_or_new(
         if name == crash_at:
             raise Crash(name)
 
-    monkeypatch.setattr(compaction, "_step", step)
+    monkeypatch.setattr(compaction_space, "_step", step)
     if crash_at != "staged":  # "staged": the worker finished, the swap never started
         with pytest.raises(Crash):
             job.install()

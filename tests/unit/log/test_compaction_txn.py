@@ -9,7 +9,8 @@ from log_env import LogEnv
 from txn_writer import TxnWriter
 
 from slipstream.log.api import LogConfig, PartitionLog
-from slipstream.log.compaction import CompactionStats, compact
+from slipstream.log.compaction import compact
+from slipstream.log.compaction_filter import CompactionStats
 from slipstream.protocol.record_batch import split_batches
 from slipstream.protocol.records import decode_batch
 

@@ -10,7 +10,7 @@ from log_env import LogEnv
 from txn_writer import TxnWriter
 
 from slipstream.log.api import AbortedTxn, LogConfig
-from slipstream.log.partition_log import DiskLog
+from slipstream.log.disk.disk_log import DiskLog
 
 
 def test_empty_and_simple_ranges(env: LogEnv) -> None:

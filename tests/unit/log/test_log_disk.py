@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 from log_batches import make_batch, split
 
-from slipstream.log import segment as segment_module
 from slipstream.log.api import LogConfig
-from slipstream.log.checkpoint import read_offset, write_offset
-from slipstream.log.partition_log import DiskLog
-from slipstream.log.recovery import LOG_START_FILE
-from slipstream.log.segment import DiskSegment
-from slipstream.log.store import DiskLogStore
+from slipstream.log.disk import segment as segment_module
+from slipstream.log.disk.checkpoint import read_offset, write_offset
+from slipstream.log.disk.disk_log import DiskLog
+from slipstream.log.disk.recovery import LOG_START_FILE
+from slipstream.log.disk.segment import DiskSegment
+from slipstream.log.disk.store import DiskLogStore
 from slipstream.protocol.record_batch import parse_header
 
 BIG = 1 << 30

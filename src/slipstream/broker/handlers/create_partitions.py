@@ -26,7 +26,7 @@ from ...protocol.apis.create_partitions import (
     CreatePartitionsResponseTopic,
 )
 from ...protocol.errors import ErrorCode, KafkaError
-from ..mutation_quota import QuotaCheck
+from ..mutation_quota_check import QuotaCheck
 from ..request_context import RequestContext
 from ..security.acl import Operation
 from ..state import BrokerState

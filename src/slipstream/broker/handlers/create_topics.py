@@ -26,7 +26,7 @@ from ...protocol.apis.create_topics import (
 )
 from ...protocol.errors import ErrorCode, KafkaError
 from ..admin_slices import Slices
-from ..mutation_quota import QuotaCheck
+from ..mutation_quota_check import QuotaCheck
 from ..request_context import RequestContext
 from ..security.acl import Operation
 from ..state import BrokerState

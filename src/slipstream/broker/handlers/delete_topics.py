@@ -21,7 +21,7 @@ from ...protocol.apis.delete_topics import (
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.primitives import ZERO_UUID
 from ..admin_slices import Slices
-from ..mutation_quota import QuotaCheck
+from ..mutation_quota_check import QuotaCheck
 from ..request_context import RequestContext
 from ..security.acl import Operation
 

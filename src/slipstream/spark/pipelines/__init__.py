@@ -3,7 +3,7 @@
 Each pipeline is a module with ``DESCRIPTION``, ``add_arguments(parser)`` (no
 pyspark import needed) and ``run_from_args(args) -> int``. The same command line
 runs locally (``local[*]``) or on a cluster through ``spark-submit`` with
-``slipstream/spark/submit.py`` (``slipstream pipeline script`` prints its path).
+``slipstream/cli/spark_submit.py`` (``slipstream pipeline script`` prints its path).
 """
 
 from __future__ import annotations

@@ -17,7 +17,11 @@ Modules, one job each:
   static restarts, subscription changes, added partitions, coordinator restarts,
   dropped links, failing appends);
 - ``invariants``: what must hold after every step, and liveness once faults stop;
-- ``world``: one history, step by step (``simulate``);
+- ``state``: what one history shares (parameters, clock, network, broker, members, the
+  trace, violations and coverage); members see it through ``members.MemberWorld``;
+- ``watcher``: after every step and as the broker serves, notes what changed and checks
+  the invariants on it;
+- ``world``: one history, step by step (``simulate``): the actions and the run loop;
 - ``shrinking``: greedy removal of actions while the failure persists;
 - ``coverage``: what the runs reached; ``planted``: bugs planted from outside;
 - ``diagnosis``: signatures of the real bugs found so far.
@@ -30,7 +34,9 @@ from .history import History
 from .invariants import Violation
 from .planted import PLANTS
 from .shrinking import shrink
-from .world import DEFAULT_STEPS, PROTOCOLS, Timing, simulate
+from .state import PROTOCOLS
+from .workload import Timing
+from .world import DEFAULT_STEPS, simulate
 
 __all__ = [
     "DEFAULT_STEPS",

@@ -1,6 +1,6 @@
 """A classic-protocol member: the real ``MemberCore`` driven from the simulator's events.
 
-This is ``GroupMembership`` (the asyncio adapter in ``client/membership.py``) turned
+This is ``GroupMembership`` (the asyncio adapter in ``client/classic_membership.py``) turned
 inside out: its two tasks, ``_run`` (join, lead, sync, back off, idle with the
 leader's metadata watch) and ``_heartbeat_loop``, become continuation callbacks on
 the event queue, with the same calls into the core in the same order. Only the
@@ -11,17 +11,15 @@ consumer facade does) and stops processing; on a loss it just stops.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ...client.classic_member_core import MemberCore
 from ...client.consumer_config import ConsumerConfig
-from ...client.membership import Action, MemberCore, Outcome, PrepareResult
+from ...client.membership_types import Action, Outcome, PrepareResult
 from ...protocol.errors import ErrorCode
 from .events import Event
-from .members import REQUEST_TIMEOUT_MS, Credentials, SimMember, TopicPartition
+from .members import REQUEST_TIMEOUT_MS, Credentials, MemberWorld, SimMember, TopicPartition
 from .network import Connection
-
-if TYPE_CHECKING:
-    from .world import World
 
 # Same margin as the client's JOIN_GROUP_TIMEOUT_LAPSE_S.
 JOIN_TIMEOUT_LAPSE_MS = 5_000
@@ -32,7 +30,7 @@ class ClassicMember(SimMember):
 
     def __init__(
         self,
-        world: World,
+        world: MemberWorld,
         slot: int,
         incarnation: int,
         topics: list[str],

@@ -23,17 +23,14 @@ invariant therefore only counts members the coordinator still has (see
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...client.consumer_config import ConsumerConfig
-from ...client.consumer_membership import ConsumerMemberCore, Phase, Reconciliation
-from ...client.membership import Action, Outcome
+from ...client.consumer_member_core import ConsumerMemberCore, Phase, Reconciliation
+from ...client.membership_types import Action, Outcome
 from .events import Event
-from .members import REQUEST_TIMEOUT_MS, Credentials, SimMember, TopicPartition
+from .members import REQUEST_TIMEOUT_MS, Credentials, MemberWorld, SimMember, TopicPartition
 from .network import Connection
-
-if TYPE_CHECKING:
-    from .world import World
 
 HEARTBEAT_VERSION = 1  # v1: the member names itself (KIP-1082), regexes allowed
 
@@ -44,7 +41,7 @@ class ConsumerMember(SimMember):
     protocol = "consumer"
 
     def __init__(
-        self, world: World, slot: int, incarnation: int, topics: list[str], instance_id: str | None
+        self, world: MemberWorld, slot: int, incarnation: int, topics: list[str], instance_id: str | None
     ) -> None:
         super().__init__(world, slot, incarnation, topics, instance_id)
         t = world.timing

@@ -14,7 +14,7 @@ Transitions are counted per state machine (``TRANSITIONS`` is the table of each)
 - ``consumer-member``: the coordinator's reconciliation state of a KIP-848 member;
 - ``consumer-client``: the client's ``ConsumerMemberCore`` phase.
 
-Error codes are counted as the coordinator answers (``World.answered``), per API; the
+Error codes are counted as the coordinator answers (``Watcher.answered``), per API; the
 table ``ERRORS`` lists those a correct member can meet in these histories.
 """
 
@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ...client.consumer_membership import Phase
-from ...client.membership import MemberState as ClientState
+from ...client.consumer_member_core import Phase
+from ...client.membership_types import MemberState as ClientState
 from ...coordinator import VALID_PREVIOUS_STATES
 from ...coordinator.consumer import ConsumerGroupState
 from ...coordinator.consumer.member import MemberState as CgMemberState

@@ -7,14 +7,10 @@ signature is a fact about the world at the end of the run, not a proof.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from ...client.membership import MemberState
+from ...client.membership_types import MemberState
 from ...coordinator.consumer_sessions import session_key
 from .classic import ClassicMember
-
-if TYPE_CHECKING:
-    from .world import World
+from .state import WorldState
 
 LOST_SUBSCRIPTION_CHANGE = "classic: subscription change made during a JoinGroup lost (MemberCore.on_sync_response)"
 STATIC_LEADER_BASELINE = (
@@ -29,7 +25,7 @@ ORPHANED_COMMIT = (
 )
 
 
-def diagnose(world: World) -> list[str]:
+def diagnose(world: WorldState) -> list[str]:
     found: list[str] = []
     members = [m for m in world.members if not m.gone]
     for m in members:

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ...client.membership import MemberState
+from ...client.membership_types import MemberState
 from ...coordinator import GroupCoordinator, GroupState
 from ...coordinator.consumer import ConsumerGroupState
 from ...coordinator.consumer.member import MemberState as CgMemberState

@@ -18,7 +18,7 @@ import functools
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ...client.retry import backoff_s
 from ...protocol.apis.offset_commit import (
@@ -32,11 +32,11 @@ from ...protocol.apis.offset_fetch import (
     OffsetFetchRequestTopics,
 )
 from ...protocol.errors import ErrorCode
-from .events import Event
-from .network import Connection
-
-if TYPE_CHECKING:
-    from .world import World
+from .coverage import Coverage
+from .events import Event, EventQueue
+from .network import Connection, Network
+from .topics import Topics
+from .workload import Setup, Timing
 
 TopicPartition = tuple[str, int]
 
@@ -51,6 +51,28 @@ class Credentials:
 
     member_id: str
     generation: int
+
+
+class MemberWorld(Protocol):
+    """What a member uses of the world it lives in (``state.WorldState`` is one)."""
+
+    seed: int
+    setup: Setup
+    timing: Timing
+    queue: EventQueue
+    network: Network
+    topics: Topics
+    coverage: Coverage
+
+    def group_of(self, slot: int) -> str: ...
+
+    def partition_counts(self, topics: list[str]) -> dict[str, int]: ...
+
+    def touch(self, member: SimMember) -> None:
+        """``member`` runs code now: the world looks at it after this step."""
+
+    def member_failed(self, member: SimMember, code: int, reason: str) -> None:
+        """``member`` got a fatal answer and is over."""
 
 
 class Locator:
@@ -106,7 +128,7 @@ class Locator:
 class SimMember:
     protocol = ""
 
-    def __init__(self, world: World, slot: int, incarnation: int, topics: list[str], instance_id: str | None) -> None:
+    def __init__(self, world: MemberWorld, slot: int, incarnation: int, topics: list[str], instance_id: str | None) -> None:
         self.world = world
         self.slot = slot
         self.incarnation = incarnation
@@ -123,7 +145,7 @@ class SimMember:
         self.positions: dict[TopicPartition, int] = {}
         self._fetch_tokens: dict[TopicPartition, int] = {}
         self._tokens = 0
-        self.touched = False  # ran since the world last looked at it (see World.touch)
+        self.touched = False  # ran since the world last looked at it (see MemberWorld.touch)
 
     # ------------------------------------------------------------ scheduling
 

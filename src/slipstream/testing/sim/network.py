@@ -20,12 +20,9 @@ import itertools
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .events import Event, EventQueue
-
-if TYPE_CHECKING:
-    from .broker import SimBroker
 
 OnResponse = Callable[[Any], None]
 OnFailure = Callable[[str], None]
@@ -68,11 +65,22 @@ class Connection:
         return f"conn#{self.id}({self.owner})"
 
 
+class BrokerEnd(Protocol):
+    """The broker's end of every connection, as the network sees it (``broker.SimBroker``)."""
+
+    up: bool
+    incarnation: int  # bumped by every restart: connections of an older one are dead
+
+    def receive(self, conn: Connection, corr: int, api: str, version: int, request: Any) -> None: ...
+
+    def connection_closed(self, conn: Connection) -> None: ...
+
+
 class Network:
     def __init__(self, queue: EventQueue, seed: int) -> None:
         self.queue = queue
         self.seed = seed
-        self.broker: SimBroker | None = None
+        self.broker: BrokerEnd | None = None  # attached by the broker
         self._ids = itertools.count(1)
         self._corr = itertools.count(1)
         self.connections: dict[int, Connection] = {}

@@ -5,14 +5,14 @@ consumer group with members gets INCONSISTENT_GROUP_PROTOCOL, a ConsumerGroupHea
 to a classic group with members GROUP_ID_NOT_FOUND. An *empty* group changes type and
 keeps its offsets. A probe sends one join; when it gets in, it leaves at once.
 
-What the world checks (``World.request_started`` / ``answered``): a probe served while
+What the world checks (``Watcher.request_started`` / ``answered``): a probe served while
 the world's group had members must be refused with exactly that error.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...coordinator import GroupCoordinator, GroupState
 from ...protocol.apis.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
@@ -25,9 +25,7 @@ from ...protocol.consumer_protocol import (
 )
 from ...protocol.errors import ErrorCode
 from .network import Connection
-
-if TYPE_CHECKING:
-    from .world import World
+from .state import WorldState
 
 PROBE_PREFIX = "foreign-"
 # The refusal each protocol's join must get from a non-empty group of the other type.
@@ -44,7 +42,7 @@ def group_has_members(coordinator: GroupCoordinator, group_id: str, protocol: st
 
 
 def send_probe(
-    world: World, number: int, topics: tuple[str, ...], done: Callable[[], None] | None = None
+    world: WorldState, number: int, topics: tuple[str, ...], done: Callable[[], None] | None = None
 ) -> None:
     """One member of the other protocol tries the group; ``done`` runs once it went away."""
     owner = f"{PROBE_PREFIX}{number}"
@@ -109,7 +107,7 @@ EMPTY_POLL_MS = 100
 EMPTY_WAIT_MS = 60_000
 
 
-def convert_when_empty(world: World, number: int, rejoin_after_ms: int) -> None:
+def convert_when_empty(world: WorldState, number: int, rejoin_after_ms: int) -> None:
     """The ``convert`` action: every member leaves; once the coordinator's group is empty a
     member of the other protocol joins it (the empty group changes type, its offsets stay)
     and leaves; once the group is empty again the members come back, and it changes type

@@ -93,6 +93,21 @@ class Setup:
     reconciling_interval_ms: int = 200
 
 
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """The timeouts of one history (the same for every seed unless a caller picks others)."""
+
+    session_ms: int = 10_000
+    heartbeat_ms: int = 1_000
+    rebalance_ms: int = 20_000
+    metadata_max_age_ms: int = 5_000
+    consumer_session_ms: int = 10_000
+    consumer_heartbeat_ms: int = 1_000
+    # After the last fault, the group must be quiet within this much simulated time.
+    liveness_ms: int = 120_000
+
+
 _ASSIGNOR_CHOICES: tuple[tuple[str, ...], ...] = (
     ("range", "cooperative-sticky"),
     ("cooperative-sticky",),

@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from slipstream.log.api import AbortedTxn
-from slipstream.log.index import SegmentIndexes
-from slipstream.log.txn_index import encode as encode_aborted
-from slipstream.log.txn_index import txn_index_path
+from slipstream.log.disk.index import SegmentIndexes
+from slipstream.log.disk.txn_index import encode as encode_aborted
+from slipstream.log.disk.txn_index import txn_index_path
 from slipstream.protocol.record_batch import HEADER_SIZE, BatchHeader, parse_header
 
 _HEADER_BLOCK = 4096  # bytes read at a time when walking batch headers

@@ -15,7 +15,7 @@ import os
 import shutil
 from pathlib import Path
 
-from slipstream.log.checkpoint import sync_directory
+from slipstream.log.disk.checkpoint import sync_directory
 
 log = logging.getLogger(__name__)
 

@@ -24,11 +24,11 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from slipstream.log.checkpoint import read_offset
-from slipstream.log.index import SegmentIndexes
+from slipstream.log.disk.checkpoint import read_offset
+from slipstream.log.disk.index import SegmentIndexes
+from slipstream.log.disk.segment import CorruptSegment, DiskSegment, HeaderReader, data_path
+from slipstream.log.disk.swap import finish_interrupted_compaction
 from slipstream.log.policy import INT32_MAX
-from slipstream.log.segment import CorruptSegment, DiskSegment, HeaderReader, data_path
-from slipstream.log.swap import finish_interrupted_compaction
 from slipstream.protocol.record_batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,

@@ -8,7 +8,7 @@ import uuid
 from pathlib import Path
 
 from slipstream.log.api import LogConfig
-from slipstream.log.partition_log import DiskLog
+from slipstream.log.disk.disk_log import DiskLog
 
 _DELETE_SUFFIX = "-delete"
 

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from slipstream.log.api import LogConfig
-from slipstream.log.checkpoint import sync_directory, write_offset
+from slipstream.log.disk.checkpoint import sync_directory, write_offset
+from slipstream.log.disk.recovery import LOG_START_FILE, recover_log
+from slipstream.log.disk.segment import DiskSegment
+from slipstream.log.disk.txn_index import load_aborted_indexes
+
+if TYPE_CHECKING:
+    from slipstream.log.disk.compaction_space import DiskCompactionSpace
 from slipstream.log.policy import below_log_start_count
-from slipstream.log.recovery import LOG_START_FILE, recover_log
-from slipstream.log.segment import DiskSegment
 from slipstream.log.segmented import Segment, SegmentedLog
-from slipstream.log.txn_index import load_aborted_indexes
 
 
 class DiskLog(SegmentedLog):
@@ -59,6 +63,12 @@ class DiskLog(SegmentedLog):
         active = self._segments[-1]
         if isinstance(active, DiskSegment):
             active.set_index_interval(self._config.index_interval_bytes)
+
+    def compaction_space(self) -> DiskCompactionSpace | None:
+        # Imported at the first pass, not at start: serving does not need it.
+        from slipstream.log.disk.compaction_space import DiskCompactionSpace
+
+        return None if self._closed else DiskCompactionSpace(self)
 
     def close(self) -> None:
         if not self._closed:

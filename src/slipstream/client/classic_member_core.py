@@ -1,0 +1,663 @@
+"""The classic group member's state and decisions, without I/O (:class:`MemberCore`).
+
+It builds the JoinGroup, SyncGroup, Heartbeat and LeaveGroup requests, reads their
+answers into an :class:`~.membership_types.Outcome` (what to do next), runs the
+assignor when this member leads, and computes what a new assignment revokes and adds.
+Time is passed in (``now``, seconds on a monotonic clock).
+
+The rebalance (Kafka's ``AbstractCoordinator`` / ``ConsumerCoordinator``):
+
+1. before JoinGroup: if the generation was reset (UNKNOWN_MEMBER_ID,
+   ILLEGAL_GENERATION, session expiry) every owned partition is *lost*;
+   otherwise an EAGER member *revokes* everything, a COOPERATIVE one only the
+   partitions of topics it no longer subscribes to;
+2. JoinGroup with one protocol per configured assignor, in preference order,
+   each carrying a consumer-protocol subscription (v3: topics, assignor user
+   data, owned partitions, generation, rack). MEMBER_ID_REQUIRED (KIP-394):
+   rejoin at once with the id given;
+3. the leader decodes the members' subscriptions, reads the partition counts
+   of every topic any member subscribes to, runs the selected assignor and
+   sends the result in its SyncGroup; followers send an empty SyncGroup;
+4. on the assignment: revoked = owned - assigned, added = assigned - owned
+   (the adapter runs the revoke hook, then the assign hook). A COOPERATIVE
+   member that revoked anything rejoins at once (KIP-429's second round,
+   which hands the released partitions to their new owner).
+
+Errors (join, sync, heartbeat): UNKNOWN_MEMBER_ID resets the member id and the
+generation and rejoins at once; ILLEGAL_GENERATION resets the generation but
+keeps the member id (the Java client does this: the id may still be valid, and
+reusing it spares the group a wait for the old id to expire);
+REBALANCE_IN_PROGRESS rejoins; NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE
+rediscover with backoff; FENCED_INSTANCE_ID and configuration errors
+(INCONSISTENT_GROUP_PROTOCOL, INVALID_SESSION_TIMEOUT, ...) are fatal.
+
+Static membership (``group_instance_id``, KIP-345): the member sends its
+instance id everywhere and does not send LeaveGroup on close, so a restart
+within ``session_timeout_ms`` gets its old assignment without a rebalance.
+
+The leader re-reads the partition counts of the group's topics every
+``metadata_max_age_ms``; a change (or a topic appearing) makes it rejoin,
+which rebalances the group.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from ..protocol.apis.heartbeat import HeartbeatRequest, HeartbeatResponse
+from ..protocol.apis.join_group import (
+    JoinGroupRequest,
+    JoinGroupRequestProtocol,
+    JoinGroupResponse,
+    JoinGroupResponseMember,
+)
+from ..protocol.apis.leave_group import LeaveGroupRequest, LeaveGroupRequestMemberIdentity
+from ..protocol.apis.sync_group import SyncGroupRequest, SyncGroupResponse
+from ..protocol.consumer_protocol import (
+    PROTOCOL_TYPE,
+    SUBSCRIPTION_MAX_VERSION,
+    ConsumerProtocolSubscription,
+    decode_assignment,
+    encode_subscription,
+)
+from ..protocol.errors import ErrorCode, is_retriable
+from ..protocol.errors import name as error_name
+from ..protocol.primitives import DecodeError
+from .assignors import (
+    COOPERATIVE,
+    DEFAULT_GENERATION,
+    EAGER,
+    Assignor,
+    RebalanceProtocol,
+    Subscription,
+    TopicPartition,
+    select_rebalance_protocol,
+)
+from .classic_leader import (
+    decode_member_subscriptions,
+    encode_assignments,
+    flatten_partitions,
+    group_partitions,
+    run_assignor,
+    subscribed_topics,
+    subscription_versions,
+)
+from .consumer_config import ConsumerConfig
+from .group_errors import FatalGroupError, classify_group_error
+from .heartbeat_timer import HeartbeatTimer
+from .membership_types import Action, Generation, MemberState, Outcome, PrepareResult
+
+log = logging.getLogger(__name__)
+
+NO_GENERATION = DEFAULT_GENERATION
+UNKNOWN_MEMBER_ID = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AssignmentChange:
+    assigned: tuple[TopicPartition, ...]
+    """The full assignment received."""
+    revoked: tuple[TopicPartition, ...]
+    added: tuple[TopicPartition, ...]
+    rejoin: bool
+    """True when a COOPERATIVE member revoked something: the second round follows at once."""
+
+
+class MemberCore:
+    """The member's state and decisions, without I/O.
+
+    Callers drive it: ``join_request()`` -> send -> ``on_join_response()``;
+    if leader ``assign()``; ``sync_request()`` -> send -> ``on_sync_response()``
+    -> ``complete_assignment()``. Heartbeats: ``time_to_next_heartbeat(now)``,
+    ``heartbeat_request(now)`` -> send -> ``on_heartbeat_response()``.
+    """
+
+    def __init__(self, config: ConsumerConfig, assignors: Sequence[Assignor] | None = None) -> None:
+        if not config.group_id:
+            raise ValueError("group membership needs a group_id")
+        self.config = config
+        self.group_id: str = config.group_id
+        self.group_instance_id = config.group_instance_id
+        self.assignors: list[Assignor] = (
+            list(assignors) if assignors is not None else config.assignors()
+        )
+        if not self.assignors:
+            raise ValueError("group membership needs at least one partition assignor")
+        self.protocol: RebalanceProtocol = select_rebalance_protocol(self.assignors)
+        self.session_timeout_ms = config.session_timeout_ms
+        self.rebalance_timeout_ms = config.effective_rebalance_timeout_ms
+
+        self.subscription: tuple[str, ...] = ()
+        # The subscription the last JoinGroup carried (compared when its assignment arrives).
+        self.joined_subscription: tuple[str, ...] = ()
+        self.member_id: str = UNKNOWN_MEMBER_ID
+        self.generation_id: int = NO_GENERATION
+        self.protocol_name: str | None = None
+        self.leader_id: str = ""
+        self.state = MemberState.UNJOINED
+        self.owned: set[TopicPartition] = set()
+        # The last assignment received and its generation: what sticky assignors put in
+        # their user data, even after an EAGER member revoked it all before rejoining.
+        self.last_assignment: tuple[TopicPartition, ...] = ()
+        self.last_assignment_generation: int = NO_GENERATION
+        self.rejoin_needed = True
+        self.rejoin_reason = "initial join"
+        self.needs_join_prepare = True
+        self.skip_assignment = False
+        self.join_members: list[JoinGroupResponseMember] = []
+        # Partition counts the leader assigned with (topic -> count; 0 = topic missing).
+        self.assigned_partition_counts: dict[str, int] = {}
+        self.group_topics: tuple[str, ...] = ()
+        # The leader's metadata watch: when it next re-reads the group's partition counts.
+        self.metadata_max_age_s = config.metadata_max_age_ms / 1000.0
+        self.next_metadata_check: float | None = None
+
+        self.heartbeats = HeartbeatTimer(
+            config.heartbeat_interval_ms / 1000.0,
+            config.retry_backoff_ms / 1000.0,
+            config.session_timeout_ms / 1000.0,
+        )
+        # The state the last heartbeat was sent in: REBALANCE_IN_PROGRESS answering one sent
+        # while the member completed its join is not news.
+        self.heartbeat_sent_state = MemberState.UNJOINED
+
+    # ------------------------------------------------------------ subscription / state
+
+    @property
+    def generation(self) -> Generation | None:
+        """The current generation once stable, else None."""
+        if self.state is not MemberState.STABLE or self.generation_id < 0:
+            return None
+        return Generation(
+            self.generation_id,
+            self.member_id,
+            self.protocol_name,
+            self.leader_id,
+            tuple(sorted(self.owned)),
+            self.group_instance_id,
+        )
+
+    @property
+    def is_leader(self) -> bool:
+        return bool(self.member_id) and self.member_id == self.leader_id
+
+    @property
+    def generation_key(self) -> tuple[int, str]:
+        return self.generation_id, self.member_id
+
+    def subscribe(self, topics: Iterable[str]) -> bool:
+        """Set the subscribed topics; True (and a rejoin is requested) when they changed."""
+        new = tuple(sorted(set(topics)))
+        if any(not t for t in new):
+            raise ValueError("topic names must be non-empty")
+        if new == self.subscription:
+            return False
+        self.subscription = new
+        self.request_rejoin(f"subscription changed to {list(new)}")
+        return True
+
+    def request_rejoin(self, reason: str) -> None:
+        if not self.rejoin_needed:
+            log.info(
+                "group %s: member %s requests a rejoin: %s", self.group_id, self.member_id, reason
+            )
+        self.rejoin_needed = True
+        self.rejoin_reason = reason
+
+    def reset(self, reason: str, *, reset_member_id: bool) -> None:
+        """Forget the generation (and the member id): the next join starts over (partitions lost)."""
+        log.info(
+            "group %s: resetting generation%s: %s",
+            self.group_id,
+            " and member id" if reset_member_id else "",
+            reason,
+        )
+        self.state = MemberState.UNJOINED
+        self.generation_id = NO_GENERATION
+        self.protocol_name = None
+        self.leader_id = ""
+        if reset_member_id:
+            self.member_id = UNKNOWN_MEMBER_ID
+        self.needs_join_prepare = True
+        self.request_rejoin(reason)
+
+    @property
+    def generation_reset(self) -> bool:
+        return self.generation_id == NO_GENERATION or not self.member_id
+
+    # ------------------------------------------------------------ before joining
+
+    def prepare_join(self) -> PrepareResult:
+        """What the application gives up before JoinGroup (ConsumerCoordinator.onJoinPrepare)."""
+        owned = tuple(sorted(self.owned))
+        if self.generation_reset:
+            if owned:
+                self.owned.clear()
+                return PrepareResult("lost", owned)
+            return PrepareResult("")
+        if self.protocol == EAGER:
+            self.owned.clear()
+            return PrepareResult("revoked", owned) if owned else PrepareResult("")
+        gone = tuple(tp for tp in owned if tp[0] not in self.subscription)
+        if gone:
+            self.owned.difference_update(gone)
+            return PrepareResult("revoked", gone)
+        return PrepareResult("")
+
+    def prepare_leave(self) -> PrepareResult:
+        """What the application gives up when leaving (ConsumerCoordinator.onLeavePrepare)."""
+        owned = tuple(sorted(self.owned))
+        self.owned.clear()
+        if not owned:
+            return PrepareResult("")
+        if self.generation_reset or self.state is not MemberState.STABLE:
+            return PrepareResult("lost", owned)
+        return PrepareResult("revoked", owned)
+
+    # ------------------------------------------------------------ JoinGroup
+
+    def subscription_metadata(self, assignor: Assignor) -> bytes:
+        topics = list(self.subscription)
+        sub = ConsumerProtocolSubscription(
+            topics=topics,
+            user_data=assignor.subscription_user_data(
+                topics, self.last_assignment, self.last_assignment_generation
+            ),
+            owned_partitions=group_partitions(self.owned),
+            generation_id=self.generation_id,
+            rack_id=self.config.client_rack,
+        )
+        return encode_subscription(sub, SUBSCRIPTION_MAX_VERSION)
+
+    def join_request(self) -> JoinGroupRequest:
+        if not self.subscription:
+            raise ValueError("cannot join a group without a subscription")
+        self.state = MemberState.PREPARING_REBALANCE
+        self.joined_subscription = self.subscription
+        return JoinGroupRequest(
+            group_id=self.group_id,
+            session_timeout_ms=self.session_timeout_ms,
+            rebalance_timeout_ms=self.rebalance_timeout_ms,
+            member_id=self.member_id,
+            group_instance_id=self.group_instance_id,
+            protocol_type=PROTOCOL_TYPE,
+            protocols=[
+                JoinGroupRequestProtocol(name=a.name, metadata=self.subscription_metadata(a))
+                for a in self.assignors
+            ],
+            reason=self.rejoin_reason[:255] if self.rejoin_reason else None,
+        )
+
+    def on_join_response(
+        self,
+        response: JoinGroupResponse,
+        sent_member_id: str | None = None,
+        now: float | None = None,
+    ) -> Outcome:
+        """Interpret a JoinGroup answer; ``now`` restarts the session clock (the coordinator is alive)."""
+        code = response.error_code
+        sent = self.member_id if sent_member_id is None else sent_member_id
+        if code == ErrorCode.NONE:
+            if response.protocol_type is not None and response.protocol_type != PROTOCOL_TYPE:
+                self.state = MemberState.UNJOINED
+                return Outcome(
+                    Action.FATAL,
+                    ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+                    f"group protocol type is {response.protocol_type!r}, not {PROTOCOL_TYPE!r}",
+                )
+            if self.state is not MemberState.PREPARING_REBALANCE:
+                return Outcome(Action.REJOIN, ErrorCode.NONE, "join answer arrived after a reset")
+            self.member_id = response.member_id
+            self.generation_id = response.generation_id
+            self.protocol_name = response.protocol_name
+            self.leader_id = response.leader
+            self.skip_assignment = bool(response.skip_assignment)
+            self.join_members = list(response.members) if self.is_leader else []
+            self.state = MemberState.COMPLETING_REBALANCE
+            if now is not None:
+                # The join may have taken longer than a session: count from its answer.
+                self.heartbeats.restart(now)
+            log.info(
+                "group %s: joined generation %d as %s (%s, protocol %s)",
+                self.group_id,
+                self.generation_id,
+                self.member_id,
+                "leader" if self.is_leader else "follower",
+                self.protocol_name,
+            )
+            return Outcome(Action.OK)
+        action = classify_group_error(code)
+        reason = f"JoinGroup: {error_name(code)}"
+        self.state = MemberState.UNJOINED
+        if code == ErrorCode.MEMBER_ID_REQUIRED:
+            self.member_id = response.member_id
+            self.generation_id = NO_GENERATION
+            self.request_rejoin(f"need to rejoin with the given member id {response.member_id}")
+        elif code == ErrorCode.UNKNOWN_MEMBER_ID:
+            if sent == self.member_id:
+                self.reset(reason, reset_member_id=True)
+        elif code == ErrorCode.ILLEGAL_GENERATION:
+            if sent == self.member_id:
+                self.reset(reason, reset_member_id=False)
+        elif action is not Action.FATAL:
+            self.request_rejoin(reason)
+        return Outcome(action, code, reason)
+
+    # ------------------------------------------------------------ leader
+
+    def member_subscriptions(
+        self, members: Sequence[JoinGroupResponseMember] | None = None
+    ) -> dict[str, Subscription]:
+        """Decode the members' subscriptions (leader only). Unreadable ones subscribe to nothing."""
+        return decode_member_subscriptions(
+            self.join_members if members is None else members, self.group_id
+        )
+
+    def subscription_versions(self) -> dict[str, int]:
+        return subscription_versions(self.join_members)
+
+    def selected_assignor(self) -> Assignor:
+        for a in self.assignors:
+            if a.name == self.protocol_name:
+                return a
+        raise FatalGroupError(
+            ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+            f"the coordinator selected assignor {self.protocol_name!r}, which this member does not have",
+        )
+
+    def assign(
+        self, partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Subscription]
+    ) -> dict[str, list[TopicPartition]]:
+        """Run the selected assignor (leader); remembers the counts for the metadata watch."""
+        assignor = self.selected_assignor()
+        self._remember_counts(partitions_per_topic, subscriptions)
+        counts = {t: n for t, n in self.assigned_partition_counts.items() if n > 0}
+        return run_assignor(assignor, self.protocol, counts, subscriptions, self.group_id)
+
+    def _remember_counts(
+        self, partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Subscription]
+    ) -> None:
+        self.group_topics = subscribed_topics(subscriptions.values())
+        self.assigned_partition_counts = {
+            t: int(partitions_per_topic.get(t, 0)) for t in self.group_topics
+        }
+
+    def leader_topics(self) -> list[str]:
+        """Topics whose partition counts the leader needs after its JoinGroup (none for a follower)."""
+        if not self.is_leader:
+            return []
+        return list(subscribed_topics(self.member_subscriptions().values()))
+
+    def leader_assignment(
+        self, partitions_per_topic: Mapping[str, int]
+    ) -> dict[str, list[TopicPartition]] | None:
+        """What the SyncGroup carries: the leader's assignment, or None (a follower; or a static
+        leader back in a Stable group, JoinGroup v9 ``skip_assignment``, which only takes the
+        current counts as the baseline of its metadata watch, as the Java client does)."""
+        if not self.is_leader:
+            return None
+        subscriptions = self.member_subscriptions()
+        if not self.skip_assignment:
+            return self.assign(partitions_per_topic, subscriptions)
+        self._remember_counts(partitions_per_topic, subscriptions)
+        return None
+
+    # ------------------------------------------------------------ SyncGroup
+
+    def sync_request(
+        self, assignment: Mapping[str, Iterable[TopicPartition]] | None
+    ) -> SyncGroupRequest:
+        assignments = (
+            encode_assignments(assignment, self.subscription_versions()) if assignment else []
+        )
+        return SyncGroupRequest(
+            group_id=self.group_id,
+            generation_id=self.generation_id,
+            member_id=self.member_id,
+            group_instance_id=self.group_instance_id,
+            protocol_type=PROTOCOL_TYPE,
+            protocol_name=self.protocol_name,
+            assignments=assignments,
+        )
+
+    def on_sync_response(
+        self, response: SyncGroupResponse, sent: tuple[int, str]
+    ) -> tuple[Outcome, list[TopicPartition] | None]:
+        code = response.error_code
+        if code == ErrorCode.NONE:
+            if self.state is not MemberState.COMPLETING_REBALANCE or self.generation_key != sent:
+                # A heartbeat reset the generation meanwhile: this assignment is void.
+                self.request_rejoin("generation reset before the assignment arrived")
+                return Outcome(
+                    Action.REJOIN, ErrorCode.ILLEGAL_GENERATION, "stale SyncGroup answer"
+                ), None
+            if response.protocol_type is not None and response.protocol_type != PROTOCOL_TYPE:
+                return Outcome(
+                    Action.FATAL,
+                    ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+                    f"group protocol type is {response.protocol_type!r}",
+                ), None
+            if response.protocol_name is not None and response.protocol_name != self.protocol_name:
+                return Outcome(
+                    Action.FATAL,
+                    ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+                    f"SyncGroup names protocol {response.protocol_name!r}, "
+                    f"JoinGroup named {self.protocol_name!r}",
+                ), None
+            assigned: list[TopicPartition] = []
+            if response.assignment:
+                try:
+                    _v, asg = decode_assignment(response.assignment)
+                except (DecodeError, ValueError) as exc:
+                    self.request_rejoin("unreadable assignment")
+                    return Outcome(
+                        Action.BACKOFF, ErrorCode.NONE, f"unreadable assignment: {exc}"
+                    ), None
+                assigned = flatten_partitions(asg.assigned_partitions)
+            self.state = MemberState.STABLE
+            self.rejoin_needed = False
+            self.rejoin_reason = ""
+            if self.subscription != self.joined_subscription:
+                # The subscription changed while this join was in flight: the assignment is
+                # for the old one (as the Java client, rejoin once it is taken).
+                self.request_rejoin(f"subscription changed to {list(self.subscription)} during the rebalance")
+            return Outcome(Action.OK), assigned
+        action = classify_group_error(code)
+        reason = f"SyncGroup: {error_name(code)}"
+        if self.generation_key == sent:
+            if code == ErrorCode.UNKNOWN_MEMBER_ID:
+                self.reset(reason, reset_member_id=True)
+            elif code == ErrorCode.ILLEGAL_GENERATION:
+                self.reset(reason, reset_member_id=False)
+            else:
+                self.state = MemberState.UNJOINED
+                if action is not Action.FATAL:
+                    self.request_rejoin(reason)
+        return Outcome(action, code, reason), None
+
+    def complete_assignment(
+        self, assigned: Iterable[TopicPartition], now: float | None = None
+    ) -> AssignmentChange:
+        """Apply a new assignment (ConsumerCoordinator.onJoinComplete)."""
+        new = set(assigned)
+        foreign = sorted(tp for tp in new if tp[0] not in self.subscription)
+        if foreign:
+            # Subscription changed during the rebalance (or a confused leader): rejoin.
+            log.warning(
+                "group %s: assigned partitions of unsubscribed topics %s; rejoining",
+                self.group_id,
+                foreign,
+            )
+            new.difference_update(foreign)
+            self.request_rejoin("assignment does not match the subscription")
+        revoked = tuple(sorted(self.owned - new))
+        added = tuple(sorted(new - self.owned))
+        self.owned = new
+        self.last_assignment = tuple(sorted(new))
+        self.last_assignment_generation = self.generation_id
+        rejoin = self.protocol == COOPERATIVE and bool(revoked)
+        if rejoin:
+            self.request_rejoin(f"revoked {len(revoked)} partition(s): second cooperative round")
+        self.next_metadata_check = None  # a new assignment: the watch starts over
+        self.needs_join_prepare = True  # the next rebalance tells the application first
+        if now is not None:
+            self.heartbeats.restart(now)
+        return AssignmentChange(tuple(sorted(new)), revoked, added, rejoin)
+
+    # ------------------------------------------------------------ heartbeats
+
+    def time_to_next_heartbeat(self, now: float) -> float | None:
+        """Seconds until the next heartbeat is due; None when this member should not heartbeat."""
+        if self.state not in (MemberState.STABLE, MemberState.COMPLETING_REBALANCE):
+            return None
+        if self.generation_reset:
+            return None
+        return self.heartbeats.time_to_next(now)
+
+    def heartbeat_request(self, now: float) -> tuple[HeartbeatRequest, tuple[int, str]]:
+        self.heartbeats.sent(now)
+        self.heartbeat_sent_state = self.state
+        request = HeartbeatRequest(
+            group_id=self.group_id,
+            generation_id=self.generation_id,
+            member_id=self.member_id,
+            group_instance_id=self.group_instance_id,
+        )
+        return request, self.generation_key
+
+    def heartbeat_failed(self, now: float) -> None:
+        """No answer (connection lost, timeout): retry after the backoff."""
+        self.heartbeats.failed(now)
+
+    def session_expired(self, now: float) -> bool:
+        """No successful heartbeat for a whole session timeout: the coordinator has dropped us."""
+        return self.heartbeats.session_expired(now)
+
+    @property
+    def last_heartbeat_receive(self) -> float | None:
+        """When the coordinator last answered a heartbeat, join or sync."""
+        return self.heartbeats.last_receive
+
+    def on_heartbeat_response(
+        self, response: HeartbeatResponse, sent: tuple[int, str], now: float
+    ) -> Outcome:
+        code = response.error_code
+        if code in (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR):
+            self.heartbeats.failed(now)
+            return Outcome(Action.REDISCOVER, code, f"Heartbeat: {error_name(code)}")
+        # Every other answer proves the coordinator is alive.
+        self.heartbeats.answered(now)
+        if code == ErrorCode.NONE:
+            return Outcome(Action.OK)
+        reason = f"Heartbeat: {error_name(code)}"
+        if code == ErrorCode.REBALANCE_IN_PROGRESS:
+            if (
+                self.state is MemberState.STABLE
+                and self.heartbeat_sent_state is MemberState.STABLE
+                and sent == self.generation_key
+            ):
+                self.request_rejoin("the group is rebalancing")
+                return Outcome(Action.REJOIN, code, reason)
+            return Outcome(Action.IGNORE, code, reason)
+        if code in (
+            ErrorCode.ILLEGAL_GENERATION,
+            ErrorCode.UNKNOWN_MEMBER_ID,
+            ErrorCode.FENCED_INSTANCE_ID,
+        ):
+            if sent != self.generation_key:
+                return Outcome(Action.IGNORE, code, reason + " (for an older generation)")
+            if code == ErrorCode.FENCED_INSTANCE_ID:
+                return Outcome(Action.FATAL, code, reason)
+            self.reset(reason, reset_member_id=code == ErrorCode.UNKNOWN_MEMBER_ID)
+            return Outcome(Action.REJOIN, code, reason)
+        if code == 30 or not is_retriable(code):  # GROUP_AUTHORIZATION_FAILED, unexpected errors
+            return Outcome(Action.FATAL, code, reason)
+        self.heartbeats.failed(now)
+        return Outcome(Action.BACKOFF, code, reason)
+
+    def on_commit_error(self, code: int, sent: tuple[int, str]) -> None:
+        """An OffsetCommit answer that says the membership is stale (Kafka does the same)."""
+        if code == ErrorCode.REBALANCE_IN_PROGRESS:
+            self.request_rejoin("OffsetCommit: the group is rebalancing")
+        elif (
+            code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION)
+            and sent == self.generation_key
+        ):
+            self.reset(
+                f"OffsetCommit: {error_name(code)}",
+                reset_member_id=code == ErrorCode.UNKNOWN_MEMBER_ID,
+            )
+
+    # ------------------------------------------------------------ the leader's metadata watch
+
+    def time_to_metadata_check(self, now: float) -> float | None:
+        """Seconds until the leader re-reads the partition counts (armed on first ask); None
+        when there is nothing to watch (a follower, or a rejoin is already due)."""
+        if not self.is_leader or self.rejoin_needed:
+            return None
+        if self.next_metadata_check is None:
+            self.next_metadata_check = now + self.metadata_max_age_s
+        return max(0.0, self.next_metadata_check - now)
+
+    def metadata_check_due(self, now: float) -> bool:
+        """True (once) when the leader should re-read the group's partition counts now."""
+        due = self.next_metadata_check
+        if not self.is_leader or self.rejoin_needed or due is None or now < due:
+            return False
+        self.next_metadata_check = None
+        return bool(self.group_topics)
+
+    def on_metadata(self, partitions_per_topic: Mapping[str, int]) -> list[str]:
+        """The counts the leader read: a change (or a topic appearing) rejoins, which rebalances."""
+        changed = self.metadata_changed(partitions_per_topic)
+        if changed:
+            self.request_rejoin(f"partition count of {changed} changed")
+        return changed
+
+    # ------------------------------------------------------------ failures
+
+    def join_failed(self, reason: str) -> None:
+        """JoinGroup/SyncGroup got no answer (connection lost, timeout): join again later."""
+        self.state = MemberState.UNJOINED
+        self.request_rejoin(reason)
+
+    def fail(self) -> tuple[TopicPartition, ...]:
+        """A fatal error: out of the group for good; returns the partitions now lost."""
+        owned = tuple(sorted(self.owned))
+        self.owned.clear()
+        self.state = MemberState.UNJOINED
+        return owned
+
+    # ------------------------------------------------------------ leaving
+
+    @property
+    def sends_leave_group(self) -> bool:
+        """Dynamic members that have an id send LeaveGroup; static ones keep their place (KIP-345)."""
+        return self.group_instance_id is None and bool(self.member_id)
+
+    def left(self) -> None:
+        self.state = MemberState.UNJOINED
+
+    def leave_request(self, reason: str) -> LeaveGroupRequest:
+        return LeaveGroupRequest(
+            group_id=self.group_id,
+            member_id=self.member_id,
+            members=[
+                LeaveGroupRequestMemberIdentity(
+                    member_id=self.member_id,
+                    group_instance_id=self.group_instance_id,
+                    reason=reason[:255],
+                )
+            ],
+        )
+
+    def metadata_changed(self, partitions_per_topic: Mapping[str, int]) -> list[str]:
+        """Topics of the group whose partition count differs from the last assignment (leader)."""
+        return sorted(
+            t
+            for t in self.group_topics
+            if int(partitions_per_topic.get(t, 0)) != self.assigned_partition_counts.get(t, 0)
+        )
+
