@@ -26,9 +26,10 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -169,7 +170,6 @@ def proc_status_kib(pid: int, key: str) -> int | None:
     except (OSError, ValueError):
         return None
     return None
-
 
 
 def metadata_request(correlation_id: int) -> bytes:
@@ -491,6 +491,14 @@ def run_child(script: str, args: list[str], workdir: Path) -> subprocess.Popen[s
     return proc
 
 
+def load_generator_main(modes: dict[str, Callable[..., Coroutine[Any, Any, dict]]]) -> int:
+    """A load generator's entry, ``python bench/<it>.py MODE JSON``: prints the result of
+    ``modes[MODE](**JSON)`` as one JSON line, which ``collect`` reads."""
+    mode, kwargs = sys.argv[1], json.loads(sys.argv[2])
+    print(json.dumps(asyncio.run(modes[mode](**kwargs))))
+    return 0
+
+
 def kill_children() -> None:
     for p in _CHILDREN:
         if p.poll() is None:
@@ -498,6 +506,23 @@ def kill_children() -> None:
                 os.killpg(p.pid, signal.SIGKILL)
             with contextlib.suppress(Exception):
                 p.wait(5)
+
+
+@contextlib.contextmanager
+def work_directory(prefix: str, keep: bool) -> Iterator[Path]:
+    """A fresh temporary directory for one run's brokers, logs and bytecode. On the way out
+    every child and broker still running is stopped, then the directory is removed (with
+    ``keep`` it stays, and its path is logged)."""
+    workdir = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield workdir
+    finally:
+        kill_children()
+        stop_all()
+        if keep:
+            log(f"work directory kept: {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 def child_env(workdir: Path, bytecode_cache: bool = True) -> dict[str, str]:
