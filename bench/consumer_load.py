@@ -18,8 +18,8 @@ import time
 import uuid
 from typing import Any
 
-from group_load import MEMBERS_PER_GROUP, UNKNOWN_MEMBER_ID, joins_summary
-from harness import connect_members, load_generator_main, pct
+from group_load import MEMBERS_PER_GROUP, UNKNOWN_MEMBER_ID, connect_members, joins_summary
+from harness import load_generator_main, pct
 
 FENCED_MEMBER_EPOCH = 110
 # The interval the broker gives members of a changing group (DEFAULT_RECONCILING_HEARTBEAT_INTERVAL_MS).

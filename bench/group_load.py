@@ -23,7 +23,7 @@ import sys
 import time
 from typing import Any
 
-from harness import HOST, BenchError, connect_members, cpu_of, load_generator_main, pct
+from harness import HOST, BenchError, cpu_of, load_generator_main, pct
 
 SESSION_MS = 30_000
 MEMBERS_PER_GROUP = 5
@@ -32,6 +32,27 @@ REBALANCE_IN_PROGRESS = 27
 MEMBER_ID_REQUIRED = 79
 NAMED_TOPICS_OFFSET_COMMIT_MAX_VERSION = 9
 SCRIPT = os.path.abspath(__file__)  # what the parents run (harness.run_child)
+
+
+async def connect_members(
+    port: int, keys: list[tuple[int, int]]
+) -> tuple[dict[tuple[int, int], Any], list[str], float]:
+    """One connection per (group, member) key, 200 connecting at a time: the connections,
+    the errors of those that failed, and the seconds it took."""
+    from slipstream.client.connection import BrokerConnection
+
+    conns: dict[tuple[int, int], Any] = {}
+    sem = asyncio.Semaphore(200)
+
+    async def connect(key: tuple[int, int]) -> None:
+        async with sem:
+            conns[key] = await BrokerConnection(
+                HOST, port, max_in_flight=2, request_timeout_s=60, connect_timeout_s=30
+            ).connect()
+
+    t0 = time.perf_counter()
+    res = await asyncio.gather(*(connect(k) for k in keys), return_exceptions=True)
+    return conns, [str(r) for r in res if isinstance(r, Exception)], time.perf_counter() - t0
 
 
 def _str(s: str) -> bytes:

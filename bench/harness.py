@@ -1,9 +1,10 @@
 """What every benchmark script shares: logging, broker processes (Slipstream or a peer),
-the cleanup of what they start, topic creation, child interpreters, and the helpers of
-the Markdown tables they print.
+a run's work directory and the cleanup of what it starts, topic creation, child
+interpreters (load generators are modules run as scripts, ``load_generator_main``), and
+the helpers of the Markdown tables they print.
 
-Scripts import it as ``from harness import ...`` (a script's own directory is on
-``sys.path`` when Python runs it). Two kinds of broker process:
+Scripts and their parts import it as ``from harness import ...`` (a script's own
+directory is on ``sys.path`` when Python runs it). Two kinds of broker process:
 
 * ``slipstream_broker`` - a Slipstream broker through ``slipstream.testing.broker_process``
   (the tests' launcher), for scripts that measure clients against Slipstream;
@@ -453,27 +454,6 @@ def spec_broker(spec: BrokerSpec, workdir: Path, name: str, timeout: float = 60.
         yield proc
     finally:
         proc.stop()
-
-
-async def connect_members(
-    port: int, keys: list[tuple[int, int]]
-) -> tuple[dict[tuple[int, int], Any], list[str], float]:
-    """One connection per (group, member) key, 200 connecting at a time: the connections,
-    the errors of those that failed, and the seconds it took."""
-    from slipstream.client.connection import BrokerConnection
-
-    conns: dict[tuple[int, int], Any] = {}
-    sem = asyncio.Semaphore(200)
-
-    async def connect(key: tuple[int, int]) -> None:
-        async with sem:
-            conns[key] = await BrokerConnection(
-                HOST, port, max_in_flight=2, request_timeout_s=60, connect_timeout_s=30
-            ).connect()
-
-    t0 = time.perf_counter()
-    res = await asyncio.gather(*(connect(k) for k in keys), return_exceptions=True)
-    return conns, [str(r) for r in res if isinstance(r, Exception)], time.perf_counter() - t0
 
 
 # --------------------------------------------------------------------------- child interpreters
