@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from broker_throughput import WARMUP_TOPIC, Rate, consume_phase, produce_phase
 from harness import BenchError, create_topics, log
+from produce_consume import WARMUP_TOPIC, Rate, consume_phase, produce_phase
 
 from slipstream.testing.ports import free_port
 from slipstream.testing.postgres import (

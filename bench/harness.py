@@ -1,9 +1,10 @@
 """What every benchmark script shares: logging, broker processes (Slipstream or a peer),
-the cleanup of what they start, topic creation, child interpreters, and the helpers of
-the Markdown tables they print.
+a run's work directory and the cleanup of what it starts, topic creation, child
+interpreters (load generators are modules run as scripts, ``load_generator_main``), and
+the helpers of the Markdown tables they print.
 
-Scripts import it as ``from harness import ...`` (a script's own directory is on
-``sys.path`` when Python runs it). Two kinds of broker process:
+Scripts and their parts import it as ``from harness import ...`` (a script's own
+directory is on ``sys.path`` when Python runs it). Two kinds of broker process:
 
 * ``slipstream_broker`` - a Slipstream broker through ``slipstream.testing.broker_process``
   (the tests' launcher), for scripts that measure clients against Slipstream;
@@ -26,9 +27,10 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -169,7 +171,6 @@ def proc_status_kib(pid: int, key: str) -> int | None:
     except (OSError, ValueError):
         return None
     return None
-
 
 
 def metadata_request(correlation_id: int) -> bytes:
@@ -455,27 +456,6 @@ def spec_broker(spec: BrokerSpec, workdir: Path, name: str, timeout: float = 60.
         proc.stop()
 
 
-async def connect_members(
-    port: int, keys: list[tuple[int, int]]
-) -> tuple[dict[tuple[int, int], Any], list[str], float]:
-    """One connection per (group, member) key, 200 connecting at a time: the connections,
-    the errors of those that failed, and the seconds it took."""
-    from slipstream.client.connection import BrokerConnection
-
-    conns: dict[tuple[int, int], Any] = {}
-    sem = asyncio.Semaphore(200)
-
-    async def connect(key: tuple[int, int]) -> None:
-        async with sem:
-            conns[key] = await BrokerConnection(
-                HOST, port, max_in_flight=2, request_timeout_s=60, connect_timeout_s=30
-            ).connect()
-
-    t0 = time.perf_counter()
-    res = await asyncio.gather(*(connect(k) for k in keys), return_exceptions=True)
-    return conns, [str(r) for r in res if isinstance(r, Exception)], time.perf_counter() - t0
-
-
 # --------------------------------------------------------------------------- child interpreters
 
 _CHILDREN: list[subprocess.Popen[str]] = []
@@ -491,6 +471,14 @@ def run_child(script: str, args: list[str], workdir: Path) -> subprocess.Popen[s
     return proc
 
 
+def load_generator_main(modes: dict[str, Callable[..., Coroutine[Any, Any, dict]]]) -> int:
+    """A load generator's entry, ``python bench/<it>.py MODE JSON``: prints the result of
+    ``modes[MODE](**JSON)`` as one JSON line, which ``collect`` reads."""
+    mode, kwargs = sys.argv[1], json.loads(sys.argv[2])
+    print(json.dumps(asyncio.run(modes[mode](**kwargs))))
+    return 0
+
+
 def kill_children() -> None:
     for p in _CHILDREN:
         if p.poll() is None:
@@ -498,6 +486,23 @@ def kill_children() -> None:
                 os.killpg(p.pid, signal.SIGKILL)
             with contextlib.suppress(Exception):
                 p.wait(5)
+
+
+@contextlib.contextmanager
+def work_directory(prefix: str, keep: bool) -> Iterator[Path]:
+    """A fresh temporary directory for one run's brokers, logs and bytecode. On the way out
+    every child and broker still running is stopped, then the directory is removed (with
+    ``keep`` it stays, and its path is logged)."""
+    workdir = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield workdir
+    finally:
+        kill_children()
+        stop_all()
+        if keep:
+            log(f"work directory kept: {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 def child_env(workdir: Path, bytecode_cache: bool = True) -> dict[str, str]:

@@ -23,8 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from broker_throughput import WARMUP_TOPIC, Rate, consume_phase, produce_phase
 from harness import BenchError, create_topics, log, slipstream_broker
+from produce_consume import WARMUP_TOPIC, Rate, consume_phase, produce_phase
 
 from slipstream.testing.postgres import PostgresServer, find_postgres_bin
 

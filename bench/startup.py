@@ -33,16 +33,15 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import psutil
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from broker_throughput import EmbeddedResult, Options, measure_embedded
+from broker_runs import Options
+from embedded_start import EmbeddedResult, measure_embedded
 from harness import (
     HOST,
     BenchError,
@@ -53,7 +52,7 @@ from harness import (
     log,
     on_signal,
     spec_broker,
-    stop_all,
+    work_directory,
 )
 from harness import ms as fmt_ms
 
@@ -322,19 +321,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGHUP, on_signal)
-    workdir = Path(tempfile.mkdtemp(prefix="slipstream-startup-"))
-    opts = Options(
-        messages=None,
-        rss_messages=0,
-        startup_runs=args.runs,
-        embedded_runs=args.embedded_runs,
-        timeout=30.0,
-        workdir=workdir,
-    )
-    wanted = [b.strip() for b in args.brokers.split(",") if b.strip()]
-    began = time.perf_counter()
-    load_start = load_average()
-    try:
+    with work_directory("slipstream-startup-", args.keep) as workdir:
+        opts = Options(
+            messages=None,
+            rss_messages=0,
+            startup_runs=args.runs,
+            embedded_runs=args.embedded_runs,
+            timeout=30.0,
+            workdir=workdir,
+        )
+        wanted = [b.strip() for b in args.brokers.split(",") if b.strip()]
+        began = time.perf_counter()
+        load_start = load_average()
         specs, missing = discover_brokers([b for b in wanted if b != "floor"])
         if "floor" in wanted:
             specs.append(floor_spec())
@@ -343,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
         embedded: EmbeddedResult | None = None
         if args.embedded_runs and any(s.key == "slipstream" for s in specs):
             log(f"Slipstream: embedded start x{args.embedded_runs + 1}")
-            embedded = measure_embedded(opts, 120.0)
+            embedded = measure_embedded(opts.embedded_runs, workdir, 120.0)
         command = " ".join(["python bench/startup.py", *(sys.argv[1:] if argv is None else argv)])
         print(report(results, embedded, opts, missing, time.perf_counter() - began, load_start, command))
         if args.instructions:
@@ -351,12 +349,6 @@ def main(argv: list[str] | None = None) -> int:
             print(instructions_report(opts))
         failed = any(r.error for r in results) or (embedded is not None and embedded.error)
         return 1 if failed else 0
-    finally:
-        stop_all()
-        if args.keep:
-            log(f"work directory kept: {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

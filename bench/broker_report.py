@@ -1,0 +1,267 @@
+"""The Markdown report of broker_throughput.py: the throughput table with Slipstream/peer
+ratios, broker CPU per million records, start-up and memory, and the failures."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shlex
+import statistics
+import sys
+from collections.abc import Iterator
+
+import confluent_kafka
+from broker_runs import CEILING, BrokerResult, Cell, Options, count_for
+from embedded_start import EmbeddedResult
+from harness import MB, load_average, mark, ms
+
+
+def header_lines(header: list[str]) -> list[str]:
+    """A table's header and separator: the first column left, the figures right-aligned."""
+    return ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
+
+
+def each_test(opts: Options) -> Iterator[tuple[str, int, int]]:
+    """(operation, value size, partitions) of every test, in the order of the tables' rows."""
+    for op in ("produce", "consume"):
+        for size in opts.sizes:
+            for parts in opts.partitions:
+                yield op, size, parts
+
+
+def fmt_rate(cell: Cell | None) -> str:
+    if cell is None:
+        return "-"
+    if cell.rate is None:
+        return "not run" if cell.error == "not run" else "FAILED"
+    return f"{cell.rate.msgs_per_s:,.0f} msg/s ({cell.rate.mb_per_s:.1f} MB/s)"
+
+
+def fmt_ratio(ours: Cell | None, theirs: list[Cell | None]) -> str:
+    rates = [c.rate.msgs_per_s for c in theirs if c is not None and c.rate is not None]
+    if ours is None or ours.rate is None or not rates:
+        return "-"
+    return f"{ours.rate.msgs_per_s / max(rates):.2f}x"
+
+
+def fmt_mb(value: int | None) -> str:
+    return "-" if not value else f"{value / MB:,.0f} MB"
+
+
+def fmt_cpu(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f} s"
+
+
+def cpu_table(
+    results: list[BrokerResult],
+    ours: BrokerResult | None,
+    peers: list[BrokerResult],
+    opts: Options,
+) -> list[str]:
+    """Broker CPU seconds per million records, per test (median over the runs)."""
+    out = [
+        "Broker CPU seconds per million records (user + system time of the broker process"
+        " during each test's timed part, median of the runs; lower is better; the stub's"
+        " own cost is its column):",
+        "",
+    ]
+    header = ["Test", *(r.spec.label for r in results)]
+    if ours is not None and peers:
+        header.append("Slipstream / cheaper peer")
+    out.extend(header_lines(header))
+    for op, size, parts in each_test(opts):
+        key = (op, size, parts)
+        size_text = "1 KiB" if size == 1024 else f"{size} B"
+        row = [f"{op} {size_text}, {parts} partition{'s' if parts > 1 else ''}"]
+        values = {}
+        for r in results:
+            cell = r.cells.get(key)
+            values[r.spec.key] = cell.cpu_per_million if cell is not None else None
+            row.append(fmt_cpu(values[r.spec.key]))
+        if ours is not None and peers:
+            theirs = [v for p in peers if (v := values.get(p.spec.key)) is not None]
+            mine = values.get("slipstream")
+            if mine is None or not theirs or min(theirs) <= 0:
+                row.append("-")
+            else:
+                ratio = mine / min(theirs)
+                text = f"{ratio:.2f}x"
+                if size == 1024:
+                    text += mark(ratio <= 1.0)
+                row.append(text)
+        out.append("| " + " | ".join(row) + " |")
+    return out
+
+
+def report(
+    results: list[BrokerResult],
+    embedded: EmbeddedResult | None,
+    opts: Options,
+    missing: list[str],
+    wall: float,
+    load_start: str,
+) -> str:
+    out: list[str] = []
+    ours = next((r for r in results if r.spec.key == "slipstream"), None)
+    ceiling = next((r for r in results if r.spec.key == CEILING), None)
+    peers = [r for r in results if r.spec.key not in ("slipstream", CEILING)]
+    brokers = [r for r in results if r.spec.key != CEILING]
+    lib = confluent_kafka.libversion()[0]
+    load_end = load_average()
+    out.append(f"Command: `{shlex.join(['python', *sys.argv])}`")
+    out.append("")
+    out.append(
+        f"Machine: {platform.system()} {platform.machine()}, {os.cpu_count()} CPUs,"
+        f" Python {platform.python_version()}; client: confluent-kafka"
+        f" {confluent_kafka.__version__} (librdkafka {lib}) in the same machine."
+        f" Run took {wall:.0f} s; 1-minute load average {load_start} at the start, {load_end}"
+        " at the end (other work on the machine skews the numbers)."
+    )
+    out.append("")
+    for r in results:
+        note = ""
+        if r.idempotence_note is not None:
+            note = " — **idempotence rejected, produced with acks=all only**"
+        if r.spec.consumer_overrides:
+            settings = ", ".join(f"{k}={v}" for k, v in r.spec.consumer_overrides.items())
+            note += f"; its consumers need {settings}"
+        out.append(f"- {r.spec.label} {r.spec.version}: {r.spec.describe}{note}")
+    for m in missing:
+        out.append(f"- not installed, skipped: {m}")
+    out.append("")
+    out.append(
+        f"Median of {opts.repeat} run{'s' if opts.repeat > 1 else ''} per test, each into its own"
+        " topic; producer acks=all, idempotence on, linger.ms=5, no compression,"
+        " partitions round-robin; consumer assigns every partition from the earliest offset"
+        " (no group, no commits), fetch.queue.backoff.ms=10. MB = 10^6 bytes of record values."
+    )
+    out.append("")
+    header = ["Test", *(r.spec.label for r in results)]
+    if ours is not None:
+        header += [f"Slipstream / {p.spec.label}" for p in peers]
+        if len(peers) > 1:
+            header.append("Slipstream / faster peer")
+        if ceiling is not None:
+            header.append("Slipstream / ceiling")
+    out.extend(header_lines(header))
+    for op, size, parts in each_test(opts):
+        key = (op, size, parts)
+        size_text = "1 KiB" if size == 1024 else f"{size} B"
+        count = count_for(opts, size)
+        count_text = f"{count // 1000}k" if count % 1000 == 0 else f"{count:,}"
+        row = [
+            f"{op} {count_text} x {size_text}, {parts} partition{'s' if parts > 1 else ''}"
+        ]
+        row += [fmt_rate(r.cells.get(key)) for r in results]
+        if ours is not None:
+            mine = ours.cells.get(key)
+            row += [fmt_ratio(mine, [p.cells.get(key)]) for p in peers]
+            if len(peers) > 1:
+                ratio = fmt_ratio(mine, [p.cells.get(key) for p in peers])
+                if ratio != "-":
+                    target = 1.2 if size == 1024 else 1.0
+                    ratio += mark(float(ratio.rstrip("x")) >= target)
+                row.append(ratio)
+            if ceiling is not None:
+                row.append(fmt_ratio(mine, [ceiling.cells.get(key)]))
+        out.append("| " + " | ".join(row) + " |")
+    out.append("")
+    out.extend(cpu_table(results, ours, peers, opts))
+    out.append("")
+
+    results = brokers  # the stub has no start-up or memory figures
+    header = ["Start-up and memory", *(r.spec.label for r in results)]
+    if ours is not None:
+        header.append("Slipstream target")
+    out.extend(header_lines(header))
+
+    def add_row(name: str, values: list[str], target: str | None = None) -> None:
+        cells = [name, *values]
+        if ours is not None:
+            cells.append(target or "")
+        out.append("| " + " | ".join(cells) + " |")
+
+    def median(r: BrokerResult) -> float | None:
+        return statistics.median(r.startup) if r.startup else None
+
+    ours_start = median(ours) if ours is not None else None
+    add_row(
+        f"process start → first Metadata answer (median of {opts.startup_runs}, .pyc cached)",
+        [
+            f"{ms(median(r))} (min {ms(min(r.startup))})" if r.startup else "FAILED"
+            for r in results
+        ],
+        "≤ 300 ms" + mark(None if ours_start is None else ours_start <= 0.3),
+    )
+    if ours is not None and ours.startup_no_pyc:
+        add_row(
+            f"same, without .pyc files (PYTHONDONTWRITEBYTECODE=1; median of {opts.startup_runs})",
+            [
+                f"{ms(statistics.median(r.startup_no_pyc))} (min {ms(min(r.startup_no_pyc))})"
+                if r is ours
+                else "-"
+                for r in results
+            ],
+        )
+    if embedded is not None and ours is not None:
+        if embedded.error is None:
+            text = f"{ms(embedded.median)} (first {ms(embedded.first)})"
+            ok: bool | None = embedded.median is not None and embedded.median <= 0.02
+        else:
+            text, ok = "FAILED", None
+        add_row(
+            f'embedded `await Broker(storage="memory", port=0).start()` (median of'
+            f" {embedded.runs or opts.embedded_runs})",
+            [text if r is ours else "-" for r in results],
+            "≤ 20 ms" + mark(ok),
+        )
+
+    def rss_target(value: int | None) -> str:
+        return "≤ 150 MB" + mark(None if not value else value <= 150 * MB)
+
+    add_row(
+        "broker CPU time during the throughput tests (their timed part took)",
+        [
+            "-" if r.cpu_seconds is None else f"{r.cpu_seconds:.1f} s ({r.busy_seconds:.1f} s)"
+            for r in results
+        ],
+    )
+    add_row(
+        "peak RSS during the throughput tests",
+        [fmt_mb(r.peak_rss) for r in results],
+        rss_target(ours.peak_rss if ours else None),
+    )
+    n = f"{opts.rss_messages // 1000}k" if opts.rss_messages >= 1000 else str(opts.rss_messages)
+    add_row(
+        f"RSS after writing {n} x 1 KiB (fresh broker, 1 partition)",
+        [
+            "FAILED"
+            if r.rss_error and r.rss_after_write is None
+            else f"{fmt_mb(r.rss_after_write)} (anon {fmt_mb(r.anon_after_write)})"
+            for r in results
+        ],
+        rss_target(ours.rss_after_write if ours else None),
+    )
+    add_row(
+        f"peak RSS writing and reading back those {n}",
+        ["FAILED" if r.rss_error else fmt_mb(r.rss_phase_peak) for r in results],
+        rss_target(ours.rss_phase_peak if ours else None),
+    )
+    out.append("")
+    out.append(
+        "RSS is resident memory of the broker process (psutil, sampled every 20 ms, and the"
+        " kernel's VmHWM); anon = RssAnon (heap), excluding file pages mapped in."
+    )
+    failures = [(r.spec.label, e) for r in results for e in r.errors]
+    if embedded is not None and embedded.error:
+        failures.append(("Slipstream embedded", embedded.error))
+    if failures:
+        out.append("")
+        out.append("Failures:")
+        for label, err in failures:
+            first, *rest = err.splitlines()
+            out.append(f"- {label}: {first}")
+            if len(rest) > 6:  # a log tail: its last lines say what went wrong
+                rest = ["...", *rest[-6:]]
+            out.extend(f"      {line}" for line in rest)
+    return "\n".join(out)

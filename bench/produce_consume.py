@@ -1,0 +1,183 @@
+"""The confluent-kafka (librdkafka) produce and consume phases the broker benchmarks time:
+one producer writing N records round-robin with acks=all, one consumer assigned every
+partition from the beginning reading them back and checking their offsets.
+
+Used by broker_throughput.py, cluster.py and postgres_storage.py.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import confluent_kafka
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from harness import MB, BenchError, quiet_logger
+
+# Every phase first writes one record here, outside the timed window.
+WARMUP_TOPIC = "bench-warmup"
+
+
+@dataclass
+class Rate:
+    """One timed phase: records, bytes of their values, seconds."""
+
+    messages: int
+    value_bytes: int
+    seconds: float
+
+    @property
+    def msgs_per_s(self) -> float:
+        return self.messages / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.value_bytes / MB / self.seconds if self.seconds > 0 else 0.0
+
+    def __str__(self) -> str:
+        return f"{self.msgs_per_s:,.0f} msg/s, {self.mb_per_s:.1f} MB/s ({self.seconds:.2f} s)"
+
+
+def _producer_config(bootstrap: str, idempotent: bool, errors: list[str]) -> dict[str, Any]:
+    def on_delivery(err: KafkaError | None, _msg: Any) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    def on_error(err: KafkaError) -> None:
+        if err.fatal():
+            errors.append(f"fatal: {err}")
+
+    return {
+        "bootstrap.servers": bootstrap,
+        "acks": "all",
+        "enable.idempotence": idempotent,
+        "linger.ms": 5,
+        "compression.type": "none",
+        "delivery.report.only.error": True,
+        "on_delivery": on_delivery,
+        "error_cb": on_error,
+        "message.timeout.ms": 120_000,
+        "log.connection.close": False,
+    }
+
+
+def probe_idempotence(bootstrap: str, timeout: float) -> str | None:
+    """Produce one idempotent message; None if accepted, else the reason it was not."""
+    errors: list[str] = []
+    producer = Producer(_producer_config(bootstrap, True, errors))
+    producer.produce(WARMUP_TOPIC, b"idempotence probe", partition=0)
+    left = producer.flush(timeout)
+    if errors:
+        return errors[0]
+    if left:
+        return f"not acknowledged within {timeout:.0f}s"
+    return None
+
+
+def produce_phase(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    value_size: int,
+    count: int,
+    idempotent: bool,
+    timeout: float,
+) -> Rate:
+    errors: list[str] = []
+    producer = Producer(_producer_config(bootstrap, idempotent, errors))
+    value = os.urandom(value_size)
+    # Warm up: connection, metadata and the producer id, outside the timed window.
+    producer.produce(WARMUP_TOPIC, b"warm-up", partition=0)
+    if producer.flush(min(timeout, 30.0)) or errors:
+        raise BenchError(f"warm-up message failed: {errors[0] if errors else 'timeout'}")
+    produce = producer.produce
+    poll = producer.poll
+    start = time.perf_counter()
+    deadline = start + timeout
+    for i in range(count):
+        partition = i % partitions
+        while True:
+            try:
+                produce(topic, value, partition=partition)
+                break
+            except BufferError:
+                poll(0.005)
+                if time.perf_counter() > deadline:
+                    raise BenchError(
+                        f"timed out after {timeout:.0f}s with {i} of {count} messages queued"
+                    ) from None
+        if not i & 1023:
+            poll(0)
+    left = producer.flush(max(0.1, deadline - time.perf_counter()))
+    elapsed = time.perf_counter() - start
+    if errors:
+        raise BenchError(f"{len(errors)} delivery errors, first: {errors[0]}")
+    if left:
+        raise BenchError(f"{left} messages unacknowledged after {timeout:.0f}s")
+    return Rate(count, count * value_size, elapsed)
+
+
+def consume_phase(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    count: int,
+    overrides: dict[str, Any],
+    timeout: float,
+) -> Rate:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            # librdkafka insists on a group id; nothing is committed and no group is joined.
+            "group.id": f"bench-{topic}-{os.getpid()}",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "earliest",
+            "error_cb": quiet_logger,
+            "log.connection.close": False,
+            # librdkafka stops fetching for fetch.queue.backoff.ms (default 1 s) whenever
+            # queued.min.messages are buffered: a client artefact that would swamp the broker.
+            "fetch.queue.backoff.ms": 10,
+            **overrides,
+        }
+    )
+    try:
+        consumer.list_topics(topic, timeout=min(timeout, 10.0))  # connect outside the window
+        start = time.perf_counter()
+        deadline = start + timeout
+        consumer.assign(
+            [TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING) for p in range(partitions)]
+        )
+        received = 0
+        value_bytes = 0
+        offset_sum = 0
+        while received < count:
+            if time.perf_counter() > deadline:
+                raise BenchError(f"received {received} of {count} within {timeout:.0f}s")
+            for msg in consumer.consume(min(10_000, count - received), 0.2):
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise BenchError(f"consume error: {err}")
+                received += 1
+                offset_sum += msg.offset() or 0
+                value = msg.value()
+                value_bytes += len(value) if value is not None else 0
+        elapsed = time.perf_counter() - start
+    finally:
+        consumer.close()
+    # Round-robin production into a fresh topic: partition p holds offsets 0..n_p-1 exactly
+    # once, so any duplicate, gap or misnumbered record shows up in the sum of offsets.
+    expected = 0
+    for p in range(partitions):
+        n_p = count // partitions + (1 if p < count % partitions else 0)
+        expected += n_p * (n_p - 1) // 2
+    if offset_sum != expected:
+        raise BenchError(
+            f"received {received} records whose offsets sum to {offset_sum}, not {expected}:"
+            " duplicates, gaps or wrong offsets"
+        )
+    return Rate(received, value_bytes, elapsed)
