@@ -15,6 +15,14 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
+class DatabaseError(OSError):
+    """The database failed a call or could not be reached (restarting, connection lost).
+
+    An OSError, as a failing disk's errors are: the broker answers the request with a
+    retriable storage error (KAFKA_STORAGE_ERROR, or the coordinators' NOT_COORDINATOR)
+    and the next call reconnects through the pool."""
+
+
 class DatabaseThread:
     def __init__(self, url: str, *, min_connections: int = 1, max_connections: int = 4) -> None:
         try:
@@ -24,6 +32,10 @@ class DatabaseThread:
                 "storage 'postgres' needs the asyncpg driver: pip install 'slipstream[postgres]'"
             ) from None
 
+        # Everything asyncpg raises (SQL errors, lost connections, a server shutting down).
+        self._driver_errors: tuple[type[Exception], ...] = (
+            asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.exceptions.InternalClientError,
+        )  # fmt: skip
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="slipstream-postgres", daemon=True
@@ -45,7 +57,10 @@ class DatabaseThread:
         async def wrapped() -> T:
             return await coro
 
-        return asyncio.run_coroutine_threadsafe(wrapped(), self._loop).result()
+        try:
+            return asyncio.run_coroutine_threadsafe(wrapped(), self._loop).result()
+        except self._driver_errors as exc:
+            raise DatabaseError(f"{type(exc).__name__}: {exc}") from exc
 
     def with_connection(self, work: Callable[[Any], Awaitable[T]]) -> T:
         """Run ``work(conn)`` with a pooled connection."""
