@@ -9,6 +9,7 @@ and the group run; a paused (SIGSTOP) broker whose lease expired cannot write.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import threading
@@ -23,6 +24,7 @@ from slipstream.broker.cluster import database
 from slipstream.broker.cluster.assignment import Lease, current_leader, live_brokers
 from slipstream.coordinator import OFFSETS_TOPIC, partition_for
 from slipstream.testing.broker_process import BrokerProcess
+from slipstream.testing.postgres import PostgresServer
 
 pytestmark = pytest.mark.conformance
 
@@ -76,14 +78,15 @@ class Cluster:
             time.sleep(0.2)
 
 
-@pytest.fixture
-def cluster(tmp_path: Path, postgres_url: str) -> Iterator[Cluster]:
+@contextlib.contextmanager
+def running_cluster(tmp_path: Path, url: str) -> Iterator[Cluster]:
+    """Three brokers over the database at ``url``, settled (every offsets partition led)."""
     brokers = [
         BrokerProcess(
             tmp_path / f"data-{node}",
             tmp_path / f"broker-{node}.log",
             extra_args=(
-                "--storage", "postgres", "--database-url", postgres_url,
+                "--storage", "postgres", "--database-url", url,
                 "--set", f"node.id={node}",
                 "--set", f"cluster.broker.session.ms={SESSION_MS}",
                 "--set", f"offsets.topic.num.partitions={OFFSETS_PARTITIONS}",
@@ -101,7 +104,7 @@ def cluster(tmp_path: Path, postgres_url: str) -> Iterator[Cluster]:
         for t in starters:
             t.join()
         assert all(b.alive() for b in brokers), [b.log_tail(20) for b in brokers]
-        c = Cluster(brokers, postgres_url)
+        c = Cluster(brokers, url)
         c.wait_settled({1, 2, 3})
         yield c
     finally:
@@ -109,6 +112,12 @@ def cluster(tmp_path: Path, postgres_url: str) -> Iterator[Cluster]:
             if broker.alive():
                 os.kill(broker.pid, signal.SIGCONT)
             broker.stop()
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, postgres_url: str) -> Iterator[Cluster]:
+    with running_cluster(tmp_path, postgres_url) as c:
+        yield c
 
 
 def test_produce_through_one_broker_and_consume_through_another(cluster: Cluster, topic_name: str) -> None:
@@ -205,9 +214,15 @@ class GroupRun:
 
     def __init__(self, cluster: Cluster, topic: str) -> None:
         self.cluster, self.topic, self.group = cluster, topic, f"{topic}-group"
-        self.acked: dict[int, tuple[int, int]] = {}
+        # value -> (partition, offset); the offset is None for an implicit ack: librdkafka
+        # reports a batch whose answer was an error as delivered once a later batch of
+        # the same idempotent producer is acknowledged (the broker had kept it).
+        self.acked: dict[int, tuple[int, int | None]] = {}
         self.consumed: list[tuple[float, int]] = []  # (monotonic time, value)
         self.commits: list[float] = []  # times of successful commits
+        # In the order seen: ("consumed" | "committed", partition, offset); a commit's
+        # offset is the next one to consume.
+        self.events: list[tuple[str, int, int]] = []
         self.errors: list[str] = []
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._produce, daemon=True)]
@@ -274,14 +289,17 @@ class GroupRun:
         while not self._stop.is_set():
             msgs = consumer.consume(100, 0.5)
             now = time.monotonic()
-            got = [int(m.value()) for m in msgs if m.error() is None]
+            records = [m for m in msgs if m.error() is None]
+            got = [int(m.value()) for m in records]
             with self._lock:
                 self.consumed.extend((now, v) for v in got)
+                self.events.extend(("consumed", m.partition(), m.offset()) for m in records)
             if got:
                 try:
-                    consumer.commit(asynchronous=False)
+                    stored = consumer.commit(asynchronous=False)
                     with self._lock:
                         self.commits.append(time.monotonic())
+                        self.events.extend(("committed", tp.partition, tp.offset) for tp in stored or ())
                 except KafkaException:
                     pass  # the coordinator moved: the next commit goes to the new one
         consumer.close()
@@ -342,8 +360,13 @@ def test_kill_9_of_the_coordinator_and_of_a_leader_loses_nothing(cluster: Cluste
         missing = run.wait_all_consumed(30)
         assert not missing, f"the group never consumed {len(missing)} acknowledged records, e.g. {sorted(missing)[:5]}"
     assert run.acked, run.errors
-    # Every acknowledged record is in the log exactly once (the idempotent producer's
-    # retries across leaders made no duplicate), at the offset it was acknowledged at.
+    assert_acked_once_in_log(cluster, run)
+
+
+def assert_acked_once_in_log(cluster: Cluster, run: GroupRun) -> None:
+    """Every acknowledged record is in the log exactly once (the idempotent producer's
+    retries across leaders made no duplicate), at the offset it was acknowledged at."""
+    topic_name = run.topic
     survivor = next(b for b in cluster.brokers if b.alive())
     count = len(run.acked)
     records = ck_consume(survivor.bootstrap, topic_name, count, timeout=60) if count else []
@@ -352,7 +375,76 @@ def test_kill_9_of_the_coordinator_and_of_a_leader_loses_nothing(cluster: Cluste
     positions = {int(r.value): (r.partition, r.offset) for r in records}
     lost = [v for v in run.acked if v not in positions]
     assert not lost, f"{len(lost)} acknowledged records lost, e.g. {lost[:5]}"
-    assert all(positions[v] == where for v, where in run.acked.items())
+    assert all(positions[v][0] == p and off in (None, positions[v][1]) for v, (p, off) in run.acked.items())
+
+
+def assert_group_read_in_order(events: list[tuple[str, int, int]]) -> None:
+    """Each partition was read offset after offset, no record skipped; a read that went
+    back (a rebalance after a failed commit) started no lower than a committed offset."""
+    last: dict[int, int] = {}
+    committed: dict[int, int] = {}
+    for kind, partition, offset in events:
+        if kind == "committed":
+            committed[partition] = max(committed.get(partition, 0), offset)
+            continue
+        previous = last.get(partition, -1)
+        if offset != previous + 1:
+            assert offset <= previous, f"partition {partition}: read {offset} after {previous}, skipping records"
+            floor = committed.get(partition, 0)
+            assert offset >= floor, f"partition {partition}: read again from {offset}, below committed {floor}"
+        last[partition] = offset
+
+
+@pytest.fixture
+def restartable_postgres(postgres_server: PostgresServer) -> Iterator[PostgresServer]:
+    """A PostgreSQL server of the test's own, as it is stopped and started mid-test
+    (``postgres_server``: skipped or failed like the others when PostgreSQL is absent)."""
+    server = PostgresServer(fsync=False)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("down_s", [0, SESSION_MS / 1000 + 1], ids=["within-a-lease", "past-every-lease"])
+def test_brokers_reconnect_after_the_database_restarts_and_lose_nothing(
+    tmp_path: Path, restartable_postgres: PostgresServer, topic_name: str, down_s: float
+) -> None:
+    """PostgreSQL stopped (fast: every session ended, open transactions aborted), then
+    started again on the same data directory, while an idempotent acks=all producer and
+    a two-member group run over three brokers. Down briefly, the brokers keep their
+    leases and commit what they queued; down past the leases, every broker gives its
+    partitions up and they are claimed and loaded anew."""
+    pg = restartable_postgres
+    with running_cluster(tmp_path, pg.url) as cluster:
+        ck_create_topic(cluster.brokers[0].bootstrap, topic_name, partitions=3)
+        cluster.wait_settled({1, 2, 3}, topic_name, 3)
+        with GroupRun(cluster, topic_name) as run:
+            run.wait_progress(0, 30)
+            time.sleep(1)
+            before = committed_offsets(cluster.bootstrap, run.group, topic_name, 3)
+            assert sum(o for o in before.values() if o > 0) > 0
+            pg.halt("fast")
+            with run._lock:
+                acked_at_halt = {p: max((o for q, o in run.acked.values() if q == p and o is not None), default=-1) for p in range(3)}
+            time.sleep(down_s)
+            pg.resume()
+            resumed_at = time.monotonic()
+            back = run.wait_progress(resumed_at, 40)
+            print(f"database back: the group consumed and committed again after {back - resumed_at:.1f}s")
+            cluster.wait_settled({1, 2, 3}, topic_name, 3)
+            time.sleep(2)
+            run.stop_producing()
+            missing = run.wait_all_consumed(30)
+            assert not missing, f"the group never consumed {len(missing)} acknowledged records, e.g. {sorted(missing)[:5]}"
+        assert not run.errors, run.errors[:5]  # every failure the brokers answered was retriable
+        acked_last = {p: max((o for q, o in run.acked.values() if q == p and o is not None), default=-1) for p in range(3)}
+        assert all(acked_last[p] > acked_at_halt[p] for p in range(3)), (acked_at_halt, acked_last)  # every leader writes again
+        assert_group_read_in_order(run.events)
+        after = committed_offsets(cluster.bootstrap, run.group, topic_name, 3)
+        assert all(after[p] >= before[p] for p in before), (before, after)
+        assert_acked_once_in_log(cluster, run)
 
 
 def test_a_paused_broker_whose_lease_expired_cannot_write(cluster: Cluster, topic_name: str) -> None:
