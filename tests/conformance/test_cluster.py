@@ -487,6 +487,57 @@ def test_a_paused_broker_whose_lease_expired_cannot_write(cluster: Cluster, topi
     assert [r.key for r in records] == [f"k{i}" for i in range(10)]  # no zombie record, no gap
 
 
+def test_groups_coordinated_by_every_broker_are_listed_through_one(cluster: Cluster, topic_name: str) -> None:
+    """Each broker answers ListGroups with the groups it coordinates (as Kafka's brokers
+    do); confluent-kafka's and Slipstream's admin clients ask every broker, so a listing
+    bootstrapped through one broker holds the groups of all three."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from slipstream.client.admin import Admin
+
+    ck_create_topic(cluster.brokers[0].bootstrap, topic_name, partitions=1)
+    owners = cluster.wait_settled({1, 2, 3}, topic_name, 1)
+    groups: dict[int, str] = {}  # coordinating node -> a group it coordinates
+    for i in range(200):
+        name = f"{topic_name}-g{i}"
+        groups.setdefault(owners[(OFFSETS_TOPIC, partition_for(name, OFFSETS_PARTITIONS))], name)
+        if len(groups) == 3:
+            break
+    assert sorted(groups) == [1, 2, 3]
+    for name in groups.values():  # an offsets-only group, as after a consumer left
+        consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": name, "enable.auto.commit": False})
+        consumer.commit(offsets=[TopicPartition(topic_name, 0, 0)], asynchronous=False)
+        consumer.close()
+
+    from slipstream.client.connection import BrokerConnection
+    from slipstream.protocol.apis import list_groups as lg
+
+    async def listed_by(broker: BrokerProcess) -> set[str]:
+        conn = await BrokerConnection(broker.host, broker.port).connect()
+        try:
+            response = await conn.request(lg.SPEC, lg.ListGroupsRequest())
+            assert response.error_code == 0, response
+            return {g.group_id for g in response.groups} & set(groups.values())
+        finally:
+            await conn.close()
+
+    for node, name in groups.items():
+        assert asyncio.run(listed_by(cluster.by_node(node))) == {name}
+
+    one = cluster.brokers[0].bootstrap
+    admin = AdminClient({"bootstrap.servers": one})  # kept: the listing dies with its client
+    listed = admin.list_consumer_groups(request_timeout=20).result(timeout=30)
+    assert not listed.errors, listed.errors
+    assert set(groups.values()) <= {g.group_id for g in listed.valid}
+
+    async def slipstream_listing() -> set[str]:
+        async with Admin(one) as admin:
+            return {g.group_id for g in await admin.list_groups()}
+
+    assert set(groups.values()) <= asyncio.run(slipstream_listing())
+
+
 @pytest.mark.java
 def test_java_client_produces_through_one_broker_and_consumes_through_another(
     cluster: Cluster, java_driver: object, topic_name: str
