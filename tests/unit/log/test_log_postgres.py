@@ -39,8 +39,10 @@ def test_a_second_writer_of_a_partition_is_fenced(postgres_url: str) -> None:
         a.flush()
         # b never saw offset 0 and assigns it again: its commit must fail, and keep failing.
         assert b.append([make_batch([2])], now_ms=0, log_append_time=False).base_offset == 0
-        with pytest.raises(LogFenced):
+        with pytest.raises(LogFenced) as fenced:
             b.flush()
+        # also an OSError: the coordinators answer a failed write of their log retriably
+        assert isinstance(fenced.value, OSError)
         with pytest.raises(LogFenced):
             b.flush()
         a.append([make_batch([3])], now_ms=0, log_append_time=False)

@@ -64,6 +64,13 @@ BatchRow = tuple[int, int, int, int, int, bytes]
 AbortedRow = tuple[int, int, int, int, int, int]
 
 
+class PartitionFenced(LogFenced, OSError):
+    """The LogFenced this store raises. Also an OSError, as every failed write of a
+    storage is: the group and transaction coordinators, which answer an OSError from
+    their log with a retriable error (clients look for the coordinator again), then do
+    so for a lost lease too, instead of failing the request."""
+
+
 class _Fenced(Exception):
     """A commit found logs fenced (marked on them): retried without them."""
 
@@ -165,7 +172,7 @@ class PostgresLog(MemoryLog):
     def flush(self) -> None:
         self._store.commit()
         if self.fenced:
-            raise LogFenced(self.fenced)
+            raise PartitionFenced(self.fenced)
 
     def _persist_log_start(self) -> None:
         self._store.commit()
@@ -362,7 +369,7 @@ class PostgresLogStore:
             self.commit()
             fenced = [log.fenced for log in self._logs.values() if log.fenced]
             if fenced:
-                raise LogFenced(fenced[0])
+                raise PartitionFenced(fenced[0])
         finally:
             self._logs.clear()
             self._db.close()
@@ -495,7 +502,7 @@ class PostgresLogStore:
 
     async def _check_lease(self, conn: Any, log: PostgresLog | None) -> None:
         if log is not None and await self._fence_lost_leases(conn, [log]):
-            raise LogFenced(log.fenced)
+            raise PartitionFenced(log.fenced)
 
     # -- direct changes (each checks the lease of ``log``, when given, in its transaction) --
 
