@@ -487,6 +487,49 @@ def test_a_paused_broker_whose_lease_expired_cannot_write(cluster: Cluster, topi
     assert [r.key for r in records] == [f"k{i}" for i in range(10)]  # no zombie record, no gap
 
 
+def test_a_paused_coordinator_whose_lease_expired_cannot_write_group_records(cluster: Cluster, topic_name: str) -> None:
+    """The group side of the lease check: an OffsetCommit read by the coordinator only
+    after SIGCONT, when another broker owns the group's offsets partition, is refused
+    with a retriable coordinator error, and the new coordinator keeps the offset
+    committed before the pause."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from slipstream.client.connection import BrokerConnection
+    from slipstream.protocol.apis import offset_commit as oc
+    from slipstream.protocol.errors import ErrorCode
+
+    ck_create_topic(cluster.brokers[0].bootstrap, topic_name, partitions=1)
+    group = f"{topic_name}-group"
+    offsets_partition = partition_for(group, OFFSETS_PARTITIONS)
+    coordinator = cluster.wait_settled({1, 2, 3}, topic_name, 1)[(OFFSETS_TOPIC, offsets_partition)]
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False})
+    consumer.commit(offsets=[TopicPartition(topic_name, 0, 1)], asynchronous=False)
+    consumer.close()
+    paused = cluster.by_node(coordinator)
+    commit = oc.OffsetCommitRequest(group_id=group, member_id="", topics=[oc.OffsetCommitRequestTopic(
+        name=topic_name, partitions=[oc.OffsetCommitRequestPartition(partition_index=0, committed_offset=99)],
+    )])  # fmt: skip
+
+    async def zombie_commit() -> int:
+        conn = await BrokerConnection(paused.host, paused.port, request_timeout_s=60).connect()
+        try:
+            os.kill(paused.pid, signal.SIGSTOP)
+            pending = asyncio.ensure_future(conn.request(oc.SPEC, commit, version=8))
+            await asyncio.sleep(0.2)
+            others = {1, 2, 3} - {coordinator}
+            await asyncio.get_running_loop().run_in_executor(None, lambda: cluster.wait_settled(others))
+            os.kill(paused.pid, signal.SIGCONT)
+            response = await pending
+            return int(response.topics[0].partitions[0].error_code)
+        finally:
+            await conn.close()
+
+    error = asyncio.run(zombie_commit())
+    assert error in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE), ErrorCode(error)
+    cluster.wait_settled({1, 2, 3})
+    assert committed_offsets(cluster.bootstrap, group, topic_name, 1) == {0: 1}
+
+
 def test_groups_coordinated_by_every_broker_are_listed_through_one(cluster: Cluster, topic_name: str) -> None:
     """Each broker answers ListGroups with the groups it coordinates (as Kafka's brokers
     do); confluent-kafka's and Slipstream's admin clients ask every broker, so a listing
