@@ -79,7 +79,7 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def running_cluster(tmp_path: Path, url: str) -> Iterator[Cluster]:
+def running_cluster(tmp_path: Path, url: str, extra: tuple[str, ...] = ()) -> Iterator[Cluster]:
     """Three brokers over the database at ``url``, settled (every offsets partition led)."""
     brokers = [
         BrokerProcess(
@@ -91,6 +91,7 @@ def running_cluster(tmp_path: Path, url: str) -> Iterator[Cluster]:
                 "--set", f"cluster.broker.session.ms={SESSION_MS}",
                 "--set", f"offsets.topic.num.partitions={OFFSETS_PARTITIONS}",
                 "--set", "group.initial.rebalance.delay.ms=0",
+                *extra,
             ),
         )
         for node in (1, 2, 3)
@@ -579,6 +580,73 @@ def test_groups_coordinated_by_every_broker_are_listed_through_one(cluster: Clus
             return {g.group_id for g in await admin.list_groups()}
 
     assert set(groups.values()) <= asyncio.run(slipstream_listing())
+
+
+def test_acls_and_scram_credentials_made_through_one_broker_reach_the_others(
+    tmp_path: Path, postgres_url: str, topic_name: str
+) -> None:
+    """ACLs and SCRAM users are documents in the database: a change made through one
+    broker is followed by the others at their next heartbeat (each broker authorizes
+    and authenticates from what it holds in memory)."""
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    secured = ("--set", "authorizer=acl", "--set", "super.users=User:ANONYMOUS")  # PLAINTEXT: ANONYMOUS
+    with running_cluster(tmp_path, postgres_url, secured) as cluster:
+        one = AdminClient({"bootstrap.servers": cluster.brokers[0].bootstrap})
+        binding = AclBinding(
+            ResourceType.TOPIC, topic_name, ResourcePatternType.LITERAL, "User:alice", "*",
+            AclOperation.READ, AclPermissionType.ALLOW,
+        )  # fmt: skip
+        assert one.create_acls([binding])[binding].result(timeout=20) is None
+        user = f"{topic_name[:40]}-user"
+        upsert = UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"pw")
+        for future in one.alter_user_scram_credentials([upsert]).values():
+            assert future.result(timeout=20) is None
+
+        for broker in cluster.brokers:  # the change went to one of them: all three follow
+            deadline = time.monotonic() + 10
+            while True:
+                acls, mechanisms = asyncio.run(security_documents_of(broker, user))
+                if ((topic_name, "User:alice") in acls and mechanisms) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            assert (topic_name, "User:alice") in acls, (broker.port, acls)
+            assert mechanisms == [ScramMechanism.SCRAM_SHA_256.value], (broker.port, mechanisms)
+
+
+async def security_documents_of(broker: BrokerProcess, user: str) -> tuple[set[tuple[str, str]], list[int]]:
+    """What ``broker`` itself holds: every ACL's (resource name, principal), and the SCRAM
+    mechanisms of ``user``."""
+    from slipstream.client.connection import BrokerConnection
+    from slipstream.protocol.apis import describe_acls as da
+    from slipstream.protocol.apis import describe_user_scram_credentials as ds
+
+    any_ = 1  # the ANY of resource type, pattern type, operation and permission filters
+    conn = await BrokerConnection(broker.host, broker.port).connect()
+    try:
+        acls = await conn.request(da.SPEC, da.DescribeAclsRequest(
+            resource_type_filter=any_, resource_name_filter=None, pattern_type_filter=any_,
+            principal_filter=None, host_filter=None, operation=any_, permission_type=any_,
+        ))  # fmt: skip
+        users = await conn.request(
+            ds.SPEC, ds.DescribeUserScramCredentialsRequest(users=[ds.DescribeUserScramCredentialsRequestUser(name=user)])
+        )
+    finally:
+        await conn.close()
+    assert acls.error_code == 0 and users.error_code == 0, (acls, users)
+    held = {(r.resource_name, a.principal) for r in acls.resources for a in r.acls}
+    found = [i.mechanism for result in users.results if result.error_code == 0 for i in result.credential_infos]
+    return held, found
 
 
 @pytest.mark.java
