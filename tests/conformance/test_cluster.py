@@ -23,7 +23,7 @@ from conformance_helpers import ck_consume, ck_create_topic, ck_produce, verify_
 from slipstream.broker.cluster import database
 from slipstream.broker.cluster.assignment import Lease, current_leader, live_brokers
 from slipstream.coordinator import OFFSETS_TOPIC, partition_for
-from slipstream.testing.broker_process import GROUP_BROKER_ARGS, BrokerProcess
+from slipstream.testing.broker_process import BrokerProcess
 from slipstream.testing.postgres import PostgresServer
 
 pytestmark = pytest.mark.conformance
@@ -529,54 +529,6 @@ def test_a_paused_coordinator_whose_lease_expired_cannot_write_group_records(clu
     assert error in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE), ErrorCode(error)
     cluster.wait_settled({1, 2, 3})
     assert committed_offsets(cluster.bootstrap, group, topic_name, 1) == {0: 1}
-
-
-class CoordinatorRole:
-    """The one broker of the group harness's crash scenario, played by the cluster:
-    clients bootstrap through all three brokers, ``kill9`` hits whichever broker
-    coordinates the group at that moment and ``start`` brings that one back."""
-
-    def __init__(self, cluster: Cluster, group: str) -> None:
-        self.cluster, self.group = cluster, group
-        self.victim: BrokerProcess | None = None
-
-    @property
-    def bootstrap(self) -> str:
-        return self.cluster.bootstrap
-
-    def kill9(self) -> None:
-        owners = self.cluster.wait_settled({1, 2, 3})
-        self.victim = self.cluster.by_node(owners[(OFFSETS_TOPIC, partition_for(self.group, OFFSETS_PARTITIONS))])
-        self.victim.kill9()
-
-    def start(self) -> None:
-        assert self.victim is not None
-        self.victim.start(timeout=60)
-
-
-@pytest.mark.parametrize("client", ["confluent", pytest.param("java", marks=pytest.mark.java)])
-def test_a_group_spread_over_brokers_survives_kill_9_of_its_coordinator(
-    tmp_path: Path, postgres_url: str, topic_name: str, client: str, request: pytest.FixtureRequest
-) -> None:
-    """The group harness's live crash scenario over the cluster, each member bootstrapped
-    through a different broker: no record lost, nothing committed delivered again,
-    ownership never overlapping, committed offsets what was processed."""
-    from test_groups_harness import (
-        live_broker_crash_scenario,
-        start_java_member,
-        start_python_member,
-    )
-
-    group = f"{topic_name}-group"
-
-    def launch(name: str) -> object:
-        bootstrap = cluster.brokers[int(name[1:]) % 3].bootstrap  # c1 through broker 2, c2 through broker 3
-        if client == "java":
-            return start_java_member(request.getfixturevalue("java_driver"), name, bootstrap, topic_name, group)
-        return start_python_member(client, name, bootstrap, topic_name, group)
-
-    with running_cluster(tmp_path, postgres_url, GROUP_BROKER_ARGS) as cluster:  # the harness's 3 s sessions
-        print(live_broker_crash_scenario(CoordinatorRole(cluster, group), topic_name, group, launch))  # type: ignore[arg-type]
 
 
 def test_groups_coordinated_by_every_broker_are_listed_through_one(cluster: Cluster, topic_name: str) -> None:
