@@ -144,6 +144,7 @@ def test_produce_through_one_broker_and_consume_through_another(cluster: Cluster
     acks = ck_produce(one.bootstrap, topic_name, range(200))
     verify_records(ck_consume(three.bootstrap, topic_name, 200), range(200), acks=acks)
     not_leader_answers(cluster, topic_name, {p: leaders[(topic_name, p)] for p in range(6)})
+    leader_epoch_answers(cluster, topic_name)
 
     # Slipstream's client: produce through broker 2, consume through broker 1 in a group.
     from slipstream.client.consumer import Consumer
@@ -207,6 +208,54 @@ def not_leader_answers(cluster: Cluster, topic: str, leaders: dict[int, int]) ->
     answer = fetched.responses[0].partitions[0]  # type: ignore[attr-defined]
     assert answer.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and answer.records in (b"", None, [])
     assert answer.current_leader.leader_id == leader
+
+
+def leader_epoch_answers(cluster: Cluster, topic: str) -> None:
+    """KIP-320 at a partition's leader: Fetch v12 and ListOffsets v4 naming an older
+    leader epoch than the lease's are FENCED_LEADER_EPOCH, a newer one
+    UNKNOWN_LEADER_EPOCH; the lease's own epoch, or none (-1), is served."""
+    from slipstream.client.connection import BrokerConnection
+    from slipstream.protocol.apis import fetch as fe
+    from slipstream.protocol.apis import list_offsets as lo
+    from slipstream.protocol.errors import ErrorCode
+
+    lease = cluster.state()[1][(topic, 0)]
+    assert lease is not None
+    leader = cluster.by_node(lease.owner)
+
+    def fetch(epoch: int) -> fe.FetchRequest:
+        return fe.FetchRequest(max_wait_ms=0, min_bytes=0, session_epoch=-1, topics=[fe.FetchRequestTopic(
+            topic=topic, partitions=[fe.FetchRequestPartition(
+                partition=0, fetch_offset=0, partition_max_bytes=1 << 20, current_leader_epoch=epoch,
+            )],
+        )])  # fmt: skip
+
+    def list_offsets(epoch: int) -> lo.ListOffsetsRequest:
+        return lo.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[lo.ListOffsetsRequestTopic(
+            name=topic, partitions=[lo.ListOffsetsRequestPartition(partition_index=0, current_leader_epoch=epoch, timestamp=-1)],
+        )])  # fmt: skip
+
+    async def ask() -> dict[int, tuple[int, int]]:
+        conn = await BrokerConnection(leader.host, leader.port).connect()
+        try:
+            answers = {}
+            for epoch in (-1, lease.epoch - 1, lease.epoch, lease.epoch + 1):
+                fetched = await conn.request(fe.SPEC, fetch(epoch), version=12)
+                listed = await conn.request(lo.SPEC, list_offsets(epoch), version=4)
+                answers[epoch] = (
+                    fetched.responses[0].partitions[0].error_code, listed.topics[0].partitions[0].error_code,
+                )
+            return answers
+        finally:
+            await conn.close()
+
+    answers = asyncio.run(ask())
+    assert answers == {
+        -1: (0, 0),
+        lease.epoch - 1: (ErrorCode.FENCED_LEADER_EPOCH,) * 2,
+        lease.epoch: (0, 0),
+        lease.epoch + 1: (ErrorCode.UNKNOWN_LEADER_EPOCH,) * 2,
+    }
 
 
 class GroupRun:
