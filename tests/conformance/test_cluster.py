@@ -497,6 +497,58 @@ def test_brokers_reconnect_after_the_database_restarts_and_lose_nothing(
         assert_acked_once_in_log(cluster, run)
 
 
+def test_a_broker_cut_off_from_a_hung_database_stops_leading(
+    tmp_path: Path, restartable_postgres: PostgresServer, topic_name: str
+) -> None:
+    """PostgreSQL stopped dead (SIGSTOP: connections open, nothing answered, as a host
+    cut off by the network): the heartbeat's statements time out, and once a session
+    passed since its last renewal the leader stops serving the partition (its lease may
+    be another's by now), answering NOT_LEADER_OR_FOLLOWER. Resumed, the cluster settles
+    again and nothing acknowledged with acks=all was lost."""
+    from slipstream.client.connection import BrokerConnection
+    from slipstream.protocol.apis import produce as pr
+    from slipstream.protocol.errors import ErrorCode
+    from slipstream.protocol.records import ProducerRecord, build_batch
+
+    pg = restartable_postgres
+    with running_cluster(tmp_path, pg.url) as cluster:
+        ck_create_topic(cluster.brokers[0].bootstrap, topic_name, partitions=1)
+        leader = cluster.by_node(cluster.wait_settled({1, 2, 3}, topic_name, 1)[(topic_name, 0)])
+        acks = ck_produce(leader.bootstrap, topic_name, range(5))
+        probe = pr.ProduceRequest(acks=1, timeout_ms=5_000, topic_data=[pr.ProduceRequestTopicData(
+            name=topic_name, partition_data=[pr.ProduceRequestPartitionData(
+                index=0, records=memoryview(build_batch([ProducerRecord(b"probe", b"while the database hangs")])),
+            )],
+        )])  # fmt: skip
+
+        async def probe_until_refused() -> list[int]:
+            """acks=1 (no database round trip) straight to the leader, until it refuses."""
+            conn = await BrokerConnection(leader.host, leader.port).connect()
+            answers: list[int] = []
+            try:
+                deadline = time.monotonic() + 4 * SESSION_MS / 1000 + 10
+                while not answers or answers[-1] != ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                    if time.monotonic() > deadline:
+                        break
+                    response = await conn.request(pr.SPEC, probe, version=9)
+                    answers.append(int(response.responses[0].partition_responses[0].error_code))
+                    await asyncio.sleep(0.3)
+                return answers
+            finally:
+                await conn.close()
+
+        pg.pause()
+        try:
+            answers = asyncio.run(probe_until_refused())
+        finally:
+            pg.unpause()
+        assert answers[-1] == ErrorCode.NOT_LEADER_OR_FOLLOWER, answers
+        cluster.wait_settled({1, 2, 3}, topic_name, 1)
+        after = ck_produce(cluster.bootstrap, topic_name, range(5, 10))
+        records = [r for r in ck_consume(cluster.bootstrap, topic_name, 10, timeout=30) if r.key != "probe"]
+        verify_records(records, range(10), acks={**acks, **after})
+
+
 def test_a_paused_broker_whose_lease_expired_cannot_write(cluster: Cluster, topic_name: str) -> None:
     from slipstream.client.connection import BrokerConnection
     from slipstream.protocol.apis import produce as pr

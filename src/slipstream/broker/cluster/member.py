@@ -42,6 +42,10 @@ class ClusterMember:
         self._task: asyncio.Task[None] | None = None
         self.session_ms = state.config.cluster_broker_session_ms
         self.interval_s = max(self.session_ms // 3, 50) / 1000
+        # Every connect and statement of the heartbeat gives up after this: a database that
+        # hangs (cut off, not refusing) fails the heartbeat, and _check_session then stops
+        # serving partitions whose leases may be another broker's by now.
+        self._timeout_s = max(self.interval_s, 1.0)
         self._last_renewed_ms: int | None = None  # local clock: when the database last answered
         self._tick_lock = asyncio.Lock()
         self._wake = asyncio.Event()
@@ -51,7 +55,9 @@ class ClusterMember:
         import asyncpg
 
         self.groups = groups
-        self._pool = await asyncpg.create_pool(self._url, min_size=1, max_size=2)
+        self._pool = await asyncpg.create_pool(
+            self._url, min_size=1, max_size=2, timeout=self._timeout_s, command_timeout=self._timeout_s
+        )
         await self._listen()
         await self.tick()
         async with self._pool.acquire() as conn:
@@ -65,7 +71,7 @@ class ClusterMember:
         if self._listener is not None and not self._listener.is_closed():
             return
         try:
-            self._listener = await asyncpg.connect(self._url)
+            self._listener = await asyncpg.connect(self._url, timeout=self._timeout_s)
             await self._listener.add_listener(database.CHANNEL, lambda *_: self._wake.set())
         except Exception as exc:
             log.warning("cannot listen for cluster changes (waking every %.1fs instead): %s", self.interval_s, exc)

@@ -15,6 +15,13 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
+# A database that hangs (a host cut off, a failover leaving connections dangling) fails
+# calls after these instead of holding the broker's commits forever; the statement
+# timeout is Kafka's default request.timeout.ms, as a large group commit may take a while.
+CONNECT_TIMEOUT_S = 10.0
+STATEMENT_TIMEOUT_S = 30.0
+
+
 class DatabaseError(OSError):
     """The database failed a call or could not be reached (restarting, connection lost).
 
@@ -32,9 +39,10 @@ class DatabaseThread:
                 "storage 'postgres' needs the asyncpg driver: pip install 'slipstream[postgres]'"
             ) from None
 
-        # Everything asyncpg raises (SQL errors, lost connections, a server shutting down).
+        # Everything asyncpg raises (SQL errors, lost connections, a server shutting down,
+        # a statement past its timeout).
         self._driver_errors: tuple[type[Exception], ...] = (
-            asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.exceptions.InternalClientError,
+            asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.exceptions.InternalClientError, TimeoutError,
         )  # fmt: skip
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
@@ -44,7 +52,10 @@ class DatabaseThread:
         try:
 
             async def connect() -> Any:  # the pool binds to the loop it is made on
-                return await asyncpg.create_pool(url, min_size=min_connections, max_size=max_connections)
+                return await asyncpg.create_pool(
+                    url, min_size=min_connections, max_size=max_connections,
+                    timeout=CONNECT_TIMEOUT_S, command_timeout=STATEMENT_TIMEOUT_S,
+                )  # fmt: skip
 
             self.pool: Any = self.run(connect())
         except BaseException:
