@@ -14,7 +14,10 @@ First slice of the postgres backend (issue 16), for a single broker:
 * Guard against two writers: the transaction moves each partition's
   ``next_offset`` from the value this store last committed, and fails if the row
   holds anything else (``LogFenced``); batches are also unique on
-  (partition, base offset). A fenced log stops accepting commits.
+  (partition, base offset). A fenced log stops accepting commits. A commit whose
+  answer was lost with its connection (the database restarting) is retried; when the
+  database already holds exactly its batches it goes on from there (``_reconciled``)
+  instead of taking itself for fenced.
 * DeleteRecords, retention, compaction and topic deletion first commit what is
   queued, then change the rows in their own transaction (compaction rewrites the
   cleaned segments' rows in one transaction).
@@ -443,7 +446,7 @@ class PostgresLogStore:
         holds exactly them from the expected offset on, byte for byte), or, when the rows
         are anything else, its log fenced (another broker wrote the partition)."""
         log, batches, aborted, expected, new_end, log_start = work
-        stored = self._db.with_connection(partial(self._stored_since, log.partition_id, expected))
+        stored = self._db.with_connection(partial(self._stored_since, log.partition_id, expected, len(batches) + 1))
         landed = len(stored[1])
         if (
             stored[0] > expected
@@ -463,14 +466,18 @@ class PostgresLogStore:
         return work
 
     @staticmethod
-    async def _stored_since(partition_id: int, offset: int, conn: Any) -> tuple[int, list[tuple[int, bytes]]]:
-        """(the partition's next offset in the database, its batches from ``offset`` on)."""
+    async def _stored_since(
+        partition_id: int, offset: int, limit: int, conn: Any
+    ) -> tuple[int, list[tuple[int, bytes]]]:
+        """(the partition's next offset in the database, its first ``limit`` batches from
+        ``offset`` on)."""
         next_offset = await conn.fetchval("SELECT next_offset FROM log_partitions WHERE id = $1", partition_id)
         rows = await conn.fetch(
             "SELECT base_offset, data FROM log_batches WHERE partition_id = $1 AND base_offset >= $2 "
-            "ORDER BY base_offset",
+            "ORDER BY base_offset LIMIT $3",
             partition_id,
             offset,
+            limit,
         )
         return int(next_offset if next_offset is not None else -1), [(r["base_offset"], r["data"]) for r in rows]
 
