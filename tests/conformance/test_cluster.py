@@ -9,6 +9,7 @@ and the group run; a paused (SIGSTOP) broker whose lease expired cannot write.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import threading
@@ -23,6 +24,7 @@ from slipstream.broker.cluster import database
 from slipstream.broker.cluster.assignment import Lease, current_leader, live_brokers
 from slipstream.coordinator import OFFSETS_TOPIC, partition_for
 from slipstream.testing.broker_process import BrokerProcess
+from slipstream.testing.postgres import PostgresServer
 
 pytestmark = pytest.mark.conformance
 
@@ -76,18 +78,20 @@ class Cluster:
             time.sleep(0.2)
 
 
-@pytest.fixture
-def cluster(tmp_path: Path, postgres_url: str) -> Iterator[Cluster]:
+@contextlib.contextmanager
+def running_cluster(tmp_path: Path, url: str, extra: tuple[str, ...] = ()) -> Iterator[Cluster]:
+    """Three brokers over the database at ``url``, settled (every offsets partition led)."""
     brokers = [
         BrokerProcess(
             tmp_path / f"data-{node}",
             tmp_path / f"broker-{node}.log",
             extra_args=(
-                "--storage", "postgres", "--database-url", postgres_url,
+                "--storage", "postgres", "--database-url", url,
                 "--set", f"node.id={node}",
                 "--set", f"cluster.broker.session.ms={SESSION_MS}",
                 "--set", f"offsets.topic.num.partitions={OFFSETS_PARTITIONS}",
                 "--set", "group.initial.rebalance.delay.ms=0",
+                *extra,
             ),
         )
         for node in (1, 2, 3)
@@ -101,7 +105,7 @@ def cluster(tmp_path: Path, postgres_url: str) -> Iterator[Cluster]:
         for t in starters:
             t.join()
         assert all(b.alive() for b in brokers), [b.log_tail(20) for b in brokers]
-        c = Cluster(brokers, postgres_url)
+        c = Cluster(brokers, url)
         c.wait_settled({1, 2, 3})
         yield c
     finally:
@@ -109,6 +113,12 @@ def cluster(tmp_path: Path, postgres_url: str) -> Iterator[Cluster]:
             if broker.alive():
                 os.kill(broker.pid, signal.SIGCONT)
             broker.stop()
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, postgres_url: str) -> Iterator[Cluster]:
+    with running_cluster(tmp_path, postgres_url) as c:
+        yield c
 
 
 def test_produce_through_one_broker_and_consume_through_another(cluster: Cluster, topic_name: str) -> None:
@@ -134,6 +144,7 @@ def test_produce_through_one_broker_and_consume_through_another(cluster: Cluster
     acks = ck_produce(one.bootstrap, topic_name, range(200))
     verify_records(ck_consume(three.bootstrap, topic_name, 200), range(200), acks=acks)
     not_leader_answers(cluster, topic_name, {p: leaders[(topic_name, p)] for p in range(6)})
+    leader_epoch_answers(cluster, topic_name)
 
     # Slipstream's client: produce through broker 2, consume through broker 1 in a group.
     from slipstream.client.consumer import Consumer
@@ -199,15 +210,69 @@ def not_leader_answers(cluster: Cluster, topic: str, leaders: dict[int, int]) ->
     assert answer.current_leader.leader_id == leader
 
 
+def leader_epoch_answers(cluster: Cluster, topic: str) -> None:
+    """KIP-320 at a partition's leader: Fetch v12 and ListOffsets v4 naming an older
+    leader epoch than the lease's are FENCED_LEADER_EPOCH, a newer one
+    UNKNOWN_LEADER_EPOCH; the lease's own epoch, or none (-1), is served."""
+    from slipstream.client.connection import BrokerConnection
+    from slipstream.protocol.apis import fetch as fe
+    from slipstream.protocol.apis import list_offsets as lo
+    from slipstream.protocol.errors import ErrorCode
+
+    lease = cluster.state()[1][(topic, 0)]
+    assert lease is not None
+    leader = cluster.by_node(lease.owner)
+
+    def fetch(epoch: int) -> fe.FetchRequest:
+        return fe.FetchRequest(max_wait_ms=0, min_bytes=0, session_epoch=-1, topics=[fe.FetchRequestTopic(
+            topic=topic, partitions=[fe.FetchRequestPartition(
+                partition=0, fetch_offset=0, partition_max_bytes=1 << 20, current_leader_epoch=epoch,
+            )],
+        )])  # fmt: skip
+
+    def list_offsets(epoch: int) -> lo.ListOffsetsRequest:
+        return lo.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[lo.ListOffsetsRequestTopic(
+            name=topic, partitions=[lo.ListOffsetsRequestPartition(partition_index=0, current_leader_epoch=epoch, timestamp=-1)],
+        )])  # fmt: skip
+
+    async def ask() -> dict[int, tuple[int, int]]:
+        conn = await BrokerConnection(leader.host, leader.port).connect()
+        try:
+            answers = {}
+            for epoch in (-1, lease.epoch - 1, lease.epoch, lease.epoch + 1):
+                fetched = await conn.request(fe.SPEC, fetch(epoch), version=12)
+                listed = await conn.request(lo.SPEC, list_offsets(epoch), version=4)
+                answers[epoch] = (
+                    fetched.responses[0].partitions[0].error_code, listed.topics[0].partitions[0].error_code,
+                )
+            return answers
+        finally:
+            await conn.close()
+
+    answers = asyncio.run(ask())
+    assert answers == {
+        -1: (0, 0),
+        lease.epoch - 1: (ErrorCode.FENCED_LEADER_EPOCH,) * 2,
+        lease.epoch: (0, 0),
+        lease.epoch + 1: (ErrorCode.UNKNOWN_LEADER_EPOCH,) * 2,
+    }
+
+
 class GroupRun:
     """An idempotent acks=all producer and a two-member confluent group, each member
     bootstrapped through a different broker, until ``stop``."""
 
     def __init__(self, cluster: Cluster, topic: str) -> None:
         self.cluster, self.topic, self.group = cluster, topic, f"{topic}-group"
-        self.acked: dict[int, tuple[int, int]] = {}
+        # value -> (partition, offset); the offset is None for an implicit ack: librdkafka
+        # reports a batch whose answer was an error as delivered once a later batch of
+        # the same idempotent producer is acknowledged (the broker had kept it).
+        self.acked: dict[int, tuple[int, int | None]] = {}
         self.consumed: list[tuple[float, int]] = []  # (monotonic time, value)
         self.commits: list[float] = []  # times of successful commits
+        # In the order seen: ("consumed" | "committed", partition, offset); a commit's
+        # offset is the next one to consume.
+        self.events: list[tuple[str, int, int]] = []
         self.errors: list[str] = []
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._produce, daemon=True)]
@@ -274,14 +339,17 @@ class GroupRun:
         while not self._stop.is_set():
             msgs = consumer.consume(100, 0.5)
             now = time.monotonic()
-            got = [int(m.value()) for m in msgs if m.error() is None]
+            records = [m for m in msgs if m.error() is None]
+            got = [int(m.value()) for m in records]
             with self._lock:
                 self.consumed.extend((now, v) for v in got)
+                self.events.extend(("consumed", m.partition(), m.offset()) for m in records)
             if got:
                 try:
-                    consumer.commit(asynchronous=False)
+                    stored = consumer.commit(asynchronous=False)
                     with self._lock:
                         self.commits.append(time.monotonic())
+                        self.events.extend(("committed", tp.partition, tp.offset) for tp in stored or ())
                 except KafkaException:
                     pass  # the coordinator moved: the next commit goes to the new one
         consumer.close()
@@ -342,8 +410,13 @@ def test_kill_9_of_the_coordinator_and_of_a_leader_loses_nothing(cluster: Cluste
         missing = run.wait_all_consumed(30)
         assert not missing, f"the group never consumed {len(missing)} acknowledged records, e.g. {sorted(missing)[:5]}"
     assert run.acked, run.errors
-    # Every acknowledged record is in the log exactly once (the idempotent producer's
-    # retries across leaders made no duplicate), at the offset it was acknowledged at.
+    assert_acked_once_in_log(cluster, run)
+
+
+def assert_acked_once_in_log(cluster: Cluster, run: GroupRun) -> None:
+    """Every acknowledged record is in the log exactly once (the idempotent producer's
+    retries across leaders made no duplicate), at the offset it was acknowledged at."""
+    topic_name = run.topic
     survivor = next(b for b in cluster.brokers if b.alive())
     count = len(run.acked)
     records = ck_consume(survivor.bootstrap, topic_name, count, timeout=60) if count else []
@@ -352,7 +425,128 @@ def test_kill_9_of_the_coordinator_and_of_a_leader_loses_nothing(cluster: Cluste
     positions = {int(r.value): (r.partition, r.offset) for r in records}
     lost = [v for v in run.acked if v not in positions]
     assert not lost, f"{len(lost)} acknowledged records lost, e.g. {lost[:5]}"
-    assert all(positions[v] == where for v, where in run.acked.items())
+    assert all(positions[v][0] == p and off in (None, positions[v][1]) for v, (p, off) in run.acked.items())
+
+
+def assert_group_read_in_order(events: list[tuple[str, int, int]]) -> None:
+    """Each partition was read offset after offset, no record skipped; a read that went
+    back (a rebalance after a failed commit) started no lower than a committed offset."""
+    last: dict[int, int] = {}
+    committed: dict[int, int] = {}
+    for kind, partition, offset in events:
+        if kind == "committed":
+            committed[partition] = max(committed.get(partition, 0), offset)
+            continue
+        previous = last.get(partition, -1)
+        if offset != previous + 1:
+            assert offset <= previous, f"partition {partition}: read {offset} after {previous}, skipping records"
+            floor = committed.get(partition, 0)
+            assert offset >= floor, f"partition {partition}: read again from {offset}, below committed {floor}"
+        last[partition] = offset
+
+
+@pytest.fixture
+def restartable_postgres(postgres_server: PostgresServer) -> Iterator[PostgresServer]:
+    """A PostgreSQL server of the test's own, as it is stopped and started mid-test
+    (``postgres_server``: skipped or failed like the others when PostgreSQL is absent)."""
+    server = PostgresServer(fsync=False)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("down_s", [0, SESSION_MS / 1000 + 1], ids=["within-a-lease", "past-every-lease"])
+def test_brokers_reconnect_after_the_database_restarts_and_lose_nothing(
+    tmp_path: Path, restartable_postgres: PostgresServer, topic_name: str, down_s: float
+) -> None:
+    """PostgreSQL stopped (fast: every session ended, open transactions aborted), then
+    started again on the same data directory, while an idempotent acks=all producer and
+    a two-member group run over three brokers. Down briefly, the brokers keep their
+    leases and commit what they queued; down past the leases, every broker gives its
+    partitions up and they are claimed and loaded anew."""
+    pg = restartable_postgres
+    with running_cluster(tmp_path, pg.url) as cluster:
+        ck_create_topic(cluster.brokers[0].bootstrap, topic_name, partitions=3)
+        cluster.wait_settled({1, 2, 3}, topic_name, 3)
+        with GroupRun(cluster, topic_name) as run:
+            run.wait_progress(0, 30)
+            time.sleep(1)
+            before = committed_offsets(cluster.bootstrap, run.group, topic_name, 3)
+            assert sum(o for o in before.values() if o > 0) > 0
+            pg.halt("fast")
+            with run._lock:
+                acked_at_halt = {p: max((o for q, o in run.acked.values() if q == p and o is not None), default=-1) for p in range(3)}
+            time.sleep(down_s)
+            pg.resume()
+            resumed_at = time.monotonic()
+            back = run.wait_progress(resumed_at, 40)
+            print(f"database back: the group consumed and committed again after {back - resumed_at:.1f}s")
+            cluster.wait_settled({1, 2, 3}, topic_name, 3)
+            time.sleep(2)
+            run.stop_producing()
+            missing = run.wait_all_consumed(30)
+            assert not missing, f"the group never consumed {len(missing)} acknowledged records, e.g. {sorted(missing)[:5]}"
+        assert not run.errors, run.errors[:5]  # every failure the brokers answered was retriable
+        acked_last = {p: max((o for q, o in run.acked.values() if q == p and o is not None), default=-1) for p in range(3)}
+        assert all(acked_last[p] > acked_at_halt[p] for p in range(3)), (acked_at_halt, acked_last)  # every leader writes again
+        assert_group_read_in_order(run.events)
+        after = committed_offsets(cluster.bootstrap, run.group, topic_name, 3)
+        assert all(after[p] >= before[p] for p in before), (before, after)
+        assert_acked_once_in_log(cluster, run)
+
+
+def test_a_broker_cut_off_from_a_hung_database_stops_leading(
+    tmp_path: Path, restartable_postgres: PostgresServer, topic_name: str
+) -> None:
+    """PostgreSQL stopped dead (SIGSTOP: connections open, nothing answered, as a host
+    cut off by the network): the heartbeat's statements time out, and once a session
+    passed since its last renewal the leader stops serving the partition (its lease may
+    be another's by now), answering NOT_LEADER_OR_FOLLOWER. Resumed, the cluster settles
+    again and nothing acknowledged with acks=all was lost."""
+    from slipstream.client.connection import BrokerConnection
+    from slipstream.protocol.apis import produce as pr
+    from slipstream.protocol.errors import ErrorCode
+    from slipstream.protocol.records import ProducerRecord, build_batch
+
+    pg = restartable_postgres
+    with running_cluster(tmp_path, pg.url) as cluster:
+        ck_create_topic(cluster.brokers[0].bootstrap, topic_name, partitions=1)
+        leader = cluster.by_node(cluster.wait_settled({1, 2, 3}, topic_name, 1)[(topic_name, 0)])
+        acks = ck_produce(leader.bootstrap, topic_name, range(5))
+        probe = pr.ProduceRequest(acks=1, timeout_ms=5_000, topic_data=[pr.ProduceRequestTopicData(
+            name=topic_name, partition_data=[pr.ProduceRequestPartitionData(
+                index=0, records=memoryview(build_batch([ProducerRecord(b"probe", b"while the database hangs")])),
+            )],
+        )])  # fmt: skip
+
+        async def probe_until_refused() -> list[int]:
+            """acks=1 (no database round trip) straight to the leader, until it refuses."""
+            conn = await BrokerConnection(leader.host, leader.port).connect()
+            answers: list[int] = []
+            try:
+                deadline = time.monotonic() + 4 * SESSION_MS / 1000 + 10
+                while not answers or answers[-1] != ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                    if time.monotonic() > deadline:
+                        break
+                    response = await conn.request(pr.SPEC, probe, version=9)
+                    answers.append(int(response.responses[0].partition_responses[0].error_code))
+                    await asyncio.sleep(0.3)
+                return answers
+            finally:
+                await conn.close()
+
+        pg.pause()
+        try:
+            answers = asyncio.run(probe_until_refused())
+        finally:
+            pg.unpause()
+        assert answers[-1] == ErrorCode.NOT_LEADER_OR_FOLLOWER, answers
+        cluster.wait_settled({1, 2, 3}, topic_name, 1)
+        after = ck_produce(cluster.bootstrap, topic_name, range(5, 10))
+        records = [r for r in ck_consume(cluster.bootstrap, topic_name, 10, timeout=30) if r.key != "probe"]
+        verify_records(records, range(10), acks={**acks, **after})
 
 
 def test_a_paused_broker_whose_lease_expired_cannot_write(cluster: Cluster, topic_name: str) -> None:
@@ -393,6 +587,167 @@ def test_a_paused_broker_whose_lease_expired_cannot_write(cluster: Cluster, topi
     ck_produce(new_leader.bootstrap, topic_name, range(5, 10))
     records = ck_consume(new_leader.bootstrap, topic_name, 10, timeout=30)
     assert [r.key for r in records] == [f"k{i}" for i in range(10)]  # no zombie record, no gap
+
+
+def test_a_paused_coordinator_whose_lease_expired_cannot_write_group_records(cluster: Cluster, topic_name: str) -> None:
+    """The group side of the lease check: an OffsetCommit read by the coordinator only
+    after SIGCONT, when another broker owns the group's offsets partition, is refused
+    with a retriable coordinator error, and the new coordinator keeps the offset
+    committed before the pause."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from slipstream.client.connection import BrokerConnection
+    from slipstream.protocol.apis import offset_commit as oc
+    from slipstream.protocol.errors import ErrorCode
+
+    ck_create_topic(cluster.brokers[0].bootstrap, topic_name, partitions=1)
+    group = f"{topic_name}-group"
+    offsets_partition = partition_for(group, OFFSETS_PARTITIONS)
+    coordinator = cluster.wait_settled({1, 2, 3}, topic_name, 1)[(OFFSETS_TOPIC, offsets_partition)]
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False})
+    consumer.commit(offsets=[TopicPartition(topic_name, 0, 1)], asynchronous=False)
+    consumer.close()
+    paused = cluster.by_node(coordinator)
+    commit = oc.OffsetCommitRequest(group_id=group, member_id="", topics=[oc.OffsetCommitRequestTopic(
+        name=topic_name, partitions=[oc.OffsetCommitRequestPartition(partition_index=0, committed_offset=99)],
+    )])  # fmt: skip
+
+    async def zombie_commit() -> int:
+        conn = await BrokerConnection(paused.host, paused.port, request_timeout_s=60).connect()
+        try:
+            os.kill(paused.pid, signal.SIGSTOP)
+            pending = asyncio.ensure_future(conn.request(oc.SPEC, commit, version=8))
+            await asyncio.sleep(0.2)
+            others = {1, 2, 3} - {coordinator}
+            await asyncio.get_running_loop().run_in_executor(None, lambda: cluster.wait_settled(others))
+            os.kill(paused.pid, signal.SIGCONT)
+            response = await pending
+            return int(response.topics[0].partitions[0].error_code)
+        finally:
+            await conn.close()
+
+    error = asyncio.run(zombie_commit())
+    assert error in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE), ErrorCode(error)
+    cluster.wait_settled({1, 2, 3})
+    assert committed_offsets(cluster.bootstrap, group, topic_name, 1) == {0: 1}
+
+
+def test_groups_coordinated_by_every_broker_are_listed_through_one(cluster: Cluster, topic_name: str) -> None:
+    """Each broker answers ListGroups with the groups it coordinates (as Kafka's brokers
+    do); confluent-kafka's and Slipstream's admin clients ask every broker, so a listing
+    bootstrapped through one broker holds the groups of all three."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from slipstream.client.admin import Admin
+
+    ck_create_topic(cluster.brokers[0].bootstrap, topic_name, partitions=1)
+    owners = cluster.wait_settled({1, 2, 3}, topic_name, 1)
+    groups: dict[int, str] = {}  # coordinating node -> a group it coordinates
+    for i in range(200):
+        name = f"{topic_name}-g{i}"
+        groups.setdefault(owners[(OFFSETS_TOPIC, partition_for(name, OFFSETS_PARTITIONS))], name)
+        if len(groups) == 3:
+            break
+    assert sorted(groups) == [1, 2, 3]
+    for name in groups.values():  # an offsets-only group, as after a consumer left
+        consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": name, "enable.auto.commit": False})
+        consumer.commit(offsets=[TopicPartition(topic_name, 0, 0)], asynchronous=False)
+        consumer.close()
+
+    from slipstream.client.connection import BrokerConnection
+    from slipstream.protocol.apis import list_groups as lg
+
+    async def listed_by(broker: BrokerProcess) -> set[str]:
+        conn = await BrokerConnection(broker.host, broker.port).connect()
+        try:
+            response = await conn.request(lg.SPEC, lg.ListGroupsRequest())
+            assert response.error_code == 0, response
+            return {g.group_id for g in response.groups} & set(groups.values())
+        finally:
+            await conn.close()
+
+    for node, name in groups.items():
+        assert asyncio.run(listed_by(cluster.by_node(node))) == {name}
+
+    one = cluster.brokers[0].bootstrap
+    admin = AdminClient({"bootstrap.servers": one})  # kept: the listing dies with its client
+    listed = admin.list_consumer_groups(request_timeout=20).result(timeout=30)
+    assert not listed.errors, listed.errors
+    assert set(groups.values()) <= {g.group_id for g in listed.valid}
+
+    async def slipstream_listing() -> set[str]:
+        async with Admin(one) as admin:
+            return {g.group_id for g in await admin.list_groups()}
+
+    assert set(groups.values()) <= asyncio.run(slipstream_listing())
+
+
+def test_acls_and_scram_credentials_made_through_one_broker_reach_the_others(
+    tmp_path: Path, postgres_url: str, topic_name: str
+) -> None:
+    """ACLs and SCRAM users are documents in the database: a change made through one
+    broker is followed by the others at their next heartbeat (each broker authorizes
+    and authenticates from what it holds in memory)."""
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    secured = ("--set", "authorizer=acl", "--set", "super.users=User:ANONYMOUS")  # PLAINTEXT: ANONYMOUS
+    with running_cluster(tmp_path, postgres_url, secured) as cluster:
+        one = AdminClient({"bootstrap.servers": cluster.brokers[0].bootstrap})
+        binding = AclBinding(
+            ResourceType.TOPIC, topic_name, ResourcePatternType.LITERAL, "User:alice", "*",
+            AclOperation.READ, AclPermissionType.ALLOW,
+        )  # fmt: skip
+        assert one.create_acls([binding])[binding].result(timeout=20) is None
+        user = f"{topic_name[:40]}-user"
+        upsert = UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"pw")
+        for future in one.alter_user_scram_credentials([upsert]).values():
+            assert future.result(timeout=20) is None
+
+        for broker in cluster.brokers:  # the change went to one of them: all three follow
+            deadline = time.monotonic() + 10
+            while True:
+                acls, mechanisms = asyncio.run(security_documents_of(broker, user))
+                if ((topic_name, "User:alice") in acls and mechanisms) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            assert (topic_name, "User:alice") in acls, (broker.port, acls)
+            assert mechanisms == [ScramMechanism.SCRAM_SHA_256.value], (broker.port, mechanisms)
+
+
+async def security_documents_of(broker: BrokerProcess, user: str) -> tuple[set[tuple[str, str]], list[int]]:
+    """What ``broker`` itself holds: every ACL's (resource name, principal), and the SCRAM
+    mechanisms of ``user``."""
+    from slipstream.client.connection import BrokerConnection
+    from slipstream.protocol.apis import describe_acls as da
+    from slipstream.protocol.apis import describe_user_scram_credentials as ds
+
+    any_ = 1  # the ANY of resource type, pattern type, operation and permission filters
+    conn = await BrokerConnection(broker.host, broker.port).connect()
+    try:
+        acls = await conn.request(da.SPEC, da.DescribeAclsRequest(
+            resource_type_filter=any_, resource_name_filter=None, pattern_type_filter=any_,
+            principal_filter=None, host_filter=None, operation=any_, permission_type=any_,
+        ))  # fmt: skip
+        users = await conn.request(
+            ds.SPEC, ds.DescribeUserScramCredentialsRequest(users=[ds.DescribeUserScramCredentialsRequestUser(name=user)])
+        )
+    finally:
+        await conn.close()
+    assert acls.error_code == 0 and users.error_code == 0, (acls, users)
+    held = {(r.resource_name, a.principal) for r in acls.resources for a in r.acls}
+    found = [i.mechanism for result in users.results if result.error_code == 0 for i in result.credential_infos]
+    return held, found
 
 
 @pytest.mark.java

@@ -12,6 +12,7 @@ import glob
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -90,16 +91,31 @@ class PostgresServer:
             check=True, capture_output=True,
         )  # fmt: skip
         self.port = _free_port()
+        self.resume()
+        return self
+
+    def resume(self) -> None:
+        """Start the server on its data directory and port (after ``start`` or ``halt``)."""
+        assert self._root is not None, "start() first"
         options = (
-            f"-p {self.port} -k {sockets} -c listen_addresses=127.0.0.1 "
+            f"-p {self.port} -k {self._root / 'sock'} -c listen_addresses=127.0.0.1 "
             f"-c fsync={'on' if self.fsync else 'off'} -c max_connections=200"
         )
         subprocess.run(
-            self._command(str(self.bin_dir / "pg_ctl"), "-D", str(data), "-o", options,
+            self._command(str(self.bin_dir / "pg_ctl"), "-D", str(self._root / "data"), "-o", options,
                           "-l", str(self._root / "server.log"), "-w", "-t", "60", "start"),
             check=True, capture_output=True,
         )  # fmt: skip
-        return self
+
+    def halt(self, mode: str = "fast") -> None:
+        """Stop the server but keep its data directory (``resume`` starts it again):
+        ``fast`` ends every session and aborts open transactions, ``immediate`` is a crash."""
+        assert self._root is not None, "start() first"
+        subprocess.run(
+            self._command(str(self.bin_dir / "pg_ctl"), "-D", str(self._root / "data"),
+                          "-m", mode, "-w", "-t", "60", "stop"),
+            check=True, capture_output=True,
+        )  # fmt: skip
 
     def stop(self) -> None:
         if self._root is None:
@@ -111,6 +127,22 @@ class PostgresServer:
         )  # fmt: skip
         shutil.rmtree(self._root, ignore_errors=True)
         self._root = None
+
+    def pause(self) -> None:
+        """SIGSTOP the server and its backends: connections stay open and hang, as with a
+        database host cut off by the network (``unpause`` resumes it)."""
+        for pid in self._server_pids():
+            os.kill(pid, signal.SIGSTOP)
+
+    def unpause(self) -> None:
+        for pid in self._server_pids():
+            os.kill(pid, signal.SIGCONT)
+
+    def _server_pids(self) -> list[int]:
+        assert self._root is not None, "start() first"
+        postmaster = int((self._root / "data" / "postmaster.pid").read_text().split()[0])
+        children = subprocess.run(["pgrep", "-P", str(postmaster)], capture_output=True, text=True).stdout.split()
+        return [postmaster, *map(int, children)]
 
     def __enter__(self) -> PostgresServer:
         return self.start()

@@ -1,5 +1,6 @@
 """What only the postgres store has: the two-writer guard, schema versions, group
-commit across partitions, metadata documents, and a failed commit kept for a retry."""
+commit across partitions, metadata documents, a failed commit kept for a retry, and a
+commit whose answer was lost recognised as stored."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import asyncio
 import pytest
 from log_batches import make_batch
 
-from slipstream.log.api import LogConfig
-from slipstream.log.postgres import LogFenced, PostgresLogStore
+from slipstream.log.api import AbortedTxn, LogConfig
+from slipstream.log.postgres import DatabaseError, LogFenced, PostgresLogStore
 from slipstream.log.postgres.schema import SCHEMA_VERSION, SchemaTooNew, migrate
 
 # asyncpg is imported only inside tests: the postgres_url fixture reports it missing
@@ -38,8 +39,10 @@ def test_a_second_writer_of_a_partition_is_fenced(postgres_url: str) -> None:
         a.flush()
         # b never saw offset 0 and assigns it again: its commit must fail, and keep failing.
         assert b.append([make_batch([2])], now_ms=0, log_append_time=False).base_offset == 0
-        with pytest.raises(LogFenced):
+        with pytest.raises(LogFenced) as fenced:
             b.flush()
+        # also an OSError: the coordinators answer a failed write of their log retriably
+        assert isinstance(fenced.value, OSError)
         with pytest.raises(LogFenced):
             b.flush()
         a.append([make_batch([3])], now_ms=0, log_append_time=False)
@@ -78,6 +81,53 @@ def test_a_failed_commit_is_retried_by_the_next_one(postgres_url: str) -> None:
     log.flush()
     assert query(postgres_url, "SELECT base_offset FROM log_batches ORDER BY 1") == [(0,), (1,)]
     store.close()
+
+
+def test_a_commit_whose_answer_was_lost_is_not_taken_for_another_writer(postgres_url: str) -> None:
+    """The database stored a commit but the connection died before saying so (a server
+    restart): the rows come back for the next commit, which finds them already stored
+    and goes on, instead of fencing the log as if another broker had written it."""
+    store = PostgresLogStore(postgres_url)
+    log = store.open("t", 0, LogConfig())
+    log.append([make_batch([1]), make_batch([2, 3])], now_ms=0, log_append_time=False)
+    log.add_aborted_txn(AbortedTxn(producer_id=7, first_offset=0, last_offset=2, last_stable_offset=0))
+    real_store = store._store
+
+    async def answer_lost(conn: object, *, work: list[object]) -> None:
+        await real_store(conn, work=work)  # committed on leaving the transaction...
+        raise ConnectionResetError("the answer never came")  # ...and then the connection went
+
+    store._store = answer_lost  # type: ignore[method-assign]
+    with pytest.raises(OSError):
+        log.flush()
+    store._store = real_store  # type: ignore[method-assign]
+    log.append([make_batch([4])], now_ms=0, log_append_time=False)
+    log.flush()
+    assert query(postgres_url, "SELECT base_offset, last_offset FROM log_batches ORDER BY 1") == [
+        (0, 0), (1, 2), (3, 3),
+    ]  # fmt: skip
+    assert query(postgres_url, "SELECT producer_id, last_offset FROM log_aborted_txns") == [(7, 2)]
+    assert query(postgres_url, "SELECT next_offset FROM log_partitions") == [(4,)]
+    assert log.committed_end == 4
+    store.close()
+
+
+def test_driver_errors_are_storage_errors(postgres_url: str) -> None:
+    """A lost connection or a server shutting down reaches the broker as an OSError, which
+    it answers with a retriable storage error (as for a failing disk)."""
+    import asyncpg
+
+    store = PostgresLogStore(postgres_url)
+
+    async def connection_gone() -> None:
+        raise asyncpg.exceptions.ConnectionDoesNotExistError("connection was closed in the middle of operation")
+
+    try:
+        with pytest.raises(DatabaseError, match="closed in the middle") as raised:
+            store.database.run(connection_gone())
+        assert isinstance(raised.value, OSError)
+    finally:
+        store.close()
 
 
 def test_schema_is_versioned_and_a_newer_one_is_refused(postgres_url: str) -> None:

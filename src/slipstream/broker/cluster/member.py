@@ -6,7 +6,8 @@ the registry and the leases, let ``assignment.plan`` say what to claim and what 
 over, and carry that out. Gaining a partition loads it from the database (the copy
 held while it was another broker's leader is stale); losing one commits what it
 queued and keeps an empty placeholder. ``__consumer_offsets`` partitions also load or
-unload their groups in the group coordinator.
+unload their groups in the group coordinator. Topics, ACLs and SCRAM credentials changed
+through other brokers are read back from the database every heartbeat.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ...coordinator import OFFSETS_TOPIC
+from ..security import acl_store
+from ..security.credentials import FILE_NAME as CREDENTIALS_FILE
 from . import database
 from .assignment import TopicPartition, live_brokers, plan
 from .view import ClusterView
@@ -39,6 +42,10 @@ class ClusterMember:
         self._task: asyncio.Task[None] | None = None
         self.session_ms = state.config.cluster_broker_session_ms
         self.interval_s = max(self.session_ms // 3, 50) / 1000
+        # Every connect and statement of the heartbeat gives up after this: a database that
+        # hangs (cut off, not refusing) fails the heartbeat, and _check_session then stops
+        # serving partitions whose leases may be another broker's by now.
+        self._timeout_s = max(self.interval_s, 1.0)
         self._last_renewed_ms: int | None = None  # local clock: when the database last answered
         self._tick_lock = asyncio.Lock()
         self._wake = asyncio.Event()
@@ -48,7 +55,9 @@ class ClusterMember:
         import asyncpg
 
         self.groups = groups
-        self._pool = await asyncpg.create_pool(self._url, min_size=1, max_size=2)
+        self._pool = await asyncpg.create_pool(
+            self._url, min_size=1, max_size=2, timeout=self._timeout_s, command_timeout=self._timeout_s
+        )
         await self._listen()
         await self.tick()
         async with self._pool.acquire() as conn:
@@ -62,7 +71,7 @@ class ClusterMember:
         if self._listener is not None and not self._listener.is_closed():
             return
         try:
-            self._listener = await asyncpg.connect(self._url)
+            self._listener = await asyncpg.connect(self._url, timeout=self._timeout_s)
             await self._listener.add_listener(database.CHANNEL, lambda *_: self._wake.set())
         except Exception as exc:
             log.warning("cannot listen for cluster changes (waking every %.1fs instead): %s", self.interval_s, exc)
@@ -131,6 +140,7 @@ class ClusterMember:
                 log.warning("lost the lease of %d partitions: %s", len(lost), sorted(lost)[:10])
                 await self._lose(lost, release=False)
             await self._refresh_topics()
+            await self._refresh_security()
             leases = await database.leases(conn)
             live = live_brokers(rows, now, self.session_ms)
             partitions = [
@@ -193,6 +203,30 @@ class ClusterMember:
             async with self._pool.acquire() as conn:
                 await database.release(conn, self.view.node_id, lost)
         log.info("gave up %d partitions (%s)", len(lost), "handed over" if release else "lease lost")
+
+    async def _refresh_security(self) -> None:
+        """ACLs and SCRAM credentials changed through other brokers. Each change replaces
+        its whole document, saved before the handler answers; a document read while this
+        broker changed its own set is skipped (it may predate the change) until the next
+        heartbeat."""
+        loop = asyncio.get_running_loop()
+        authorizer = self.state.authorizer
+        acl_metadata = self.state.acl_store.metadata
+        if authorizer is not None and acl_metadata is not None:
+            before = authorizer.bindings()
+            text = await loop.run_in_executor(None, acl_metadata.load, acl_store.FILE_NAME)
+            if text is not None and authorizer.bindings() == before:
+                wanted, held = set(acl_store.parse(text)), set(before)
+                for binding in held - wanted:
+                    authorizer.remove(binding)
+                for binding in wanted - held:
+                    authorizer.add(binding)
+        credentials = self.state.credentials
+        if credentials.metadata is not None:
+            before_doc = credentials.document()
+            text = await loop.run_in_executor(None, credentials.metadata.load, CREDENTIALS_FILE)
+            if text is not None and text != before_doc and credentials.document() == before_doc:
+                credentials.replace(text)
 
     async def _refresh_topics(self) -> None:
         """Topics created, grown or deleted through other brokers."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ...protocol.errors import ErrorCode
 from .assignment import BrokerRow, Lease, TopicPartition, current_leader
 
 
@@ -24,6 +25,16 @@ class ClusterView:
 
     def leads(self, topic: str, partition: int) -> bool:
         return (topic, partition) in self.held
+
+    def epoch_error(self, topic: str, partition: int, requested: int) -> int:
+        """KIP-320, for a partition this broker leads: a request naming the leader epoch
+        its client knows is answered FENCED_LEADER_EPOCH when that epoch is older than
+        the lease's (the client's metadata is stale) and UNKNOWN_LEADER_EPOCH when newer
+        (this broker's is); 0 when it matches or names none (-1)."""
+        held = self.held.get((topic, partition))
+        if requested < 0 or held is None or requested == held:
+            return ErrorCode.NONE
+        return ErrorCode.FENCED_LEADER_EPOCH if requested < held else ErrorCode.UNKNOWN_LEADER_EPOCH
 
     def leader(self, topic: str, partition: int) -> tuple[int, int] | None:
         """(leader node id, leader epoch), or None while the partition has no live leader."""

@@ -13,6 +13,8 @@ earliest open transaction, else the high watermark). isolation_level=1
 (read_committed) returns only batches below the LSO, and the aborted transactions
 (producer id, first offset) that overlap [fetch offset, LSO), an empty list when
 none; read_uncommitted gets null there, as from Kafka.
+In a cluster, a partition's leader answers a current_leader_epoch (v9+) older than its
+lease's with FENCED_LEADER_EPOCH and a newer one with UNKNOWN_LEADER_EPOCH (KIP-320).
 """
 
 from __future__ import annotations
@@ -250,6 +252,12 @@ def _read_all(
                     found = state.cluster.leader(topic.name, part.partition)
                     if found is not None:
                         resp.current_leader = FetchResponseLeaderIdAndEpoch(leader_id=found[0], leader_epoch=found[1])
+                failed = True
+                continue
+            if state.cluster is not None and (
+                fenced := state.cluster.epoch_error(topic.name, part.partition, part.current_leader_epoch)
+            ):
+                resp.error_code = fenced
                 failed = True
                 continue
             keys.append((topic.name, part.partition))

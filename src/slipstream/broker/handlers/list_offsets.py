@@ -9,6 +9,8 @@ timestamp is >= it; none -> offset -1. As in Kafka, a timestamp lookup (and -3)
 whose answer is at or past the last fetchable offset (the LSO for read_committed,
 else the high watermark) answers offset -1.
 With an authorizer, each topic needs Describe (else TOPIC_AUTHORIZATION_FAILED).
+In a cluster, a current_leader_epoch (v4+) other than the lease's is FENCED_LEADER_EPOCH
+(older) or UNKNOWN_LEADER_EPOCH (newer), as in Kafka (KIP-320).
 """
 
 from __future__ import annotations
@@ -62,6 +64,10 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
                 continue
             if state.cluster is not None:
                 resp.leader_epoch = state.cluster.held.get((wanted.name, part.partition_index), 0)
+                fenced = state.cluster.epoch_error(wanted.name, part.partition_index, part.current_leader_epoch)
+                if fenced:
+                    resp.error_code = fenced
+                    continue
             ts = part.timestamp
             fetchable = state.high_watermark(plog)
             if request.isolation_level == READ_COMMITTED:

@@ -24,14 +24,17 @@ class AclStore:
         self.metadata: MetadataStore | None = DirectoryMetadata(where) if isinstance(where, Path) else where
 
     def load(self) -> list[AclBinding]:
-        text = self.metadata.load(FILE_NAME) if self.metadata is not None else None
-        if text is None:
-            return []
-        doc = json.loads(text)
-        return [AclBinding.from_json(entry) for entry in doc.get("acls", [])]
+        return parse(self.metadata.load(FILE_NAME) if self.metadata is not None else None)
 
     def save(self, bindings: list[AclBinding]) -> None:
         if self.metadata is None:
             return
         doc = {"version": 1, "acls": [b.to_json() for b in sorted(bindings)]}
         self.metadata.save(FILE_NAME, json.dumps(doc, indent=1))
+
+
+def parse(text: str | None) -> list[AclBinding]:
+    """The bindings of an ``acls.json`` document (None: no document, no binding)."""
+    if text is None:
+        return []
+    return [AclBinding.from_json(entry) for entry in json.loads(text).get("acls", [])]

@@ -79,12 +79,13 @@ class CredentialStore:
         text = self.metadata.load(FILE_NAME) if self.metadata is not None else None
         if text is None:
             return
-        doc = json.loads(text)
-        for user, creds in doc.get("users", {}).items():
-            for mechanism, c in creds.items():
-                self._users.setdefault(user, {})[mechanism] = ScramCredential(
-                    unb64(c["salt"]), unb64(c["stored_key"]), unb64(c["server_key"]), int(c["iterations"])
-                )
+        for user, creds in _parse(text).items():
+            self._users.setdefault(user, {}).update(creds)
+
+    def replace(self, text: str | None) -> None:
+        """Hold exactly the credentials of a ``scram-credentials.json`` document (a cluster
+        broker following changes made through another)."""
+        self._users = _parse(text) if text is not None else {}
 
     def get(self, user: str, mechanism: str) -> ScramCredential | None:
         return self._users.get(user, {}).get(mechanism)
@@ -110,6 +111,10 @@ class CredentialStore:
     def save(self) -> None:
         if self.metadata is None:
             return
+        self.metadata.save(FILE_NAME, self.document())
+
+    def document(self) -> str:
+        """The ``scram-credentials.json`` document of the credentials held."""
         doc = {
             "version": 1,
             "users": {
@@ -125,7 +130,7 @@ class CredentialStore:
                 for user, creds in sorted(self._users.items())
             },
         }
-        self.metadata.save(FILE_NAME, json.dumps(doc, indent=1))
+        return json.dumps(doc, indent=1)
 
     def bootstrap(self, spec: str, mechanisms: list[str]) -> None:
         """Create users named in ``scram.bootstrap.users`` ("name:password,...") that have no
@@ -143,3 +148,13 @@ class CredentialStore:
         if added:
             self.save()
             log.info("created SCRAM users from scram.bootstrap.users: %s", ", ".join(added))
+
+
+def _parse(text: str) -> dict[str, dict[str, ScramCredential]]:
+    users: dict[str, dict[str, ScramCredential]] = {}
+    for user, creds in json.loads(text).get("users", {}).items():
+        for mechanism, c in creds.items():
+            users.setdefault(user, {})[mechanism] = ScramCredential(
+                unb64(c["salt"]), unb64(c["stored_key"]), unb64(c["server_key"]), int(c["iterations"])
+            )
+    return users

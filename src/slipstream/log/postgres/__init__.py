@@ -1,5 +1,6 @@
 """The postgres log backend: partition logs stored in a PostgreSQL database (asyncpg)."""
 
+from slipstream.log.postgres.runner import DatabaseError
 from slipstream.log.postgres.store import LogFenced, PostgresLog, PostgresLogStore, PostgresMetadata
 
-__all__ = ["LogFenced", "PostgresLog", "PostgresLogStore", "PostgresMetadata"]
+__all__ = ["DatabaseError", "LogFenced", "PostgresLog", "PostgresLogStore", "PostgresMetadata"]

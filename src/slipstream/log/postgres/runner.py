@@ -15,6 +15,21 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
+# A database that hangs (a host cut off, a failover leaving connections dangling) fails
+# calls after these instead of holding the broker's commits forever; the statement
+# timeout is Kafka's default request.timeout.ms, as a large group commit may take a while.
+CONNECT_TIMEOUT_S = 10.0
+STATEMENT_TIMEOUT_S = 30.0
+
+
+class DatabaseError(OSError):
+    """The database failed a call or could not be reached (restarting, connection lost).
+
+    An OSError, as a failing disk's errors are: the broker answers the request with a
+    retriable storage error (KAFKA_STORAGE_ERROR, or the coordinators' NOT_COORDINATOR)
+    and the next call reconnects through the pool."""
+
+
 class DatabaseThread:
     def __init__(self, url: str, *, min_connections: int = 1, max_connections: int = 4) -> None:
         try:
@@ -24,6 +39,11 @@ class DatabaseThread:
                 "storage 'postgres' needs the asyncpg driver: pip install 'slipstream[postgres]'"
             ) from None
 
+        # Everything asyncpg raises (SQL errors, lost connections, a server shutting down,
+        # a statement past its timeout).
+        self._driver_errors: tuple[type[Exception], ...] = (
+            asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.exceptions.InternalClientError, TimeoutError,
+        )  # fmt: skip
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="slipstream-postgres", daemon=True
@@ -32,7 +52,10 @@ class DatabaseThread:
         try:
 
             async def connect() -> Any:  # the pool binds to the loop it is made on
-                return await asyncpg.create_pool(url, min_size=min_connections, max_size=max_connections)
+                return await asyncpg.create_pool(
+                    url, min_size=min_connections, max_size=max_connections,
+                    timeout=CONNECT_TIMEOUT_S, command_timeout=STATEMENT_TIMEOUT_S,
+                )  # fmt: skip
 
             self.pool: Any = self.run(connect())
         except BaseException:
@@ -45,7 +68,10 @@ class DatabaseThread:
         async def wrapped() -> T:
             return await coro
 
-        return asyncio.run_coroutine_threadsafe(wrapped(), self._loop).result()
+        try:
+            return asyncio.run_coroutine_threadsafe(wrapped(), self._loop).result()
+        except self._driver_errors as exc:
+            raise DatabaseError(f"{type(exc).__name__}: {exc}") from exc
 
     def with_connection(self, work: Callable[[Any], Awaitable[T]]) -> T:
         """Run ``work(conn)`` with a pooled connection."""

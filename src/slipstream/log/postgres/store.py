@@ -14,7 +14,10 @@ First slice of the postgres backend (issue 16), for a single broker:
 * Guard against two writers: the transaction moves each partition's
   ``next_offset`` from the value this store last committed, and fails if the row
   holds anything else (``LogFenced``); batches are also unique on
-  (partition, base offset). A fenced log stops accepting commits.
+  (partition, base offset). A fenced log stops accepting commits. A commit whose
+  answer was lost with its connection (the database restarting) is retried; when the
+  database already holds exactly its batches it goes on from there (``_reconciled``)
+  instead of taking itself for fenced.
 * DeleteRecords, retention, compaction and topic deletion first commit what is
   queued, then change the rows in their own transaction (compaction rewrites the
   cleaned segments' rows in one transaction).
@@ -64,8 +67,25 @@ BatchRow = tuple[int, int, int, int, int, bytes]
 AbortedRow = tuple[int, int, int, int, int, int]
 
 
+class PartitionFenced(LogFenced, OSError):
+    """The LogFenced this store raises. Also an OSError, as every failed write of a
+    storage is: the group and transaction coordinators, which answer an OSError from
+    their log with a retriable error (clients look for the coordinator again), then do
+    so for a lost lease too, instead of failing the request."""
+
+
 class _Fenced(Exception):
     """A commit found logs fenced (marked on them): retried without them."""
+
+
+class _Stale(Exception):
+    """A commit found partitions whose next offset moved since this store's last
+    commit it heard of: either an earlier commit stored them after all (its answer was
+    lost with the connection) or another broker wrote them."""
+
+    def __init__(self, partition_ids: set[int]) -> None:
+        super().__init__(partition_ids)
+        self.partition_ids = partition_ids
 
 
 class PostgresLog(MemoryLog):
@@ -155,7 +175,7 @@ class PostgresLog(MemoryLog):
     def flush(self) -> None:
         self._store.commit()
         if self.fenced:
-            raise LogFenced(self.fenced)
+            raise PartitionFenced(self.fenced)
 
     def _persist_log_start(self) -> None:
         self._store.commit()
@@ -352,7 +372,7 @@ class PostgresLogStore:
             self.commit()
             fenced = [log.fenced for log in self._logs.values() if log.fenced]
             if fenced:
-                raise LogFenced(fenced[0])
+                raise PartitionFenced(fenced[0])
         finally:
             self._logs.clear()
             self._db.close()
@@ -375,6 +395,10 @@ class PostgresLogStore:
                     self._db.with_connection(partial(self._store, work=work))
                 except _Fenced:
                     work = [w for w in work if not w[0].fenced]  # the others retry at once
+                    continue
+                except _Stale as stale:
+                    work = [self._reconciled(w) if w[0].partition_id in stale.partition_ids else w for w in work]
+                    work = [w for w in work if not w[0].fenced]
                     continue
                 except BaseException:
                     for log, batches, aborted, *_ in work:
@@ -404,20 +428,58 @@ class PostgresLogStore:
                 [w[5] for w in work],
             )
             if len(moved) != len(work):
-                stale = set(ids) - {r["id"] for r in moved}
-                for log, *_ in work:
-                    if log.partition_id in stale:
-                        log.fenced = (
-                            f"partition id {log.partition_id} was written by another broker: "
-                            "its next offset in the database is not the one this broker committed"
-                        )
-                raise _Fenced()
+                raise _Stale(set(ids) - {r["id"] for r in moved})
             if batch_rows:
                 await conn.copy_records_to_table("log_batches", records=batch_rows, columns=_BATCH_COLUMNS)
             if aborted_rows:
-                await conn.copy_records_to_table(
-                    "log_aborted_txns", records=aborted_rows, columns=_ABORTED_COLUMNS
+                # May repeat rows of a commit whose answer was lost (``_reconciled`` keeps
+                # its rows apart from the batches, which are rare and small): stored once.
+                await conn.executemany(
+                    "INSERT INTO log_aborted_txns (" + ", ".join(_ABORTED_COLUMNS) + ") "
+                    "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
+                    aborted_rows,
                 )
+
+    def _reconciled(self, work: tuple[Any, ...]) -> tuple[Any, ...]:
+        """``work`` of a partition whose next offset in the database is not the one
+        expected: without the batches an earlier commit stored after all (the database
+        holds exactly them from the expected offset on, byte for byte), or, when the rows
+        are anything else, its log fenced (another broker wrote the partition)."""
+        log, batches, aborted, expected, new_end, log_start = work
+        stored = self._db.with_connection(partial(self._stored_since, log.partition_id, expected, len(batches) + 1))
+        landed = len(stored[1])
+        if (
+            stored[0] > expected
+            and 0 < landed <= len(batches)
+            and all(
+                base == row[1] and bytes(data) == bytes(row[5]) for (base, data), row in zip(stored[1], batches[:landed], strict=True)
+            )
+            and batches[landed - 1][2] + 1 == stored[0]
+        ):
+            _log.info("%s-%d: a commit whose answer was lost had stored %d batches", log.topic, log.partition, landed)
+            log.committed(stored[0])
+            return log, batches[landed:], aborted, stored[0], new_end, log_start
+        log.fenced = (
+            f"partition id {log.partition_id} was written by another broker: "
+            "its next offset in the database is not the one this broker committed"
+        )
+        return work
+
+    @staticmethod
+    async def _stored_since(
+        partition_id: int, offset: int, limit: int, conn: Any
+    ) -> tuple[int, list[tuple[int, bytes]]]:
+        """(the partition's next offset in the database, its first ``limit`` batches from
+        ``offset`` on)."""
+        next_offset = await conn.fetchval("SELECT next_offset FROM log_partitions WHERE id = $1", partition_id)
+        rows = await conn.fetch(
+            "SELECT base_offset, data FROM log_batches WHERE partition_id = $1 AND base_offset >= $2 "
+            "ORDER BY base_offset LIMIT $3",
+            partition_id,
+            offset,
+            limit,
+        )
+        return int(next_offset if next_offset is not None else -1), [(r["base_offset"], r["data"]) for r in rows]
 
     async def _fence_lost_leases(self, conn: Any, logs: list[PostgresLog]) -> list[PostgresLog]:
         """In a transaction: the logs whose lease this broker no longer holds at their
@@ -447,7 +509,7 @@ class PostgresLogStore:
 
     async def _check_lease(self, conn: Any, log: PostgresLog | None) -> None:
         if log is not None and await self._fence_lost_leases(conn, [log]):
-            raise LogFenced(log.fenced)
+            raise PartitionFenced(log.fenced)
 
     # -- direct changes (each checks the lease of ``log``, when given, in its transaction) --
 
