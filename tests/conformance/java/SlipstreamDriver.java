@@ -35,7 +35,10 @@
 //                                         --stall-assignment-file: the range assignor, as leader,
 //                                         sleeps N ms in an assignment made while PATH exists,
 //                                         deleting it; "assignment_stalling")
-//                                         a consumer-group member (classic protocol) that runs
+//                                         a consumer-group member (classic protocol, or KIP-848
+//                                         with --group-protocol consumer, where it also seeks
+//                                         newly assigned partitions to their committed offsets:
+//                                         KAFKA-17674, see GroupMember) that runs
 //                                         until SIGTERM: one "record" line per processed record,
 //                                         commitSync after each batch and in onPartitionsRevoked;
 //                                         "assigned"/"revoked"/"lost" lines from the rebalance
@@ -773,12 +776,20 @@ public final class SlipstreamDriver {
         final Map<Integer, Long> processedNext = new HashMap<>();
         final Map<Integer, Long> committed = new HashMap<>();
         final Set<TopicPartition> owned = new java.util.HashSet<>();
+        /**
+         * Seek newly assigned partitions to the group's committed offsets in onPartitionsAssigned.
+         * Set for group.protocol=consumer: the 3.9 AsyncKafkaConsumer (KAFKA-17674, fixed in the
+         * 4.0 client) resets to auto.offset.reset, without an OffsetFetch, a partition that is
+         * assigned while an OffsetFetch for other newly assigned partitions is in flight.
+         */
+        final boolean seekCommittedOnAssign;
         boolean closing;
         int lastGeneration = -2;
 
-        GroupMember(String topic, KafkaConsumer<byte[], byte[]> consumer) {
+        GroupMember(String topic, KafkaConsumer<byte[], byte[]> consumer, boolean seekCommittedOnAssign) {
             this.topic = topic;
             this.consumer = consumer;
+            this.seekCommittedOnAssign = seekCommittedOnAssign;
         }
 
         int generation() {
@@ -846,6 +857,18 @@ public final class SlipstreamDriver {
             emit("{\"event\":\"assigned\",\"t\":" + t + ",\"partitions\":" + partitionList(parts)
                     + ",\"owned\":" + partitionList(consumer.assignment()) + ",\"generation\":" + generation()
                     + ",\"member_id\":" + q(consumer.groupMetadata().memberId()) + "}");
+            if (seekCommittedOnAssign && !parts.isEmpty()) {
+                // The partitions are not fetched before this callback returns, so the seek
+                // wins over a reset the client may already have started for them. A partition
+                // without a committed offset keeps the client's own (auto.offset.reset) position.
+                Map<TopicPartition, OffsetAndMetadata> committedNow = consumer.committed(new java.util.HashSet<>(parts));
+                for (TopicPartition tp : parts) {
+                    OffsetAndMetadata om = committedNow.get(tp);
+                    if (om != null) {
+                        consumer.seek(tp, om.offset());
+                    }
+                }
+            }
         }
 
         @Override
@@ -951,7 +974,7 @@ public final class SlipstreamDriver {
                 Thread.currentThread().interrupt();
             }
         }));
-        GroupMember m = new GroupMember(topic, consumer);
+        GroupMember m = new GroupMember(topic, consumer, groupProtocol.equals("consumer"));
         try {
             consumer.subscribe(Collections.singletonList(topic), m);
             emit("{\"event\":\"started\",\"t\":" + System.nanoTime() + "}");
