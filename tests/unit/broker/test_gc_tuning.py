@@ -100,17 +100,42 @@ def test_serve_turns_the_collector_on_at_once_and_freezes_the_start_up_heap_late
         tuning = ServingGC()
         tuning.apply(freeze=False)
         assert gc.isenabled()
-        assert gc.get_threshold() == (YOUNG_THRESHOLD, before[1], before[2])
+        # Until the freeze, counted from what was allocated while the collector was off.
+        assert tuning.young_threshold >= YOUNG_THRESHOLD
+        assert gc.get_threshold() == (tuning.young_threshold, before[1], before[2])
         assert gc.get_freeze_count() == 0
         tuning.freeze_start_up_heap()
         frozen = gc.get_freeze_count()
         assert frozen > 0
+        assert gc.get_threshold() == (YOUNG_THRESHOLD, before[1], before[2])
+        assert tuning.young_threshold == YOUNG_THRESHOLD
         tuning.freeze_start_up_heap()  # once only
         assert gc.get_freeze_count() == frozen
         tuning.restore()
         assert not gc.isenabled()  # back to what it was before apply
         assert gc.get_threshold() == before
         assert gc.get_freeze_count() == 0
+    finally:
+        gc.enable()
+
+
+def test_a_start_up_heap_past_the_threshold_gets_no_young_pass_before_the_freeze(gc_state: None) -> None:
+    # As under `slipstream serve` with the admin listener: start-up leaves more than
+    # YOUNG_THRESHOLD objects young while the collector is off. Switching it on must not
+    # make the next allocations walk them all (the freeze pass does that once).
+    gc.disable()
+    try:
+        start_up_heap = [[] for _ in range(YOUNG_THRESHOLD + 10_000)]
+        young_passes = gc.get_stats()[0]["collections"]
+        tuning = ServingGC()
+        tuning.apply(freeze=False)
+        assert tuning.young_threshold >= len(start_up_heap) + YOUNG_THRESHOLD
+        serving = [[] for _ in range(1_000)]
+        assert gc.get_stats()[0]["collections"] == young_passes
+        tuning.freeze_start_up_heap()
+        assert gc.get_threshold()[0] == YOUNG_THRESHOLD
+        tuning.restore()
+        assert len(serving) == 1_000
     finally:
         gc.enable()
 
