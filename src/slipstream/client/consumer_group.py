@@ -36,7 +36,6 @@ from .connection import ConnectionClosed
 from .consumer_clients import ConsumerClients
 from .consumer_config import ConsumerConfig
 from .consumer_group_session import ConsumerGroupClaim, ConsumerGroupSession
-from .consumer_messages import ConsumerMessage
 from .group_errors import FatalGroupError
 from .membership_types import Generation, MemberState
 from .offsets import CommitFailedError, reset_offsets
@@ -162,9 +161,7 @@ class ConsumerGroup:
         self.group_id = group_id
         # group_protocol="consumer" (KIP-848) is incremental like a cooperative assignor:
         # the session spans rebalances and only revoked claims stop.
-        clients = ConsumerClients.build(
-            self.config, listener=_Listener(self), message_type=ConsumerMessage
-        )
+        clients = ConsumerClients.build(self.config, listener=_Listener(self))
         assert clients.group is not None  # a group_id is given
         self._clients = clients
         self._cluster = clients.cluster

@@ -25,7 +25,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, cast
+from typing import Any
 
 from ..protocol.errors import KafkaError
 from .assignors import TopicPartition
@@ -153,9 +153,7 @@ class ConsumerRuntime:
         self.left_for_poll_timeout = False
         self.leaving_for_poll_timeout = False
         self.auto_commit = AutoCommitSchedule(config.auto_commit_interval_ms, now)
-        self.clients = clients = ConsumerClients.build(
-            config, listener=_RebalanceHooks(self), message_type=Message
-        )
+        self.clients = clients = ConsumerClients.build(config, listener=_RebalanceHooks(self))
         self.cluster = clients.cluster
         self.fetcher = clients.fetcher
         self.membership: AnyMembership | None = None
@@ -434,10 +432,10 @@ class ConsumerRuntime:
         fetcher = self.fetcher
         waited = False
         while True:
-            # The fetcher decodes straight into Message (its message_type): no re-wrapping.
+            # The fetcher decodes straight into Message: no re-wrapping.
             drained = fetcher.drain_records(max_records)
             if drained:
-                return cast(list[Message], drained)
+                return drained
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return []

@@ -12,7 +12,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 # Every fetched batch's CRC is checked (check_crcs): load the crc32c package with the
 # client, not in the middle of the first fetch (its import reads package metadata, tens
@@ -23,11 +23,11 @@ from ..protocol.apis.fetch import SPEC as FETCH
 from ..protocol.apis.fetch import FetchResponse
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.errors import name as error_name
-from ..protocol.records import MessageFields
 from .assignors import TopicPartition
 from .cluster import Cluster
 from .connection import ConnectionClosed
 from .consumer_config import ConsumerConfig
+from .consumer_messages import Message
 from .dedicated_connections import DedicatedConnections
 from .fetch_core import (
     FIRST_FETCH_VERSION,
@@ -45,7 +45,6 @@ from .tasks import cancel_and_wait
 
 __all__ = [
     "FetchError",
-    "FetchedRecord",
     "Fetcher",
     "OffsetOutOfRangeError",
     "PartitionState",
@@ -56,14 +55,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
-
-
-class FetchedRecord(MessageFields):
-    """A record as the fetcher hands it out when no message type is given (an
-    immutable named tuple: topic, partition, offset, key, value, timestamp,
-    headers, timestamp_type, leader_epoch)."""
-
-    __slots__ = ()
 
 
 class Fetcher:
@@ -80,14 +71,11 @@ class Fetcher:
         config: ConsumerConfig,
         *,
         clock: Clock = time.monotonic,
-        message_type: type[MessageFields] = FetchedRecord,
     ) -> None:
         config.validate()
         self.cluster = cluster
         self.config = config
         self.clock = clock
-        self.message_type = message_type
-        """What records are decoded into (a :class:`MessageFields` subclass)."""
         self.core = FetchCore(config)
         """The sans-I/O fetch state: partitions, requests, responses, decoding."""
         self._parts = self.core.parts
@@ -233,21 +221,21 @@ class Fetcher:
 
     def drain(
         self, max_records: int, partitions: Iterable[TopicPartition] | None = None
-    ) -> dict[TopicPartition, list[MessageFields]]:
+    ) -> dict[TopicPartition, list[Message]]:
         """Take up to ``max_records`` buffered records, without waiting.
 
         Rotates over the non-paused partitions (all, or ``partitions``) so none
         starves. If a partition has an error and nothing was taken yet, raises
         it (once; the partition then waits for a seek).
         """
-        out: dict[TopicPartition, list[MessageFields]] = {}
+        out: dict[TopicPartition, list[Message]] = {}
         for st, records in self._drain(max_records, partitions):
             out[st.tp] = records
         return out
 
-    def drain_records(self, max_records: int) -> list[MessageFields]:
+    def drain_records(self, max_records: int) -> list[Message]:
         """:meth:`drain` as one list (partition after partition): what a poll returns."""
-        out: list[MessageFields] = []
+        out: list[Message] = []
         for _st, records in self._drain(max_records, None):
             if out:
                 out += records
@@ -257,9 +245,12 @@ class Fetcher:
 
     def _drain(
         self, max_records: int, partitions: Iterable[TopicPartition] | None
-    ) -> list[tuple[PartitionState, list[MessageFields]]]:
+    ) -> list[tuple[PartitionState, list[Message]]]:
         try:
-            return self.core.drain(max_records, partitions, self.message_type, self.clock())
+            return cast(
+                list[tuple[PartitionState, list[Message]]],
+                self.core.drain(max_records, partitions, Message, self.clock()),
+            )
         finally:
             self._wake_nodes()
 
@@ -267,7 +258,7 @@ class Fetcher:
         """Whether some non-paused partition has an error waiting to be raised by a drain."""
         return any(st.error is not None and not st.paused for st in self._parts.values())
 
-    def unread(self, records: Iterable[MessageFields]) -> None:
+    def unread(self, records: Iterable[Message]) -> None:
         """Put records taken by a drain back in front of their partitions' buffers
         (see :meth:`FetchCore.unread`)."""
         if self.core.unread(records):
@@ -278,9 +269,8 @@ class Fetcher:
         tp: TopicPartition,
         max_records: int,
         *,
-        message_type: type[MessageFields] | None = None,
         one_batch: bool = False,
-    ) -> list[MessageFields]:
+    ) -> list[Message]:
         """Take up to ``max_records`` buffered records of one partition (raises its error).
 
         ``one_batch``: stop at the end of the decoded batch (decode at most one more),
@@ -291,7 +281,7 @@ class Fetcher:
             return []
         if st.error is not None:
             self.core.raise_error(st)
-        records = self._take(st, max_records, message_type or self.message_type, one_batch)
+        records = self._take(st, max_records, one_batch)
         if not records and st.error is not None:
             self.core.raise_error(st)
         return records
@@ -325,12 +315,11 @@ class Fetcher:
         max_records: int,
         timeout_s: float | None = None,
         *,
-        message_type: type[MessageFields] | None = None,
         one_batch: bool = False,
-    ) -> list[MessageFields]:
+    ) -> list[Message]:
         """Records of one partition, waiting up to ``timeout_s`` for some; [] on timeout or removal.
 
-        ``message_type`` and ``one_batch``: as for :meth:`drain_partition`.
+        ``one_batch``: as for :meth:`drain_partition`.
         """
         loop = asyncio.get_running_loop()
         deadline = None if timeout_s is None else loop.time() + timeout_s
@@ -338,9 +327,7 @@ class Fetcher:
             st = self._parts.get(tp)
             if st is None:
                 return []
-            records = self.drain_partition(
-                tp, max_records, message_type=message_type, one_batch=one_batch
-            )
+            records = self.drain_partition(tp, max_records, one_batch=one_batch)
             if records:
                 return records
             st.ready.clear()
@@ -445,10 +432,9 @@ class Fetcher:
         self,
         st: PartitionState,
         limit: int,
-        cls: type[MessageFields],
         one_batch: bool = False,
-    ) -> list[MessageFields]:
-        taken = self.core.take(st, limit, cls, self.clock(), one_batch)
+    ) -> list[Message]:
+        taken = cast(list[Message], self.core.take(st, limit, Message, self.clock(), one_batch))
         self._wake_nodes()
         return taken
 
