@@ -327,7 +327,7 @@ class GroupMembership:
 
     async def _check_metadata(self) -> None:
         try:
-            infos = await self.cluster.refresh_metadata(list(self.core.group_topics))
+            infos = await self.cluster.refresh_metadata(list(self.core.leader.topics))
         except (ConnectionClosed, OSError, KafkaError) as exc:
             log.debug("group %s: metadata refresh failed: %s", self.group_id, exc)
             return
