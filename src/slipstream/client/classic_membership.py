@@ -28,8 +28,8 @@ from .connection import ConnectionClosed
 from .consumer_config import ConsumerConfig
 from .coordinator_locator import CoordinatorLocator
 from .group_errors import FatalGroupError, classic_fatal_error
-from .membership_types import Action, Clock, Generation, MemberState, Outcome, PrepareResult
-from .rebalance_listener import RebalanceListener
+from .membership_types import Action, Clock, Generation, MemberState, Outcome
+from .rebalance_listener import ListenerCalls, RebalanceListener
 from .retry import backoff_s
 from .tasks import cancel_and_wait
 
@@ -45,7 +45,7 @@ class _Retry(Exception):
         self.backoff = backoff
 
 
-class GroupMembership:
+class GroupMembership(ListenerCalls):
     """This consumer's membership in one group, driven by background asyncio tasks.
 
     Typical use by a facade::
@@ -250,21 +250,6 @@ class GroupMembership:
             except (ConnectionClosed, OSError, KafkaError) as exc:
                 log.info("group %s: LeaveGroup failed: %s", self.group_id, exc)
         core.left()
-
-    async def _call(self, hook: str, *args: object) -> None:
-        try:
-            await getattr(self.listener, hook)(*args)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            self.listener_error = exc
-            log.exception("group %s: rebalance listener %s failed", self.group_id, hook)
-
-    async def _notify(self, result: PrepareResult) -> None:
-        if result.kind == "lost":
-            await self._call("on_partitions_lost", list(result.partitions))
-        elif result.kind == "revoked":
-            await self._call("on_partitions_revoked", list(result.partitions))
 
     async def _fail(self, exc: FatalGroupError) -> None:
         log.error("group %s: %s", self.group_id, exc)

@@ -23,15 +23,15 @@ from .consumer_config import ConsumerConfig
 from .consumer_member_core import ConsumerMemberCore, Phase, Reconciliation
 from .coordinator_locator import CoordinatorLocator
 from .group_errors import FatalGroupError, consumer_fatal_error
-from .membership_types import Action, Clock, Generation, MemberState, Outcome, PrepareResult
-from .rebalance_listener import RebalanceListener
+from .membership_types import Action, Clock, Generation, MemberState, Outcome
+from .rebalance_listener import ListenerCalls, RebalanceListener
 from .retry import backoff_s
 from .tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
 
-class ConsumerGroupMembership:
+class ConsumerGroupMembership(ListenerCalls):
     """This consumer's membership in a consumer-protocol group, driven by asyncio tasks.
 
     Same surface as :class:`~.membership.GroupMembership`. One task heartbeats;
@@ -214,21 +214,6 @@ class ConsumerGroupMembership:
                 await self.locator.close()
 
     # ------------------------------------------------------------ internals: hooks
-
-    async def _call(self, hook: str, *args: object) -> None:
-        try:
-            await getattr(self.listener, hook)(*args)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            self.listener_error = exc
-            log.exception("group %s: rebalance listener %s failed", self.group_id, hook)
-
-    async def _notify(self, result: PrepareResult) -> None:
-        if result.kind == "lost":
-            await self._call("on_partitions_lost", list(result.partitions))
-        elif result.kind == "revoked":
-            await self._call("on_partitions_revoked", list(result.partitions))
 
     async def _fail(self, exc: FatalGroupError) -> None:
         log.error("group %s: %s", self.group_id, exc)
