@@ -35,7 +35,7 @@ overhead (about 150 bytes each) beyond their wire size.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
 from .assignors import DEFAULT_ASSIGNORS, Assignor, get_assignor
@@ -253,13 +253,17 @@ class ConsumerConfig:
 
 
 def consumer_config_from(
-    bootstrap_servers: str | list[str], group_id: str | None, settings: Mapping[str, Any]
+    bootstrap_servers: str | list[str],
+    group_id: str | None,
+    settings: Mapping[str, Any],
+    base: ConsumerConfig | None = None,
 ) -> ConsumerConfig:
-    """A validated ConsumerConfig from keyword settings; TypeError names unknown ones."""
+    """A validated ConsumerConfig: keyword ``settings`` over ``base`` (or the defaults);
+    TypeError names unknown settings."""
     known = {f.name for f in fields(ConsumerConfig)}
     unknown = sorted(set(settings) - known)
     if unknown:
-        raise TypeError(f"unknown consumer settings: {unknown}")
-    return ConsumerConfig(
-        bootstrap_servers=bootstrap_servers, group_id=group_id, **settings
+        raise TypeError(f"unknown consumer setting(s): {', '.join(unknown)}")
+    return replace(
+        base or ConsumerConfig(), bootstrap_servers=bootstrap_servers, group_id=group_id, **settings
     ).validate()
