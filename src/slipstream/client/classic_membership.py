@@ -30,7 +30,6 @@ from .coordinator_locator import CoordinatorLocator
 from .group_errors import FatalGroupError, classic_fatal_error
 from .membership_types import Action, Clock, Generation, MemberState, Outcome
 from .rebalance_listener import ListenerCalls, RebalanceListener
-from .retry import backoff_s
 from .tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -85,6 +84,7 @@ class GroupMembership(ListenerCalls):
         self._stable = asyncio.Event()
         self._closed = False
         self._attempt = 0
+        self._retry_backoff = config.retry_backoff()
 
     # ------------------------------------------------------------ public API
 
@@ -291,9 +291,7 @@ class GroupMembership(ListenerCalls):
             await self._fail(exc)
 
     async def _backoff(self, reason: str) -> None:
-        delay = backoff_s(
-            self._attempt, self.config.retry_backoff_ms, self.config.retry_backoff_max_ms
-        )
+        delay = self._retry_backoff.delay_s(self._attempt)
         self._attempt += 1
         log.debug("group %s: retrying in %.3fs: %s", self.group_id, delay, reason)
         await asyncio.sleep(delay)

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
 from .assignors import DEFAULT_ASSIGNORS, Assignor, get_assignor
+from .retry import Backoff
 from .security import ClientSecurity
 
 OffsetResetPolicy = Literal["earliest", "latest", "none"]
@@ -119,6 +120,10 @@ class ConsumerConfig:
             self.security_protocol, self.sasl_mechanism, self.sasl_username, self.sasl_password,
             self.ssl_cafile, self.ssl_certfile, self.ssl_keyfile, self.ssl_password, self.ssl_check_hostname,
         )
+
+    def retry_backoff(self) -> Backoff:
+        """``retry_backoff_ms`` doubling up to ``retry_backoff_max_ms``, with 20% jitter."""
+        return Backoff(self.retry_backoff_ms, self.retry_backoff_max_ms)
 
     # ---- what the application sees
     key_deserializer: Callable[[bytes | None], Any] | None = None

@@ -25,7 +25,6 @@ from .coordinator_locator import CoordinatorLocator
 from .group_errors import FatalGroupError, consumer_fatal_error
 from .membership_types import Action, Clock, Generation, MemberState, Outcome
 from .rebalance_listener import ListenerCalls, RebalanceListener
-from .retry import backoff_s
 from .tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -72,6 +71,7 @@ class ConsumerGroupMembership(ListenerCalls):
         self._answered = asyncio.Event()
         self._closed = False
         self._attempt = 0
+        self._retry_backoff = config.retry_backoff()
 
     # ------------------------------------------------------------ public API
 
@@ -339,9 +339,7 @@ class ConsumerGroupMembership(ListenerCalls):
             )
 
     def _next_backoff(self) -> float:
-        delay = backoff_s(
-            self._attempt, self.config.retry_backoff_ms, self.config.retry_backoff_max_ms
-        )
+        delay = self._retry_backoff.delay_s(self._attempt)
         self._attempt += 1
         return delay
 

@@ -39,7 +39,6 @@ from .membership_factory import AnyMembership
 from .membership_types import Generation
 from .offsets import GroupOffsets, OffsetAndMetadata
 from .rebalance_listener import RebalanceListener
-from .retry import backoff_s
 from .serde import RecordDeserializers
 from .statistics import ConsumerStatistics, StatisticsTracker
 from .subscription import TopicPattern
@@ -344,9 +343,7 @@ class ConsumerRuntime:
                 topics = await self.cluster.refresh_metadata(None)
             except (ConnectionClosed, OSError, KafkaError) as exc:
                 log.debug("pattern %s: metadata refresh failed: %s", pattern, exc)
-                await asyncio.sleep(
-                    backoff_s(attempt, self.config.retry_backoff_ms, self.config.retry_backoff_max_ms)
-                )
+                await asyncio.sleep(self.config.retry_backoff().delay_s(attempt))
                 attempt += 1
                 continue
             attempt = 0

@@ -40,7 +40,7 @@ from .fetch_core import (
     is_fetchable,
 )
 from .offsets import reset_offsets
-from .retry import backoff_s
+from .retry import Backoff
 from .tasks import cancel_and_wait
 
 __all__ = [
@@ -90,6 +90,12 @@ class Fetcher:
         self._reset_needed = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._closed = False
+        self._retry_backoff = config.retry_backoff()
+        """Before retrying a metadata or offset lookup, and after a failed fetch."""
+        self._restart_backoff = Backoff(
+            config.retry_backoff_ms, max(config.retry_backoff_max_ms, 1000)
+        )
+        """After a lost connection or a crashed loop: grows to a second at least."""
         self.fetch_requests: Counter[int] = Counter()
         """Fetch requests sent, per broker node id (for tests and metrics)."""
 
@@ -397,7 +403,7 @@ class Fetcher:
                     unresolved = unresolved or st.leader is None
             self._metadata_needed.clear()
             if failed or unresolved:
-                await asyncio.sleep(self._backoff_s(attempt, at_least_ms=self.config.retry_backoff_ms))
+                await asyncio.sleep(self._retry_backoff.delay_s(attempt))
                 attempt += 1
                 self._metadata_needed.set()
             else:
@@ -420,7 +426,7 @@ class Fetcher:
                     self._data_event.set()
                     continue
                 log.debug("offset reset failed (%s); retrying", exc)
-                await asyncio.sleep(self._backoff_s(attempt))
+                await asyncio.sleep(self._retry_backoff.delay_s(attempt))
                 attempt += 1
                 self._reset_needed.set()
                 continue
@@ -453,12 +459,6 @@ class Fetcher:
     def _fetchable(self, node_id: int) -> list[PartitionState]:
         return self.core.fetchable(node_id, self.clock())
 
-    def _backoff_s(self, attempt: int, *, at_least_ms: int = 0) -> float:
-        """The pause before retry ``attempt`` (from 0): retry_backoff_ms doubling, capped at
-        retry_backoff_max_ms or ``at_least_ms`` if that is larger."""
-        config = self.config
-        return backoff_s(attempt, config.retry_backoff_ms, max(config.retry_backoff_max_ms, at_least_ms))
-
     async def _guarded(self, name: str, body: Callable[[], Any]) -> None:
         """Run a background loop; an unexpected error is logged and the loop restarted."""
         attempt = 0
@@ -470,7 +470,7 @@ class Fetcher:
                 raise
             except Exception:
                 log.exception("fetcher %s failed; restarting it", name)
-                await asyncio.sleep(self._backoff_s(attempt, at_least_ms=1000))
+                await asyncio.sleep(self._restart_backoff.delay_s(attempt))
                 attempt += 1
 
     async def _broker_loop(self, node_id: int) -> None:
@@ -525,7 +525,7 @@ class Fetcher:
             del response
             if error_code:
                 log.warning("Fetch from broker %d failed: %s", node_id, error_name(error_code))
-                await asyncio.sleep(self._backoff_s(0))
+                await asyncio.sleep(self._retry_backoff.delay_s(0))
 
     async def _connection_failed(
         self, node_id: int, parts: list[PartitionState], exc: BaseException, failures: int
@@ -537,7 +537,7 @@ class Fetcher:
             self._data_event.set()
             return failures
         # The broker may be gone for good: look the leaders up again after the backoff.
-        await asyncio.sleep(self._backoff_s(failures, at_least_ms=1000))
+        await asyncio.sleep(self._restart_backoff.delay_s(failures))
         if failures >= 1:
             for st in parts:
                 if st.leader == node_id:

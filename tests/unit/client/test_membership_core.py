@@ -9,7 +9,7 @@ from slipstream.client.classic_member_core import MemberCore
 from slipstream.client.consumer_config import ConsumerConfig
 from slipstream.client.group_errors import classify_group_error
 from slipstream.client.membership_types import Action, MemberState
-from slipstream.client.retry import backoff_s
+from slipstream.client.retry import Backoff
 from slipstream.protocol.apis.heartbeat import HeartbeatResponse
 from slipstream.protocol.apis.join_group import JoinGroupResponse, JoinGroupResponseMember
 from slipstream.protocol.apis.sync_group import SyncGroupResponse
@@ -272,10 +272,10 @@ def test_sticky_user_data_keeps_the_last_assignment_after_an_eager_revoke() -> N
 
 
 def test_backoff_grows_and_is_capped() -> None:
-    assert backoff_s(0, 100, 1000, rand=lambda: 0.5) == pytest.approx(0.1)
-    assert backoff_s(3, 100, 1000, rand=lambda: 0.5) == pytest.approx(0.8)
-    assert backoff_s(10, 100, 1000, rand=lambda: 1.0) == pytest.approx(1.2)
-    assert backoff_s(5, 0, 1000) == 0.0
+    assert Backoff(100, 1000, rand=lambda: 0.5).delay_s(0) == pytest.approx(0.1)
+    assert Backoff(100, 1000, rand=lambda: 0.5).delay_s(3) == pytest.approx(0.8)
+    assert Backoff(100, 1000, rand=lambda: 1.0).delay_s(10) == pytest.approx(1.2)
+    assert Backoff(0, 1000).delay_s(5) == 0.0
 
 
 def test_a_long_join_does_not_count_against_the_session() -> None:
