@@ -3,33 +3,8 @@
 Names and defaults follow the Java consumer (``session.timeout.ms`` ->
 ``session_timeout_ms``) so settings carry over; ``max_processing_time_ms`` and
 ``partition_buffer_bytes`` are the two knobs of our own (sarama's
-``Consumer.MaxProcessingTime`` and the per-partition read-ahead limit).
-
-Memory bound of the fetcher (what ``partition_buffer_bytes`` buys): a
-partition is fetched only while its buffered, undelivered bytes are below
-``partition_buffer_bytes``. A fetch into an empty buffer asks for
-``max_partition_fetch_bytes``; otherwise it asks only for what tops the buffer
-up to ``partition_buffer_bytes`` (at least 64 KiB and the largest batch seen,
-at most ``max_partition_fetch_bytes``), and one fetch adds at most what it
-asked for (or one record batch, if a single batch is larger). A batch counts as
-buffered until all its records are handed out; its bytes are freed as soon as
-it is decoded (one batch per partition at a time), the decoded records taking
-their place. So buffered data is at most::
-
-    assigned partitions x (partition_buffer_bytes + max_partition_fetch_bytes)
-
-(in practice about ``partition_buffer_bytes`` + 64 KiB per partition) plus, per
-broker fetch loop, one response in flight of at most ``fetch_max_bytes``
-(again: or one oversized batch): its batches are copied out into the
-partition buffers and the response is released at once, so a response is never
-kept alive by the data taken from it.
-
-What the application holds is on top: a ``ConsumerGroup`` claim iterates one
-decoded batch at a time; the poll ``Consumer`` reads up to four polls' worth
-(``max_poll_records`` each) ahead, past the first only while the batches they
-used up total less than ``max_partition_fetch_bytes``; ``AIOConsumer`` and ``poll`` return up to
-``max_poll_records`` per call. Decoded records cost their Python object
-overhead (about 150 bytes each) beyond their wire size.
+``Consumer.MaxProcessingTime`` and the per-partition read-ahead limit). The memory
+bound these settings give the fetcher: docs/architecture/fetcher.md, "Memory bound".
 """
 
 from __future__ import annotations
