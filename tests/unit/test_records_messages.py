@@ -11,7 +11,6 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from slipstream.client.consumer_messages import ConsumerMessage, Message
-from slipstream.client.fetcher import FetchedRecord
 from slipstream.protocol.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
 from slipstream.protocol.record_batch import (
     CRC_OFFSET,
@@ -34,6 +33,13 @@ from slipstream.protocol.records import (
 )
 
 T0 = 1_700_000_000_000
+
+
+class OtherMessage(MessageFields):
+    """The decoder builds any MessageFields subclass, whatever its constructor."""
+
+    __slots__ = ()
+
 CODECS = [NONE, GZIP, SNAPPY, LZ4, ZSTD]
 
 MIXED = [
@@ -90,7 +96,7 @@ def test_same_fields_as_decode_batch(codec: int) -> None:
 def test_offset_deltas_beyond_two_byte_varints() -> None:
     n = 9000  # zigzag(8192) needs three varint bytes
     batch = build_batch([ProducerRecord(None, b"%d" % i, timestamp_ms=T0 + i) for i in range(n)])
-    _h, msgs = decode_messages(batch, FetchedRecord, "t", 0)
+    _h, msgs = decode_messages(batch, OtherMessage, "t", 0)
     assert [m.offset for m in msgs] == list(range(n))
     assert [m.value for m in msgs] == [b"%d" % i for i in range(n)]
     assert msgs[-1].timestamp == T0 + n - 1
@@ -98,7 +104,7 @@ def test_offset_deltas_beyond_two_byte_varints() -> None:
 
 def test_memoryview_input_and_message_types() -> None:
     batch = build_batch(MIXED[:2], base_offset=5)
-    for cls in (Message, ConsumerMessage, FetchedRecord):
+    for cls in (Message, ConsumerMessage, OtherMessage):
         _h, msgs = decode_messages(memoryview(batch), cls, "t", 1)
         assert [type(m) for m in msgs] == [cls, cls]
         assert [tuple(m) for m in msgs] == _expected(batch, "t", 1)
@@ -149,7 +155,7 @@ def test_message_constructors_keep_their_public_field_order() -> None:
     assert (m.topic, m.partition, m.offset, m.key, m.value, m.timestamp) == ("t", 1, 2, b"k", b"v", 3)
     assert (m.headers, m.timestamp_type, m.leader_epoch) == ([], 0, -1)
     assert Message("t", 1, 2, None, None, 3, [("h", b"x")], 1, 5).headers == [("h", b"x")]
-    c = ConsumerMessage("t", 1, 2, b"k", b"v", [("h", None)], 9)
+    c = ConsumerMessage("t", 1, 2, b"k", b"v", 9, [("h", None)])
     assert (c.headers, c.timestamp, c.timestamp_type, c.leader_epoch) == ([("h", None)], 9, 0, -1)
     assert ConsumerMessage("t", 1, 2, None, None).timestamp == -1
     assert isinstance(m, MessageFields) and isinstance(c, MessageFields)

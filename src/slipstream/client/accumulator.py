@@ -41,13 +41,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..protocol import compression as _compression
-from .batch_encoding import (
-    HEADER_SIZE,
-    SEQ_MOD,
-    RecordTuple,
-    encode_batch,
-    restamp,
-)
+from ..protocol.record_batch import HEADER_SIZE, set_producer_state
+from .batch_encoding import SEQ_MOD, RecordTuple, encode_batch
 
 # append() results
 NO_MEMORY = -1
@@ -524,7 +519,7 @@ class RecordAccumulator:
                     batch.fate_unknown = False
                     ps.next_sequence = (ps.next_sequence + len(batch.records)) % SEQ_MOD
                     if batch.payload is not None:
-                        restamp(batch.payload, producer_id, producer_epoch, batch.base_sequence)
+                        set_producer_state(batch.payload, producer_id, producer_epoch, batch.base_sequence)
                     renumbered += 1
         return renumbered
 

@@ -1,5 +1,6 @@
 """The classic group leader's work, without I/O: read the members' subscriptions, run the
-assignor, encode each member's assignment in the version that member speaks.
+assignor, encode each member's assignment in the version that member speaks, and watch
+the partition counts it assigned with (:class:`GenerationLeader`).
 
 Also the conversions between the consumer protocol's per-topic partition lists and
 this client's (topic, partition) pairs, which every classic member needs.
@@ -8,7 +9,7 @@ this client's (topic, partition) pairs, which every classic member needs.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from ..protocol.apis.join_group import JoinGroupResponseMember
 from ..protocol.apis.sync_group import SyncGroupRequestAssignment
@@ -125,3 +126,81 @@ def encode_assignments(
 def subscribed_topics(subscriptions: Iterable[Subscription]) -> tuple[str, ...]:
     """Every topic any member subscribes to, sorted."""
     return tuple(sorted({t for s in subscriptions for t in s.topics}))
+
+
+class GenerationLeader:
+    """What a member knows as leader of its generation: the members' JoinGroup metadata
+    and the partition counts it assigned with.
+
+    The metadata watch re-reads those counts every ``metadata_max_age_s``; a change (or
+    a topic appearing) is the member's cue to rejoin, which rebalances the group. Whether
+    this member leads, and whether a rejoin is already due, is the member core's to say.
+    """
+
+    def __init__(self, group_id: str, metadata_max_age_s: float) -> None:
+        self.group_id = group_id
+        self.metadata_max_age_s = metadata_max_age_s
+        self.members: list[JoinGroupResponseMember] = []
+        """The JoinGroup answer's members (empty for a follower)."""
+        self.skip_assignment = False
+        """JoinGroup v9: a static leader back in a Stable group must not reassign."""
+        self.partition_counts: dict[str, int] = {}
+        """Topic -> the partition count assigned with (0: the topic was missing)."""
+        self.topics: tuple[str, ...] = ()
+        """Every topic the group subscribes to, as of the last assignment."""
+        self.next_check: float | None = None
+        """When the watch next re-reads the counts (None: not armed)."""
+
+    def joined(self, members: Sequence[JoinGroupResponseMember], skip_assignment: bool) -> None:
+        self.members = list(members)
+        self.skip_assignment = skip_assignment
+
+    def subscriptions(self) -> dict[str, Subscription]:
+        """The members' subscriptions. Unreadable ones subscribe to nothing."""
+        return decode_member_subscriptions(self.members, self.group_id)
+
+    def assign(
+        self,
+        assignor: Assignor,
+        protocol: RebalanceProtocol,
+        partitions_per_topic: Mapping[str, int],
+        subscriptions: Mapping[str, Subscription],
+    ) -> dict[str, list[TopicPartition]]:
+        """Run ``assignor``; remembers the counts for the metadata watch."""
+        self.remember_counts(partitions_per_topic, subscriptions)
+        counts = {t: n for t, n in self.partition_counts.items() if n > 0}
+        return run_assignor(assignor, protocol, counts, subscriptions, self.group_id)
+
+    def remember_counts(
+        self, partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Subscription]
+    ) -> None:
+        self.topics = subscribed_topics(subscriptions.values())
+        self.partition_counts = {t: int(partitions_per_topic.get(t, 0)) for t in self.topics}
+
+    def encode(
+        self, assignment: Mapping[str, Iterable[TopicPartition]]
+    ) -> list[SyncGroupRequestAssignment]:
+        """The SyncGroup assignments, each in its member's subscription version."""
+        return encode_assignments(assignment, subscription_versions(self.members))
+
+    def time_to_check(self, now: float) -> float:
+        """Seconds until the watch is due; arms it on the first ask."""
+        if self.next_check is None:
+            self.next_check = now + self.metadata_max_age_s
+        return max(0.0, self.next_check - now)
+
+    def check_due(self, now: float) -> bool:
+        """True (once, when armed and due) when the counts should be re-read now."""
+        due = self.next_check
+        if due is None or now < due:
+            return False
+        self.next_check = None
+        return bool(self.topics)
+
+    def changed_topics(self, partitions_per_topic: Mapping[str, int]) -> list[str]:
+        """Topics whose partition count differs from the one assigned with."""
+        return sorted(
+            t
+            for t in self.topics
+            if int(partitions_per_topic.get(t, 0)) != self.partition_counts.get(t, 0)
+        )

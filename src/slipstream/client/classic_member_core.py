@@ -51,7 +51,6 @@ from ..protocol.apis.join_group import (
     JoinGroupRequest,
     JoinGroupRequestProtocol,
     JoinGroupResponse,
-    JoinGroupResponseMember,
 )
 from ..protocol.apis.leave_group import LeaveGroupRequest, LeaveGroupRequestMemberIdentity
 from ..protocol.apis.sync_group import SyncGroupRequest, SyncGroupResponse
@@ -68,7 +67,6 @@ from ..protocol.primitives import DecodeError
 from .assignors import (
     COOPERATIVE,
     DEFAULT_GENERATION,
-    EAGER,
     Assignor,
     RebalanceProtocol,
     Subscription,
@@ -76,14 +74,12 @@ from .assignors import (
     select_rebalance_protocol,
 )
 from .classic_leader import (
-    decode_member_subscriptions,
-    encode_assignments,
+    GenerationLeader,
     flatten_partitions,
     group_partitions,
-    run_assignor,
     subscribed_topics,
-    subscription_versions,
 )
+from .classic_ownership import OwnedPartitions
 from .consumer_config import ConsumerConfig
 from .group_errors import FatalGroupError, classify_group_error
 from .heartbeat_timer import HeartbeatTimer
@@ -137,22 +133,13 @@ class MemberCore:
         self.protocol_name: str | None = None
         self.leader_id: str = ""
         self.state = MemberState.UNJOINED
-        self.owned: set[TopicPartition] = set()
-        # The last assignment received and its generation: what sticky assignors put in
-        # their user data, even after an EAGER member revoked it all before rejoining.
-        self.last_assignment: tuple[TopicPartition, ...] = ()
-        self.last_assignment_generation: int = NO_GENERATION
+        self.ownership = OwnedPartitions()
+        """What it owns, and the last assignment it received."""
         self.rejoin_needed = True
         self.rejoin_reason = "initial join"
         self.needs_join_prepare = True
-        self.skip_assignment = False
-        self.join_members: list[JoinGroupResponseMember] = []
-        # Partition counts the leader assigned with (topic -> count; 0 = topic missing).
-        self.assigned_partition_counts: dict[str, int] = {}
-        self.group_topics: tuple[str, ...] = ()
-        # The leader's metadata watch: when it next re-reads the group's partition counts.
-        self.metadata_max_age_s = config.metadata_max_age_ms / 1000.0
-        self.next_metadata_check: float | None = None
+        self.leader = GenerationLeader(self.group_id, config.metadata_max_age_ms / 1000.0)
+        """The leader's state and metadata watch (members empty while following)."""
 
         self.heartbeats = HeartbeatTimer(
             config.heartbeat_interval_ms / 1000.0,
@@ -175,9 +162,13 @@ class MemberCore:
             self.member_id,
             self.protocol_name,
             self.leader_id,
-            tuple(sorted(self.owned)),
+            tuple(sorted(self.ownership.partitions)),
             self.group_instance_id,
         )
+
+    @property
+    def owned(self) -> set[TopicPartition]:
+        return self.ownership.partitions
 
     @property
     def is_leader(self) -> bool:
@@ -231,30 +222,16 @@ class MemberCore:
 
     def prepare_join(self) -> PrepareResult:
         """What the application gives up before JoinGroup (ConsumerCoordinator.onJoinPrepare)."""
-        owned = tuple(sorted(self.owned))
-        if self.generation_reset:
-            if owned:
-                self.owned.clear()
-                return PrepareResult("lost", owned)
-            return PrepareResult("")
-        if self.protocol == EAGER:
-            self.owned.clear()
-            return PrepareResult("revoked", owned) if owned else PrepareResult("")
-        gone = tuple(tp for tp in owned if tp[0] not in self.subscription)
-        if gone:
-            self.owned.difference_update(gone)
-            return PrepareResult("revoked", gone)
-        return PrepareResult("")
+        return self.ownership.before_join(
+            generation_reset=self.generation_reset,
+            protocol=self.protocol,
+            subscription=self.subscription,
+        )
 
     def prepare_leave(self) -> PrepareResult:
         """What the application gives up when leaving (ConsumerCoordinator.onLeavePrepare)."""
-        owned = tuple(sorted(self.owned))
-        self.owned.clear()
-        if not owned:
-            return PrepareResult("")
-        if self.generation_reset or self.state is not MemberState.STABLE:
-            return PrepareResult("lost", owned)
-        return PrepareResult("revoked", owned)
+        lost = self.generation_reset or self.state is not MemberState.STABLE
+        return self.ownership.give_up("lost" if lost else "revoked")
 
     # ------------------------------------------------------------ JoinGroup
 
@@ -263,9 +240,11 @@ class MemberCore:
         sub = ConsumerProtocolSubscription(
             topics=topics,
             user_data=assignor.subscription_user_data(
-                topics, self.last_assignment, self.last_assignment_generation
+                topics,
+                self.ownership.last_assignment,
+                self.ownership.last_assignment_generation,
             ),
-            owned_partitions=group_partitions(self.owned),
+            owned_partitions=group_partitions(self.ownership.partitions),
             generation_id=self.generation_id,
             rack_id=self.config.client_rack,
         )
@@ -313,8 +292,9 @@ class MemberCore:
             self.generation_id = response.generation_id
             self.protocol_name = response.protocol_name
             self.leader_id = response.leader
-            self.skip_assignment = bool(response.skip_assignment)
-            self.join_members = list(response.members) if self.is_leader else []
+            self.leader.joined(
+                response.members if self.is_leader else [], bool(response.skip_assignment)
+            )
             self.state = MemberState.COMPLETING_REBALANCE
             if now is not None:
                 # The join may have taken longer than a session: count from its answer.
@@ -347,17 +327,6 @@ class MemberCore:
 
     # ------------------------------------------------------------ leader
 
-    def member_subscriptions(
-        self, members: Sequence[JoinGroupResponseMember] | None = None
-    ) -> dict[str, Subscription]:
-        """Decode the members' subscriptions (leader only). Unreadable ones subscribe to nothing."""
-        return decode_member_subscriptions(
-            self.join_members if members is None else members, self.group_id
-        )
-
-    def subscription_versions(self) -> dict[str, int]:
-        return subscription_versions(self.join_members)
-
     def selected_assignor(self) -> Assignor:
         for a in self.assignors:
             if a.name == self.protocol_name:
@@ -372,23 +341,13 @@ class MemberCore:
     ) -> dict[str, list[TopicPartition]]:
         """Run the selected assignor (leader); remembers the counts for the metadata watch."""
         assignor = self.selected_assignor()
-        self._remember_counts(partitions_per_topic, subscriptions)
-        counts = {t: n for t, n in self.assigned_partition_counts.items() if n > 0}
-        return run_assignor(assignor, self.protocol, counts, subscriptions, self.group_id)
-
-    def _remember_counts(
-        self, partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Subscription]
-    ) -> None:
-        self.group_topics = subscribed_topics(subscriptions.values())
-        self.assigned_partition_counts = {
-            t: int(partitions_per_topic.get(t, 0)) for t in self.group_topics
-        }
+        return self.leader.assign(assignor, self.protocol, partitions_per_topic, subscriptions)
 
     def leader_topics(self) -> list[str]:
         """Topics whose partition counts the leader needs after its JoinGroup (none for a follower)."""
         if not self.is_leader:
             return []
-        return list(subscribed_topics(self.member_subscriptions().values()))
+        return list(subscribed_topics(self.leader.subscriptions().values()))
 
     def leader_assignment(
         self, partitions_per_topic: Mapping[str, int]
@@ -398,10 +357,10 @@ class MemberCore:
         current counts as the baseline of its metadata watch, as the Java client does)."""
         if not self.is_leader:
             return None
-        subscriptions = self.member_subscriptions()
-        if not self.skip_assignment:
+        subscriptions = self.leader.subscriptions()
+        if not self.leader.skip_assignment:
             return self.assign(partitions_per_topic, subscriptions)
-        self._remember_counts(partitions_per_topic, subscriptions)
+        self.leader.remember_counts(partitions_per_topic, subscriptions)
         return None
 
     # ------------------------------------------------------------ SyncGroup
@@ -409,9 +368,7 @@ class MemberCore:
     def sync_request(
         self, assignment: Mapping[str, Iterable[TopicPartition]] | None
     ) -> SyncGroupRequest:
-        assignments = (
-            encode_assignments(assignment, self.subscription_versions()) if assignment else []
-        )
+        assignments = self.leader.encode(assignment) if assignment else []
         return SyncGroupRequest(
             group_id=self.group_id,
             generation_id=self.generation_id,
@@ -492,15 +449,11 @@ class MemberCore:
             )
             new.difference_update(foreign)
             self.request_rejoin("assignment does not match the subscription")
-        revoked = tuple(sorted(self.owned - new))
-        added = tuple(sorted(new - self.owned))
-        self.owned = new
-        self.last_assignment = tuple(sorted(new))
-        self.last_assignment_generation = self.generation_id
+        revoked, added = self.ownership.assign(new, self.generation_id)
         rejoin = self.protocol == COOPERATIVE and bool(revoked)
         if rejoin:
             self.request_rejoin(f"revoked {len(revoked)} partition(s): second cooperative round")
-        self.next_metadata_check = None  # a new assignment: the watch starts over
+        self.leader.next_check = None  # a new assignment: the watch starts over
         self.needs_join_prepare = True  # the next rebalance tells the application first
         if now is not None:
             self.heartbeats.restart(now)
@@ -597,21 +550,17 @@ class MemberCore:
         when there is nothing to watch (a follower, or a rejoin is already due)."""
         if not self.is_leader or self.rejoin_needed:
             return None
-        if self.next_metadata_check is None:
-            self.next_metadata_check = now + self.metadata_max_age_s
-        return max(0.0, self.next_metadata_check - now)
+        return self.leader.time_to_check(now)
 
     def metadata_check_due(self, now: float) -> bool:
         """True (once) when the leader should re-read the group's partition counts now."""
-        due = self.next_metadata_check
-        if not self.is_leader or self.rejoin_needed or due is None or now < due:
+        if not self.is_leader or self.rejoin_needed:
             return False
-        self.next_metadata_check = None
-        return bool(self.group_topics)
+        return self.leader.check_due(now)
 
     def on_metadata(self, partitions_per_topic: Mapping[str, int]) -> list[str]:
         """The counts the leader read: a change (or a topic appearing) rejoins, which rebalances."""
-        changed = self.metadata_changed(partitions_per_topic)
+        changed = self.leader.changed_topics(partitions_per_topic)
         if changed:
             self.request_rejoin(f"partition count of {changed} changed")
         return changed
@@ -625,10 +574,8 @@ class MemberCore:
 
     def fail(self) -> tuple[TopicPartition, ...]:
         """A fatal error: out of the group for good; returns the partitions now lost."""
-        owned = tuple(sorted(self.owned))
-        self.owned.clear()
         self.state = MemberState.UNJOINED
-        return owned
+        return self.ownership.take_all()
 
     # ------------------------------------------------------------ leaving
 
@@ -651,13 +598,5 @@ class MemberCore:
                     reason=reason[:255],
                 )
             ],
-        )
-
-    def metadata_changed(self, partitions_per_topic: Mapping[str, int]) -> list[str]:
-        """Topics of the group whose partition count differs from the last assignment (leader)."""
-        return sorted(
-            t
-            for t in self.group_topics
-            if int(partitions_per_topic.get(t, 0)) != self.assigned_partition_counts.get(t, 0)
         )
 

@@ -28,9 +28,8 @@ from .connection import ConnectionClosed
 from .consumer_config import ConsumerConfig
 from .coordinator_locator import CoordinatorLocator
 from .group_errors import FatalGroupError, classic_fatal_error
-from .membership_types import Action, Clock, Generation, MemberState, Outcome, PrepareResult
-from .rebalance_listener import RebalanceListener
-from .retry import backoff_s
+from .membership_types import Action, Clock, Generation, MemberState, Outcome
+from .rebalance_listener import ListenerCalls, RebalanceListener
 from .tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -45,7 +44,7 @@ class _Retry(Exception):
         self.backoff = backoff
 
 
-class GroupMembership:
+class GroupMembership(ListenerCalls):
     """This consumer's membership in one group, driven by background asyncio tasks.
 
     Typical use by a facade::
@@ -85,6 +84,7 @@ class GroupMembership:
         self._stable = asyncio.Event()
         self._closed = False
         self._attempt = 0
+        self._retry_backoff = config.retry_backoff()
 
     # ------------------------------------------------------------ public API
 
@@ -251,21 +251,6 @@ class GroupMembership:
                 log.info("group %s: LeaveGroup failed: %s", self.group_id, exc)
         core.left()
 
-    async def _call(self, hook: str, *args: object) -> None:
-        try:
-            await getattr(self.listener, hook)(*args)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            self.listener_error = exc
-            log.exception("group %s: rebalance listener %s failed", self.group_id, hook)
-
-    async def _notify(self, result: PrepareResult) -> None:
-        if result.kind == "lost":
-            await self._call("on_partitions_lost", list(result.partitions))
-        elif result.kind == "revoked":
-            await self._call("on_partitions_revoked", list(result.partitions))
-
     async def _fail(self, exc: FatalGroupError) -> None:
         log.error("group %s: %s", self.group_id, exc)
         self.error = exc
@@ -306,9 +291,7 @@ class GroupMembership:
             await self._fail(exc)
 
     async def _backoff(self, reason: str) -> None:
-        delay = backoff_s(
-            self._attempt, self.config.retry_backoff_ms, self.config.retry_backoff_max_ms
-        )
+        delay = self._retry_backoff.delay_s(self._attempt)
         self._attempt += 1
         log.debug("group %s: retrying in %.3fs: %s", self.group_id, delay, reason)
         await asyncio.sleep(delay)
@@ -327,7 +310,7 @@ class GroupMembership:
 
     async def _check_metadata(self) -> None:
         try:
-            infos = await self.cluster.refresh_metadata(list(self.core.group_topics))
+            infos = await self.cluster.refresh_metadata(list(self.core.leader.topics))
         except (ConnectionClosed, OSError, KafkaError) as exc:
             log.debug("group %s: metadata refresh failed: %s", self.group_id, exc)
             return

@@ -35,9 +35,8 @@ import re
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
-from ..protocol.records import MessageFields
 from . import logs
 from .assignors import TopicPartition
 from .consumer_config import consumer_config_from
@@ -192,7 +191,7 @@ class Consumer:
             fetcher = runtime.fetcher
             limit = self.config.max_poll_records
             want = self._ready.room()
-            drained: list[MessageFields] = []
+            drained: list[Message] = []
             released = 0
             cap = self.config.max_partition_fetch_bytes
             # One drain per poll's worth, as polls would (same partition rotation). Past
@@ -213,7 +212,7 @@ class Consumer:
             self._refill_pending = False
             if drained:
                 # The application may have taken some meanwhile: appended behind the rest.
-                self._ready.add(cast(list[Message], drained))
+                self._ready.add(drained)
         finally:
             self._refill_pending = False
             self._refilled.set()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..protocol.records import MessageFields
 from .cluster import Cluster
 from .consumer_config import ConsumerConfig
 from .coordinator_locator import CoordinatorLocator
@@ -44,7 +43,6 @@ class ConsumerClients:
         config: ConsumerConfig,
         *,
         listener: RebalanceListener,
-        message_type: type[MessageFields],
     ) -> ConsumerClients:
         """Make the clients for ``config`` (no I/O yet); ``listener`` gets the membership's hooks."""
         cluster = Cluster(
@@ -53,7 +51,7 @@ class ConsumerClients:
             request_timeout_s=config.request_timeout_ms / 1000.0,
             security=config.security(),
         )
-        fetcher = Fetcher(cluster, config, message_type=message_type)
+        fetcher = Fetcher(cluster, config)
         group = None
         if config.group_id is not None:
             locator = CoordinatorLocator(cluster, config)

@@ -3,42 +3,18 @@
 Names and defaults follow the Java consumer (``session.timeout.ms`` ->
 ``session_timeout_ms``) so settings carry over; ``max_processing_time_ms`` and
 ``partition_buffer_bytes`` are the two knobs of our own (sarama's
-``Consumer.MaxProcessingTime`` and the per-partition read-ahead limit).
-
-Memory bound of the fetcher (what ``partition_buffer_bytes`` buys): a
-partition is fetched only while its buffered, undelivered bytes are below
-``partition_buffer_bytes``. A fetch into an empty buffer asks for
-``max_partition_fetch_bytes``; otherwise it asks only for what tops the buffer
-up to ``partition_buffer_bytes`` (at least 64 KiB and the largest batch seen,
-at most ``max_partition_fetch_bytes``), and one fetch adds at most what it
-asked for (or one record batch, if a single batch is larger). A batch counts as
-buffered until all its records are handed out; its bytes are freed as soon as
-it is decoded (one batch per partition at a time), the decoded records taking
-their place. So buffered data is at most::
-
-    assigned partitions x (partition_buffer_bytes + max_partition_fetch_bytes)
-
-(in practice about ``partition_buffer_bytes`` + 64 KiB per partition) plus, per
-broker fetch loop, one response in flight of at most ``fetch_max_bytes``
-(again: or one oversized batch): its batches are copied out into the
-partition buffers and the response is released at once, so a response is never
-kept alive by the data taken from it.
-
-What the application holds is on top: a ``ConsumerGroup`` claim iterates one
-decoded batch at a time; the poll ``Consumer`` reads up to four polls' worth
-(``max_poll_records`` each) ahead, past the first only while the batches they
-used up total less than ``max_partition_fetch_bytes``; ``AIOConsumer`` and ``poll`` return up to
-``max_poll_records`` per call. Decoded records cost their Python object
-overhead (about 150 bytes each) beyond their wire size.
+``Consumer.MaxProcessingTime`` and the per-partition read-ahead limit). The memory
+bound these settings give the fetcher: docs/architecture/fetcher.md, "Memory bound".
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
 from .assignors import DEFAULT_ASSIGNORS, Assignor, get_assignor
+from .retry import Backoff
 from .security import ClientSecurity
 
 OffsetResetPolicy = Literal["earliest", "latest", "none"]
@@ -119,6 +95,10 @@ class ConsumerConfig:
             self.security_protocol, self.sasl_mechanism, self.sasl_username, self.sasl_password,
             self.ssl_cafile, self.ssl_certfile, self.ssl_keyfile, self.ssl_password, self.ssl_check_hostname,
         )
+
+    def retry_backoff(self) -> Backoff:
+        """``retry_backoff_ms`` doubling up to ``retry_backoff_max_ms``, with 20% jitter."""
+        return Backoff(self.retry_backoff_ms, self.retry_backoff_max_ms)
 
     # ---- what the application sees
     key_deserializer: Callable[[bytes | None], Any] | None = None
@@ -253,13 +233,17 @@ class ConsumerConfig:
 
 
 def consumer_config_from(
-    bootstrap_servers: str | list[str], group_id: str | None, settings: Mapping[str, Any]
+    bootstrap_servers: str | list[str],
+    group_id: str | None,
+    settings: Mapping[str, Any],
+    base: ConsumerConfig | None = None,
 ) -> ConsumerConfig:
-    """A validated ConsumerConfig from keyword settings; TypeError names unknown ones."""
+    """A validated ConsumerConfig: keyword ``settings`` over ``base`` (or the defaults);
+    TypeError names unknown settings."""
     known = {f.name for f in fields(ConsumerConfig)}
     unknown = sorted(set(settings) - known)
     if unknown:
-        raise TypeError(f"unknown consumer settings: {unknown}")
-    return ConsumerConfig(
-        bootstrap_servers=bootstrap_servers, group_id=group_id, **settings
+        raise TypeError(f"unknown consumer setting(s): {', '.join(unknown)}")
+    return replace(
+        base or ConsumerConfig(), bootstrap_servers=bootstrap_servers, group_id=group_id, **settings
     ).validate()

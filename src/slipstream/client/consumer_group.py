@@ -27,16 +27,14 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterable
-from dataclasses import fields
 from typing import Any
 
 from . import logs
 from .assignors import COOPERATIVE, TopicPartition
 from .connection import ConnectionClosed
 from .consumer_clients import ConsumerClients
-from .consumer_config import ConsumerConfig
+from .consumer_config import ConsumerConfig, consumer_config_from
 from .consumer_group_session import ConsumerGroupClaim, ConsumerGroupSession
-from .consumer_messages import ConsumerMessage
 from .group_errors import FatalGroupError
 from .membership_types import Generation, MemberState
 from .offsets import CommitFailedError, reset_offsets
@@ -149,22 +147,11 @@ class ConsumerGroup:
         config: ConsumerConfig | None = None,
         **overrides: Any,
     ) -> None:
-        base = config or ConsumerConfig()
-        names = {f.name for f in fields(ConsumerConfig)}
-        unknown = sorted(set(overrides) - names)
-        if unknown:
-            raise TypeError(f"unknown consumer setting(s): {', '.join(unknown)}")
-        values = {f.name: getattr(base, f.name) for f in fields(ConsumerConfig)}
-        values.update(overrides)
-        values["bootstrap_servers"] = bootstrap_servers
-        values["group_id"] = group_id
-        self.config = ConsumerConfig(**values).validate()
+        self.config = consumer_config_from(bootstrap_servers, group_id, overrides, config)
         self.group_id = group_id
         # group_protocol="consumer" (KIP-848) is incremental like a cooperative assignor:
         # the session spans rebalances and only revoked claims stop.
-        clients = ConsumerClients.build(
-            self.config, listener=_Listener(self), message_type=ConsumerMessage
-        )
+        clients = ConsumerClients.build(self.config, listener=_Listener(self))
         assert clients.group is not None  # a group_id is given
         self._clients = clients
         self._cluster = clients.cluster

@@ -16,13 +16,13 @@ import contextlib
 import contextvars
 import logging
 from collections.abc import AsyncIterator, Iterable
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from ..protocol.errors import ErrorCode, KafkaError
 from .assignors import TopicPartition
 from .consumer_config import ConsumerConfig
 from .consumer_membership import ConsumerGroupMembership
-from .consumer_messages import ConsumerMessage
+from .consumer_messages import Message
 from .consumer_offset_marks import FOLD_AT, OffsetMarks, as_offsets
 from .fetcher import Fetcher
 from .membership_factory import AnyMembership
@@ -100,7 +100,7 @@ class ConsumerGroupClaim:
                 self._high_watermark = hw
         return self._high_watermark
 
-    async def messages(self) -> AsyncIterator[ConsumerMessage]:
+    async def messages(self) -> AsyncIterator[Message]:
         """The partition's messages in offset order; ends when the claim is revoked or
         the session ends (whichever task drives the iterator).
 
@@ -125,15 +125,13 @@ class ConsumerGroupClaim:
                 # One decoded batch at a time (at most max_poll_records of it): what
                 # this iterator holds stays small, the rest stays counted in the
                 # fetcher's buffer (and its backpressure). Records come decoded as
-                # ConsumerMessage already.
-                records = await fetcher.fetch_partition(
-                    tp, limit, 0.5, message_type=ConsumerMessage, one_batch=True
-                )
+                # Messages already.
+                records = await fetcher.fetch_partition(tp, limit, 0.5, one_batch=True)
                 if records:
                     session._group._handed_out(len(records))
                     if deserializers.active:
                         records = deserializers.apply_all(records)
-                for msg in cast(list[ConsumerMessage], records):
+                for msg in records:
                     if self._over:  # set with session end too (ConsumerGroupSession._end)
                         return
                     yield msg
@@ -284,7 +282,7 @@ class ConsumerGroupSession:
         if not self._marks.mark_offset((topic, partition), offset, metadata):
             log.debug("group %s: ignoring mark of unclaimed %s-%d", self._group.group_id, topic, partition)
 
-    def mark_message(self, msg: ConsumerMessage, metadata: str = "") -> None:
+    def mark_message(self, msg: Message, metadata: str = "") -> None:
         """Mark ``msg`` as processed: its offset + 1 is committed (sarama's ``MarkMessage``)."""
         marks = self._marks
         if metadata:

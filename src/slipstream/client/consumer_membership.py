@@ -23,15 +23,14 @@ from .consumer_config import ConsumerConfig
 from .consumer_member_core import ConsumerMemberCore, Phase, Reconciliation
 from .coordinator_locator import CoordinatorLocator
 from .group_errors import FatalGroupError, consumer_fatal_error
-from .membership_types import Action, Clock, Generation, MemberState, Outcome, PrepareResult
-from .rebalance_listener import RebalanceListener
-from .retry import backoff_s
+from .membership_types import Action, Clock, Generation, MemberState, Outcome
+from .rebalance_listener import ListenerCalls, RebalanceListener
 from .tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
 
-class ConsumerGroupMembership:
+class ConsumerGroupMembership(ListenerCalls):
     """This consumer's membership in a consumer-protocol group, driven by asyncio tasks.
 
     Same surface as :class:`~.membership.GroupMembership`. One task heartbeats;
@@ -72,6 +71,7 @@ class ConsumerGroupMembership:
         self._answered = asyncio.Event()
         self._closed = False
         self._attempt = 0
+        self._retry_backoff = config.retry_backoff()
 
     # ------------------------------------------------------------ public API
 
@@ -215,21 +215,6 @@ class ConsumerGroupMembership:
 
     # ------------------------------------------------------------ internals: hooks
 
-    async def _call(self, hook: str, *args: object) -> None:
-        try:
-            await getattr(self.listener, hook)(*args)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            self.listener_error = exc
-            log.exception("group %s: rebalance listener %s failed", self.group_id, hook)
-
-    async def _notify(self, result: PrepareResult) -> None:
-        if result.kind == "lost":
-            await self._call("on_partitions_lost", list(result.partitions))
-        elif result.kind == "revoked":
-            await self._call("on_partitions_revoked", list(result.partitions))
-
     async def _fail(self, exc: FatalGroupError) -> None:
         log.error("group %s: %s", self.group_id, exc)
         self.error = exc
@@ -354,9 +339,7 @@ class ConsumerGroupMembership:
             )
 
     def _next_backoff(self) -> float:
-        delay = backoff_s(
-            self._attempt, self.config.retry_backoff_ms, self.config.retry_backoff_max_ms
-        )
+        delay = self._retry_backoff.delay_s(self._attempt)
         self._attempt += 1
         return delay
 

@@ -25,7 +25,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, cast
+from typing import Any
 
 from ..protocol.errors import KafkaError
 from .assignors import TopicPartition
@@ -39,7 +39,6 @@ from .membership_factory import AnyMembership
 from .membership_types import Generation
 from .offsets import GroupOffsets, OffsetAndMetadata
 from .rebalance_listener import RebalanceListener
-from .retry import backoff_s
 from .serde import RecordDeserializers
 from .statistics import ConsumerStatistics, StatisticsTracker
 from .subscription import TopicPattern
@@ -153,9 +152,7 @@ class ConsumerRuntime:
         self.left_for_poll_timeout = False
         self.leaving_for_poll_timeout = False
         self.auto_commit = AutoCommitSchedule(config.auto_commit_interval_ms, now)
-        self.clients = clients = ConsumerClients.build(
-            config, listener=_RebalanceHooks(self), message_type=Message
-        )
+        self.clients = clients = ConsumerClients.build(config, listener=_RebalanceHooks(self))
         self.cluster = clients.cluster
         self.fetcher = clients.fetcher
         self.membership: AnyMembership | None = None
@@ -346,9 +343,7 @@ class ConsumerRuntime:
                 topics = await self.cluster.refresh_metadata(None)
             except (ConnectionClosed, OSError, KafkaError) as exc:
                 log.debug("pattern %s: metadata refresh failed: %s", pattern, exc)
-                await asyncio.sleep(
-                    backoff_s(attempt, self.config.retry_backoff_ms, self.config.retry_backoff_max_ms)
-                )
+                await asyncio.sleep(self.config.retry_backoff().delay_s(attempt))
                 attempt += 1
                 continue
             attempt = 0
@@ -434,10 +429,10 @@ class ConsumerRuntime:
         fetcher = self.fetcher
         waited = False
         while True:
-            # The fetcher decodes straight into Message (its message_type): no re-wrapping.
+            # The fetcher decodes straight into Message: no re-wrapping.
             drained = fetcher.drain_records(max_records)
             if drained:
-                return cast(list[Message], drained)
+                return drained
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return []

@@ -14,7 +14,6 @@ from .cluster import BrokerNode, Cluster
 from .connection import BrokerConnection, ConnectionClosed
 from .consumer_config import ConsumerConfig
 from .group_errors import FatalGroupError, GroupError
-from .retry import backoff_s
 
 log = logging.getLogger(__name__)
 
@@ -99,9 +98,7 @@ class CoordinatorLocator:
                         and not isinstance(exc, GroupError)
                     ):
                         raise
-                    delay = backoff_s(
-                        attempt, self.config.retry_backoff_ms, self.config.retry_backoff_max_ms
-                    )
+                    delay = self.config.retry_backoff().delay_s(attempt)
                     attempt += 1
                     log.debug(
                         "group %s: coordinator lookup failed (%s); retrying in %.3fs",

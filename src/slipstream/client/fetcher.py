@@ -12,7 +12,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 # Every fetched batch's CRC is checked (check_crcs): load the crc32c package with the
 # client, not in the middle of the first fetch (its import reads package metadata, tens
@@ -23,11 +23,11 @@ from ..protocol.apis.fetch import SPEC as FETCH
 from ..protocol.apis.fetch import FetchResponse
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.errors import name as error_name
-from ..protocol.records import MessageFields
 from .assignors import TopicPartition
 from .cluster import Cluster
 from .connection import ConnectionClosed
 from .consumer_config import ConsumerConfig
+from .consumer_messages import Message
 from .dedicated_connections import DedicatedConnections
 from .fetch_core import (
     FIRST_FETCH_VERSION,
@@ -40,12 +40,11 @@ from .fetch_core import (
     is_fetchable,
 )
 from .offsets import reset_offsets
-from .retry import backoff_s
+from .retry import Backoff
 from .tasks import cancel_and_wait
 
 __all__ = [
     "FetchError",
-    "FetchedRecord",
     "Fetcher",
     "OffsetOutOfRangeError",
     "PartitionState",
@@ -56,14 +55,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
-
-
-class FetchedRecord(MessageFields):
-    """A record as the fetcher hands it out when no message type is given (an
-    immutable named tuple: topic, partition, offset, key, value, timestamp,
-    headers, timestamp_type, leader_epoch)."""
-
-    __slots__ = ()
 
 
 class Fetcher:
@@ -80,14 +71,11 @@ class Fetcher:
         config: ConsumerConfig,
         *,
         clock: Clock = time.monotonic,
-        message_type: type[MessageFields] = FetchedRecord,
     ) -> None:
         config.validate()
         self.cluster = cluster
         self.config = config
         self.clock = clock
-        self.message_type = message_type
-        """What records are decoded into (a :class:`MessageFields` subclass)."""
         self.core = FetchCore(config)
         """The sans-I/O fetch state: partitions, requests, responses, decoding."""
         self._parts = self.core.parts
@@ -102,6 +90,12 @@ class Fetcher:
         self._reset_needed = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._closed = False
+        self._retry_backoff = config.retry_backoff()
+        """Before retrying a metadata or offset lookup, and after a failed fetch."""
+        self._restart_backoff = Backoff(
+            config.retry_backoff_ms, max(config.retry_backoff_max_ms, 1000)
+        )
+        """After a lost connection or a crashed loop: grows to a second at least."""
         self.fetch_requests: Counter[int] = Counter()
         """Fetch requests sent, per broker node id (for tests and metrics)."""
 
@@ -233,21 +227,21 @@ class Fetcher:
 
     def drain(
         self, max_records: int, partitions: Iterable[TopicPartition] | None = None
-    ) -> dict[TopicPartition, list[MessageFields]]:
+    ) -> dict[TopicPartition, list[Message]]:
         """Take up to ``max_records`` buffered records, without waiting.
 
         Rotates over the non-paused partitions (all, or ``partitions``) so none
         starves. If a partition has an error and nothing was taken yet, raises
         it (once; the partition then waits for a seek).
         """
-        out: dict[TopicPartition, list[MessageFields]] = {}
+        out: dict[TopicPartition, list[Message]] = {}
         for st, records in self._drain(max_records, partitions):
             out[st.tp] = records
         return out
 
-    def drain_records(self, max_records: int) -> list[MessageFields]:
+    def drain_records(self, max_records: int) -> list[Message]:
         """:meth:`drain` as one list (partition after partition): what a poll returns."""
-        out: list[MessageFields] = []
+        out: list[Message] = []
         for _st, records in self._drain(max_records, None):
             if out:
                 out += records
@@ -257,9 +251,12 @@ class Fetcher:
 
     def _drain(
         self, max_records: int, partitions: Iterable[TopicPartition] | None
-    ) -> list[tuple[PartitionState, list[MessageFields]]]:
+    ) -> list[tuple[PartitionState, list[Message]]]:
         try:
-            return self.core.drain(max_records, partitions, self.message_type, self.clock())
+            return cast(
+                list[tuple[PartitionState, list[Message]]],
+                self.core.drain(max_records, partitions, Message, self.clock()),
+            )
         finally:
             self._wake_nodes()
 
@@ -267,7 +264,7 @@ class Fetcher:
         """Whether some non-paused partition has an error waiting to be raised by a drain."""
         return any(st.error is not None and not st.paused for st in self._parts.values())
 
-    def unread(self, records: Iterable[MessageFields]) -> None:
+    def unread(self, records: Iterable[Message]) -> None:
         """Put records taken by a drain back in front of their partitions' buffers
         (see :meth:`FetchCore.unread`)."""
         if self.core.unread(records):
@@ -278,9 +275,8 @@ class Fetcher:
         tp: TopicPartition,
         max_records: int,
         *,
-        message_type: type[MessageFields] | None = None,
         one_batch: bool = False,
-    ) -> list[MessageFields]:
+    ) -> list[Message]:
         """Take up to ``max_records`` buffered records of one partition (raises its error).
 
         ``one_batch``: stop at the end of the decoded batch (decode at most one more),
@@ -291,7 +287,7 @@ class Fetcher:
             return []
         if st.error is not None:
             self.core.raise_error(st)
-        records = self._take(st, max_records, message_type or self.message_type, one_batch)
+        records = self._take(st, max_records, one_batch)
         if not records and st.error is not None:
             self.core.raise_error(st)
         return records
@@ -325,12 +321,11 @@ class Fetcher:
         max_records: int,
         timeout_s: float | None = None,
         *,
-        message_type: type[MessageFields] | None = None,
         one_batch: bool = False,
-    ) -> list[MessageFields]:
+    ) -> list[Message]:
         """Records of one partition, waiting up to ``timeout_s`` for some; [] on timeout or removal.
 
-        ``message_type`` and ``one_batch``: as for :meth:`drain_partition`.
+        ``one_batch``: as for :meth:`drain_partition`.
         """
         loop = asyncio.get_running_loop()
         deadline = None if timeout_s is None else loop.time() + timeout_s
@@ -338,9 +333,7 @@ class Fetcher:
             st = self._parts.get(tp)
             if st is None:
                 return []
-            records = self.drain_partition(
-                tp, max_records, message_type=message_type, one_batch=one_batch
-            )
+            records = self.drain_partition(tp, max_records, one_batch=one_batch)
             if records:
                 return records
             st.ready.clear()
@@ -410,7 +403,7 @@ class Fetcher:
                     unresolved = unresolved or st.leader is None
             self._metadata_needed.clear()
             if failed or unresolved:
-                await asyncio.sleep(self._backoff_s(attempt, at_least_ms=self.config.retry_backoff_ms))
+                await asyncio.sleep(self._retry_backoff.delay_s(attempt))
                 attempt += 1
                 self._metadata_needed.set()
             else:
@@ -433,7 +426,7 @@ class Fetcher:
                     self._data_event.set()
                     continue
                 log.debug("offset reset failed (%s); retrying", exc)
-                await asyncio.sleep(self._backoff_s(attempt))
+                await asyncio.sleep(self._retry_backoff.delay_s(attempt))
                 attempt += 1
                 self._reset_needed.set()
                 continue
@@ -445,10 +438,9 @@ class Fetcher:
         self,
         st: PartitionState,
         limit: int,
-        cls: type[MessageFields],
         one_batch: bool = False,
-    ) -> list[MessageFields]:
-        taken = self.core.take(st, limit, cls, self.clock(), one_batch)
+    ) -> list[Message]:
+        taken = cast(list[Message], self.core.take(st, limit, Message, self.clock(), one_batch))
         self._wake_nodes()
         return taken
 
@@ -467,12 +459,6 @@ class Fetcher:
     def _fetchable(self, node_id: int) -> list[PartitionState]:
         return self.core.fetchable(node_id, self.clock())
 
-    def _backoff_s(self, attempt: int, *, at_least_ms: int = 0) -> float:
-        """The pause before retry ``attempt`` (from 0): retry_backoff_ms doubling, capped at
-        retry_backoff_max_ms or ``at_least_ms`` if that is larger."""
-        config = self.config
-        return backoff_s(attempt, config.retry_backoff_ms, max(config.retry_backoff_max_ms, at_least_ms))
-
     async def _guarded(self, name: str, body: Callable[[], Any]) -> None:
         """Run a background loop; an unexpected error is logged and the loop restarted."""
         attempt = 0
@@ -484,7 +470,7 @@ class Fetcher:
                 raise
             except Exception:
                 log.exception("fetcher %s failed; restarting it", name)
-                await asyncio.sleep(self._backoff_s(attempt, at_least_ms=1000))
+                await asyncio.sleep(self._restart_backoff.delay_s(attempt))
                 attempt += 1
 
     async def _broker_loop(self, node_id: int) -> None:
@@ -539,7 +525,7 @@ class Fetcher:
             del response
             if error_code:
                 log.warning("Fetch from broker %d failed: %s", node_id, error_name(error_code))
-                await asyncio.sleep(self._backoff_s(0))
+                await asyncio.sleep(self._retry_backoff.delay_s(0))
 
     async def _connection_failed(
         self, node_id: int, parts: list[PartitionState], exc: BaseException, failures: int
@@ -551,7 +537,7 @@ class Fetcher:
             self._data_event.set()
             return failures
         # The broker may be gone for good: look the leaders up again after the backoff.
-        await asyncio.sleep(self._backoff_s(failures, at_least_ms=1000))
+        await asyncio.sleep(self._restart_backoff.delay_s(failures))
         if failures >= 1:
             for st in parts:
                 if st.leader == node_id:

@@ -57,7 +57,7 @@ from .consumer_config import ConsumerConfig
 from .coordinator_locator import CoordinatorLocator
 from .group_errors import FatalGroupError
 from .membership_types import Generation
-from .retry import backoff_s
+from .retry import Backoff
 from .tasks import deadline
 
 T = TypeVar("T")
@@ -366,7 +366,7 @@ class GroupOffsets:
                     raise
                 self.locator.mark_unknown(str(exc))
                 reason = str(exc)
-            delay = backoff_s(attempt, self.config.retry_backoff_ms, self.config.retry_backoff_max_ms)
+            delay = self.config.retry_backoff().delay_s(attempt)
             attempt += 1
             log.debug("group %s: %s retry in %.3fs: %s", self.group_id, what, delay, reason)
             await asyncio.sleep(delay)
@@ -536,7 +536,7 @@ async def list_offsets(
                     await cluster.refresh_metadata(sorted({t for t, _ in remaining}))
                 except (ConnectionClosed, OSError, KafkaError) as exc:
                     log.debug("metadata refresh for ListOffsets failed: %s", exc)
-            delay = backoff_s(attempt, retry_backoff_ms, retry_backoff_max_ms)
+            delay = Backoff(retry_backoff_ms, retry_backoff_max_ms).delay_s(attempt)
             attempt += 1
             log.debug(
                 "ListOffsets retry in %.3fs for %s (%s)",

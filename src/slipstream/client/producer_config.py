@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from .batch_encoding import HEADER_SIZE
+from ..protocol.record_batch import HEADER_SIZE
 from .security import ClientSecurity
 from .serde import Serializer
 

@@ -1,9 +1,12 @@
-"""The rebalance hooks a consumer facade implements; both group members await them."""
+"""The rebalance hooks a consumer facade implements, and how both group members await them."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+
 from .assignors import TopicPartition
-from .membership_types import Generation
+from .membership_types import Generation, PrepareResult
 
 
 class RebalanceListener:
@@ -29,3 +32,36 @@ class RebalanceListener:
     async def on_partitions_lost(self, lost: list[TopicPartition]) -> None:
         """Partitions that may already belong to someone else: don't commit. Default: revoked."""
         await self.on_partitions_revoked(lost)
+
+
+class ListenerCalls:
+    """How a membership (either group protocol's) awaits its listener's hooks.
+
+    A hook that raises does not stop the membership: the error is logged and kept in
+    ``listener_error``. Subclasses set ``listener`` and say their ``group_id``.
+    """
+
+    listener: RebalanceListener
+    listener_error: BaseException | None = None
+
+    @property
+    def group_id(self) -> str:
+        raise NotImplementedError
+
+    async def _call(self, hook: str, *args: object) -> None:
+        try:
+            await getattr(self.listener, hook)(*args)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.listener_error = exc
+            # Under the membership's own logger (the one an application tunes for it).
+            logging.getLogger(type(self).__module__).exception(
+                "group %s: rebalance listener %s failed", self.group_id, hook
+            )
+
+    async def _notify(self, result: PrepareResult) -> None:
+        if result.kind == "lost":
+            await self._call("on_partitions_lost", list(result.partitions))
+        elif result.kind == "revoked":
+            await self._call("on_partitions_revoked", list(result.partitions))

@@ -46,21 +46,11 @@ class Backoff:
         # Bound the exponent so huge attempt counts cannot overflow a float.
         base = min(cap, self.initial_ms * self.multiplier ** min(max(attempt, 0), 64))
         if self.jitter:
-            base *= 1 + self.jitter * (2 * self.rand() - 1)
+            base *= (1 - self.jitter) + 2 * self.jitter * self.rand()
         return max(0.0, base)
 
     def delay_s(self, attempt: int) -> float:
         return self.delay_ms(attempt) / 1000.0
-
-
-def backoff_s(
-    attempt: int, base_ms: int, max_ms: int, rand: Callable[[], float] = random.random
-) -> float:
-    """Exponential backoff with +-20% jitter (Kafka's ExponentialBackoff): base * 2**attempt, capped."""
-    if base_ms <= 0:
-        return 0.0
-    raw = min(float(max_ms), base_ms * (2.0 ** min(attempt, 30)))
-    return max(0.0, raw * (0.8 + 0.4 * rand())) / 1000.0
 
 
 def default_retriable(exc: BaseException) -> bool:

@@ -31,6 +31,7 @@ LOG_OVERHEAD = 12
 CRC_OFFSET = 17
 ATTRIBUTES_OFFSET = 21
 MAX_TIMESTAMP_OFFSET = 35
+PRODUCER_ID_OFFSET = 43  # then producer_epoch and base_sequence
 
 COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08  # set: LogAppendTime
@@ -45,6 +46,7 @@ _HEADER = struct.Struct(">qiibIhiqqqhii")
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
 _UINT32 = struct.Struct(">I")
+_PRODUCER = struct.Struct(">qhi")
 
 
 class InvalidBatch(ValueError):
@@ -117,7 +119,6 @@ def parse_header(buf: memoryview | bytes, pos: int = 0) -> BatchHeader:
 
 def write_header(
     out: bytearray,
-    *,
     base_offset: int,
     partition_leader_epoch: int,
     attributes: int,
@@ -130,7 +131,8 @@ def write_header(
     record_count: int,
 ) -> None:
     """Fill in the header of a batch being built: ``out`` holds HEADER_SIZE reserved bytes
-    and then the whole records section. The length comes from ``out``, then the CRC."""
+    and then the whole records section. The length comes from ``out``, then the CRC.
+    The fields are in header order (a per-batch caller may pass them by position)."""
     _HEADER.pack_into(
         out,
         0,
@@ -244,6 +246,15 @@ def set_log_append_time(batch: bytearray | memoryview, timestamp_ms: int) -> Non
     attributes = struct.unpack_from(">h", batch, ATTRIBUTES_OFFSET)[0] | TIMESTAMP_TYPE_MASK
     struct.pack_into(">h", batch, ATTRIBUTES_OFFSET, attributes)
     _INT64.pack_into(batch, MAX_TIMESTAMP_OFFSET, timestamp_ms)
+    _UINT32.pack_into(batch, CRC_OFFSET, int(_crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:])))
+
+
+def set_producer_state(
+    batch: bytearray | memoryview, producer_id: int, producer_epoch: int, base_sequence: int
+) -> None:
+    """Rewrite the producer id, epoch and base sequence (a producer renumbering unsent
+    batches under a new epoch, KIP-360); rewrites the CRC."""
+    _PRODUCER.pack_into(batch, PRODUCER_ID_OFFSET, producer_id, producer_epoch, base_sequence)
     _UINT32.pack_into(batch, CRC_OFFSET, int(_crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:])))
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from slipstream.client.cluster import TopicInfo
 from slipstream.client.consumer_config import ConsumerConfig
+from slipstream.client.consumer_messages import Message
 from slipstream.client.fetch_core import (
     TOPIC_ID_VERSION,
     FetchCore,
@@ -18,7 +19,6 @@ from slipstream.client.fetch_core import (
     PartitionResult,
     PartitionState,
 )
-from slipstream.client.fetcher import FetchedRecord
 from slipstream.protocol.apis.fetch import FetchResponse, FetchResponsePartition, FetchResponseTopic
 from slipstream.protocol.errors import ErrorCode, KafkaError
 from slipstream.protocol.errors import name as error_name
@@ -121,7 +121,7 @@ def test_fetchable_follows_the_leader_and_the_processing_time_on_the_manual_cloc
     c.handle_partition(c.parts[T0], answer(T0, batch(0, 2)), NOW)
     assert c.fetchable(0, NOW + 0.5) == [c.parts[T0]]
     assert c.fetchable(0, NOW + 0.501) == []  # not drained for max_processing_time_ms
-    c.take(c.parts[T0], 1, FetchedRecord, NOW + 0.6)  # draining restarts the timer
+    c.take(c.parts[T0], 1, Message, NOW + 0.6)  # draining restarts the timer
     assert c.fetchable(0, NOW + 0.6) == [c.parts[T0]]
 
 
@@ -181,7 +181,7 @@ def test_fatal_errors_are_surfaced_to_the_consumer(code: int) -> None:
     assert c.handle_partition(st, answer(T0, code=code), NOW) is PartitionResult.DELIVER
     assert isinstance(st.error, FetchError) and st.error.code == code and st.error.partition == T0
     with pytest.raises(FetchError):
-        c.drain(10, None, FetchedRecord, NOW)
+        c.drain(10, None, Message, NOW)
     assert st.blocked and st.error is None
 
 
@@ -212,10 +212,10 @@ def test_taking_records_wakes_the_leader_and_frees_the_batch() -> None:
     c = core()
     st = c.parts[T0]
     c.handle_partition(st, answer(T0, batch(0, 3)), NOW)
-    assert [r.offset for r in c.take(st, 2, FetchedRecord, NOW + 1)] == [0, 1]
+    assert [r.offset for r in c.take(st, 2, Message, NOW + 1)] == [0, 1]
     assert c.wake_nodes == {0} and st.waiting_since == NOW + 1 and st.buffered_bytes > 0
     c.wake_nodes.clear()
-    assert [r.offset for r in c.take(st, 5, FetchedRecord, NOW + 2)] == [2]
+    assert [r.offset for r in c.take(st, 5, Message, NOW + 2)] == [2]
     assert c.wake_nodes == {0} and st.waiting_since is None and st.buffered_bytes == 0
     assert st.position == 3
 

@@ -13,7 +13,7 @@ from slipstream.client.cluster import Cluster
 from slipstream.client.consumer_config import ConsumerConfig
 from slipstream.client.consumer_messages import ConsumerMessage, Message
 from slipstream.client.fetch_core import PartitionResult
-from slipstream.client.fetcher import FetchedRecord, Fetcher, PartitionState, is_fetchable
+from slipstream.client.fetcher import Fetcher, PartitionState, is_fetchable
 from slipstream.protocol.apis.fetch import FetchResponsePartition
 from slipstream.protocol.records import ProducerRecord, build_batch
 
@@ -36,9 +36,7 @@ def batch(base: int, n: int, size: int = 8) -> bytes:
 
 
 def fetcher(*tps: tuple[str, int], **settings: Any) -> Fetcher:
-    message_type = settings.pop("message_type", FetchedRecord)
-    f = Fetcher(Cluster("127.0.0.1:1"), ConsumerConfig(**settings), clock=Clock(),
-                message_type=message_type)
+    f = Fetcher(Cluster("127.0.0.1:1"), ConsumerConfig(**settings), clock=Clock())
     for tp in tps or (T0,):
         st = PartitionState(tp)
         st.position = st.fetch_offset = 0
@@ -55,8 +53,8 @@ def feed(f: Fetcher, tp: tuple[str, int], data: bytes | memoryview) -> bool:
     return f.core.handle_partition(f.core.parts[tp], response, f.clock()) is PartitionResult.DELIVER
 
 
-def test_records_come_decoded_as_the_configured_message_type() -> None:
-    f = fetcher(message_type=Message)
+def test_records_come_decoded_as_messages() -> None:
+    f = fetcher()
     feed(f, T0, batch(0, 3))
     got = f.drain_records(10)
     assert [type(m) for m in got] == [Message] * 3
@@ -64,7 +62,7 @@ def test_records_come_decoded_as_the_configured_message_type() -> None:
         ("t", 0, i, b"%08d" % i) for i in range(3)
     ]
     feed(f, T0, batch(3, 2))
-    got2 = f.drain_partition(T0, 10, message_type=ConsumerMessage)
+    got2 = f.drain_partition(T0, 10)
     assert [type(m) for m in got2] == [ConsumerMessage] * 2 and f.position(T0) == 5
 
 

@@ -9,7 +9,7 @@ from slipstream.client.classic_member_core import MemberCore
 from slipstream.client.consumer_config import ConsumerConfig
 from slipstream.client.group_errors import classify_group_error
 from slipstream.client.membership_types import Action, MemberState
-from slipstream.client.retry import backoff_s
+from slipstream.client.retry import Backoff
 from slipstream.protocol.apis.heartbeat import HeartbeatResponse
 from slipstream.protocol.apis.join_group import JoinGroupResponse, JoinGroupResponseMember
 from slipstream.protocol.apis.sync_group import SyncGroupResponse
@@ -177,15 +177,15 @@ def test_leader_runs_the_selected_assignor_and_encodes_each_members_version() ->
         JoinGroupResponseMember(member_id="m2", metadata=sub_v0),
     ]
     join_ok(c, members=members, protocol="range")
-    subs = c.member_subscriptions()
+    subs = c.leader.subscriptions()
     assignment = c.assign({"t": 4}, subs)
     assert assignment == {"m1": [("t", 0), ("t", 1)], "m2": [("t", 2), ("t", 3)]}
     request = c.sync_request(assignment)
     versions = {a.member_id: decode_assignment(a.assignment)[0] for a in request.assignments}
     assert versions == {"m1": 3, "m2": 0}
-    assert c.assigned_partition_counts == {"t": 4}
-    assert c.metadata_changed({"t": 4}) == []
-    assert c.metadata_changed({"t": 6}) == ["t"]
+    assert c.leader.partition_counts == {"t": 4}
+    assert c.leader.changed_topics({"t": 4}) == []
+    assert c.leader.changed_topics({"t": 6}) == ["t"]
 
 
 def test_static_member_sends_its_instance_id() -> None:
@@ -272,10 +272,10 @@ def test_sticky_user_data_keeps_the_last_assignment_after_an_eager_revoke() -> N
 
 
 def test_backoff_grows_and_is_capped() -> None:
-    assert backoff_s(0, 100, 1000, rand=lambda: 0.5) == pytest.approx(0.1)
-    assert backoff_s(3, 100, 1000, rand=lambda: 0.5) == pytest.approx(0.8)
-    assert backoff_s(10, 100, 1000, rand=lambda: 1.0) == pytest.approx(1.2)
-    assert backoff_s(5, 0, 1000) == 0.0
+    assert Backoff(100, 1000, rand=lambda: 0.5).delay_s(0) == pytest.approx(0.1)
+    assert Backoff(100, 1000, rand=lambda: 0.5).delay_s(3) == pytest.approx(0.8)
+    assert Backoff(100, 1000, rand=lambda: 1.0).delay_s(10) == pytest.approx(1.2)
+    assert Backoff(0, 1000).delay_s(5) == 0.0
 
 
 def test_a_long_join_does_not_count_against_the_session() -> None:
@@ -331,7 +331,7 @@ def test_leader_assignment_assigns_for_a_leader_and_nothing_for_a_follower() -> 
     assert leader.leader_topics() == ["t", "u"]
     assignment = leader.leader_assignment({"t": 2, "u": 2})
     assert assignment == {"m1": [("t", 0), ("u", 0)], "m2": [("t", 1), ("u", 1)]}
-    assert leader.assigned_partition_counts == {"t": 2, "u": 2}
+    assert leader.leader.partition_counts == {"t": 2, "u": 2}
 
 
 def test_a_static_leader_skipping_the_assignment_keeps_the_counts_as_its_watch_baseline() -> None:
@@ -341,10 +341,10 @@ def test_a_static_leader_skipping_the_assignment_keeps_the_counts_as_its_watch_b
         error_code=0, generation_id=3, protocol_type="consumer", protocol_name="range",
         leader="m1", member_id="m1", members=_members("m1", "m2"), skip_assignment=True,
     ))
-    assert out.ok and c.is_leader and c.skip_assignment
+    assert out.ok and c.is_leader and c.leader.skip_assignment
     assert c.leader_assignment({"t": 3}) is None
-    assert c.group_topics == ("t",)
-    assert c.assigned_partition_counts == {"t": 3}
+    assert c.leader.topics == ("t",)
+    assert c.leader.partition_counts == {"t": 3}
 
 
 def test_the_leaders_metadata_watch_is_armed_checked_once_and_rejoins_on_a_change() -> None:
@@ -357,7 +357,7 @@ def test_the_leaders_metadata_watch_is_armed_checked_once_and_rejoins_on_a_chang
     assert out.ok and assigned is not None
     c.complete_assignment(assigned, 0.0)
     assert c.needs_join_prepare
-    max_age = c.metadata_max_age_s
+    max_age = c.leader.metadata_max_age_s
     assert c.time_to_metadata_check(10.0) == max_age  # armed on first ask
     assert c.time_to_metadata_check(11.0) == max_age - 1.0
     assert not c.metadata_check_due(11.0)

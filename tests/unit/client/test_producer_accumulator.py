@@ -14,10 +14,10 @@ from slipstream.client.accumulator import (
     ProducerBatch,
     RecordAccumulator,
 )
-from slipstream.client.batch_encoding import encode_batch, restamp
+from slipstream.client.batch_encoding import encode_batch
 from slipstream.client.retry import Backoff
 from slipstream.protocol import compression
-from slipstream.protocol.record_batch import validate_batch
+from slipstream.protocol.record_batch import set_producer_state, validate_batch
 from slipstream.protocol.records import ProducerRecord, build_batch, decode_batch
 
 LEADER = 1
@@ -85,7 +85,7 @@ def test_compressed_batches_decode(codec: str) -> None:
 
 def test_restamp_keeps_the_crc_valid() -> None:
     batch = encode_batch([rec(), rec()], producer_id=1, producer_epoch=0, base_sequence=10)
-    restamp(batch, 99, 3, 0)
+    set_producer_state(batch, 99, 3, 0)
     header = validate_batch(memoryview(batch))
     assert (header.producer_id, header.producer_epoch, header.base_sequence) == (99, 3, 0)
 

@@ -188,7 +188,7 @@ class ClassicMember(SimMember):
         self._run_event = None
         core = self.core
         if core.metadata_check_due(self.now / 1000.0):
-            core.on_metadata(self.world.partition_counts(list(core.group_topics)))
+            core.on_metadata(self.world.partition_counts(list(core.leader.topics)))
         self._run_wake()
 
     def _join_connected(self, conn: Connection) -> None:
@@ -222,7 +222,7 @@ class ClassicMember(SimMember):
         self._hb_wake()
         if not self._check(outcome):
             return
-        self.skipped_assignment = core.is_leader and core.skip_assignment
+        self.skipped_assignment = core.is_leader and core.leader.skip_assignment
         assignment = core.leader_assignment(self.world.partition_counts(core.leader_topics()))
         sent = core.generation_key
         self.send(

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ...client.retry import backoff_s
+from ...client.retry import Backoff
 from ...protocol.apis.offset_commit import (
     OffsetCommitRequest,
     OffsetCommitRequestPartition,
@@ -175,7 +175,8 @@ class SimMember:
         return self.world.queue.after(delay_ms, (self.label, " ", label), self.guard(fn))
 
     def backoff_ms(self, attempt: int) -> int:
-        return max(1, int(backoff_s(attempt, RETRY_BACKOFF_MS, RETRY_BACKOFF_MAX_MS, self.rng.random) * 1000))
+        backoff = Backoff(RETRY_BACKOFF_MS, RETRY_BACKOFF_MAX_MS, rand=self.rng.random)
+        return max(1, int(backoff.delay_s(attempt) * 1000))
 
     def send(
         self,
