@@ -45,12 +45,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
 from slipstream.log.api import AbortedTxn, LogConfig, LogFenced
 from slipstream.log.memory import MemoryLog, MemorySegment
+from slipstream.log.postgres.metadata import PostgresMetadata
 from slipstream.log.postgres.runner import DatabaseThread
 from slipstream.log.postgres.schema import NOW_MS, migrate
 from slipstream.log.segmented import Buffer, Segment, SegmentedLog
@@ -576,48 +577,3 @@ class PostgresLogStore:
                     await conn.copy_records_to_table("log_batches", records=rows, columns=_BATCH_COLUMNS)
 
         self._db.with_connection(work)
-
-
-class PostgresMetadata:
-    """Named text documents in ``broker_metadata`` (the data directory's JSON files)."""
-
-    def __init__(self, db: DatabaseThread) -> None:
-        self._db = db
-
-    def load(self, name: str) -> str | None:
-        body = self._db.with_connection(
-            lambda conn: conn.fetchval("SELECT body FROM broker_metadata WHERE name = $1", name)
-        )
-        return None if body is None else str(body)
-
-    def update(self, name: str, change: Callable[[str | None], str]) -> str:
-        """Replace the document by ``change(current)`` with no other update in between
-        (brokers of a cluster change shared documents through this)."""
-
-        async def work(conn: Any) -> str:
-            async with conn.transaction():
-                await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", name)
-                current = await conn.fetchval("SELECT body FROM broker_metadata WHERE name = $1", name)
-                body = change(None if current is None else str(current))
-                await conn.execute(
-                    "INSERT INTO broker_metadata (name, body) VALUES ($1, $2) "
-                    "ON CONFLICT (name) DO UPDATE SET body = EXCLUDED.body",
-                    name,
-                    body,
-                )
-                # Delivered at commit: the cluster's brokers follow the change at once
-                # (broker/cluster/member.py listens on this channel).
-                await conn.execute("SELECT pg_notify('slipstream_cluster', $1)", name)
-                return body
-
-        return self._db.with_connection(work)
-
-    def save(self, name: str, body: str) -> None:
-        self._db.with_connection(
-            lambda conn: conn.execute(
-                "INSERT INTO broker_metadata (name, body) VALUES ($1, $2) "
-                "ON CONFLICT (name) DO UPDATE SET body = EXCLUDED.body",
-                name,
-                body,
-            )
-        )
