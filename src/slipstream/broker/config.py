@@ -90,8 +90,8 @@ class BrokerConfig:
     # is noticed fast (see CoordinatorConfig). 0: always group.consumer.heartbeat.interval.ms.
     group_consumer_heartbeat_budget_per_sec: int = 200
     # Ours: reconciling consumer-group members' heartbeats per second, over all groups; while
-    # more members change at once (a join storm), their short interval stretches to stay
-    # within it (see CoordinatorConfig). 0: always the short interval.
+    # more members change at once (a join storm), reconciled members skip the settle window
+    # and the short interval stretches (see CoordinatorConfig). 0: no budget.
     group_consumer_reconciling_heartbeat_budget_per_sec: int = 1000
     # Comma-separated server-side assignors members may ask for; the first is the default.
     group_consumer_assignors: str = "uniform,range"

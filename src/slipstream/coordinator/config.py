@@ -92,9 +92,9 @@ class CoordinatorConfig:
     consumer_group_idle_heartbeat_floor_ms: int = 500
     # Ours: reconciling members' heartbeats per second the coordinator budgets for, over
     # all consumer groups. While more members are changing at once than the reconciling
-    # interval allows within it (a join storm), their interval stretches to keep them
-    # within the budget, up to the regular interval, and members that have reached their
-    # target stop waiting out the settle window (consumer_intervals.py). 0: no budget.
+    # interval allows within it (a join storm), members that have reached their target stop
+    # waiting out the settle window, and the others' interval stretches towards the budget,
+    # to twice the reconciling interval at most (consumer_intervals.py). 0: no budget.
     consumer_group_reconciling_heartbeat_budget_per_s: int = 0
     # Ours: group.history.max.events, the rebalance-history events kept per group (history.py).
     group_history_max_events: int = 1_000

@@ -4,9 +4,11 @@ The coordinator cannot call a member, so the interval is how fast it hears of a 
 
 - a member whose group is changing (it has partitions to revoke or to receive, the group
   is not Stable, or its epoch moved within the settle window) gets the short reconciling
-  interval; with ``consumer_group_reconciling_heartbeat_budget_per_s``, that interval
-  stretches while so many members are changing at once that their heartbeats would pass
-  the budget (a join storm), up to the regular interval, and the settle window is skipped;
+  interval; with ``consumer_group_reconciling_heartbeat_budget_per_s``, while so many
+  members are changing at once that their heartbeats would pass the budget (a join
+  storm), members that have reached their target skip the settle window (about half of
+  a joining member's heartbeats), and the short interval stretches, up to ``MAX_STRETCH``
+  times (and never past the regular interval);
 - a settled member gets the regular interval, or a shorter one while the broker has few
   members (``consumer_group_heartbeat_budget_per_s``). A group's own interval (config
   resource GROUP) is always given as it is.
@@ -28,6 +30,10 @@ from .consumer import ConsumerGroup, ConsumerGroupState
 SETTLE_WINDOW_MS = 1_000
 # The members counts are refreshed at most this often (each refresh walks them all).
 RECOUNT_MS = 1_000
+# The reconciling interval stretches to at most this many times the short one: a member's
+# heartbeats while it reconciles are mostly needed ones (revoke, then receive), so past this
+# stretching mostly delays rebalances, and more members count as reconciling for longer.
+MAX_STRETCH = 2
 
 
 class HeartbeatIntervals:
@@ -54,14 +60,16 @@ class HeartbeatIntervals:
         the group epoch, ``reconciled`` when the member has reached its target."""
         timeouts = self.timeouts(group.group_id)
         regular = timeouts.heartbeat_interval_ms
+        short = min(regular, self.config.consumer_group_reconciling_heartbeat_interval_ms)
         key = (group.group_id, member_id)
+        within_budget = self._within_budget(key, now_ms)
         stable = reconciled and not bumped and group.state is ConsumerGroupState.STABLE
         if stable and now_ms - group.epoch_changed_ms < min(regular, SETTLE_WINDOW_MS):
-            # Within the settle window, unless the budget is already stretched: then it waits
-            # for no latecomer at everyone else's expense.
-            stable = self._reconciling_interval(key, regular, now_ms) > self._short(regular)
+            # Within the settle window, unless the budget is exceeded: then it waits for no
+            # latecomer at everyone else's expense.
+            stable = within_budget > short
         if not stable:
-            fast = self._reconciling_interval(key, regular, now_ms)
+            fast = min(regular, MAX_STRETCH * short, max(short, within_budget))
             self._reconciling[key] = now_ms + 2 * fast
             return fast
         self._reconciling.pop(key, None)
@@ -74,17 +82,14 @@ class HeartbeatIntervals:
             self._pruned_at = now_ms
         return len(self._reconciling)
 
-    def _short(self, regular: int) -> int:
-        return min(regular, self.config.consumer_group_reconciling_heartbeat_interval_ms)
-
-    def _reconciling_interval(self, key: tuple[str, str], regular: int, now_ms: int) -> int:
-        short = self._short(regular)
+    def _within_budget(self, key: tuple[str, str], now_ms: int) -> int:
+        """The interval that keeps every reconciling member, ``key`` too, within the
+        reconciling budget (0 without one)."""
         budget = self.config.consumer_group_reconciling_heartbeat_budget_per_s
         if budget <= 0:
-            return short
+            return 0
         members = self.reconciling_members(now_ms) + (key not in self._reconciling)
-        within_budget = -(-members * 1000 // budget)
-        return min(regular, max(short, within_budget))
+        return -(-members * 1000 // budget)
 
     def _settled_interval(self, timeouts: ConsumerGroupTimeouts, now_ms: int) -> int:
         regular = timeouts.heartbeat_interval_ms

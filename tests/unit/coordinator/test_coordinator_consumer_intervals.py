@@ -11,7 +11,8 @@ from consumer_group_client import set_topics as set_topic_partitions
 from coord_context import GroupContext
 
 from slipstream.coordinator import CoordinatorConfig
-from slipstream.coordinator.consumer_intervals import RECOUNT_MS, SETTLE_WINDOW_MS
+from slipstream.coordinator.config import ConsumerGroupTimeouts
+from slipstream.coordinator.consumer_intervals import MAX_STRETCH, RECOUNT_MS, SETTLE_WINDOW_MS
 
 REGULAR_MS = 5_000
 SHORT_MS = 200
@@ -35,24 +36,30 @@ def test_without_a_reconciling_budget_every_changing_member_gets_the_short_inter
 
 
 def test_the_short_interval_stretches_with_the_members_changing_at_once() -> None:
-    # 10 heartbeats/s: two members every 200 ms fit; a third needs 300 ms each, a fourth 400.
-    ctx = context(10)
+    # 20 heartbeats/s: four members every 200 ms fit; a fifth needs 250 ms each, a sixth 300.
+    ctx = context(20)
     first, interval = joined(ctx, "g0")
     assert interval == SHORT_MS
-    assert joined(ctx, "g1")[1] == SHORT_MS
-    assert joined(ctx, "g2")[1] == 300
-    assert joined(ctx, "g3")[1] == 400
-    # A second member of g0: five change at once. The first must now revoke; it is counted
+    assert [joined(ctx, f"g{i}")[1] for i in range(1, 6)] == [SHORT_MS, SHORT_MS, SHORT_MS, 250, 300]
+    # A second member of g0: seven change at once. The first must now revoke; it is counted
     # already, so not twice.
-    assert Member(ctx, "g0", topics=["t"]).join().heartbeat_interval_ms == 500
-    assert first.beat().heartbeat_interval_ms == 500
+    assert Member(ctx, "g0", topics=["t"]).join().heartbeat_interval_ms == 350
+    assert first.beat().heartbeat_interval_ms == 350
     assert first.last.assignment is not None  # it gave up partitions
 
 
-def test_the_stretched_interval_never_passes_the_regular_one() -> None:
+def test_the_stretch_stops_at_max_stretch_times_the_short_interval_and_at_the_regular_one() -> None:
     ctx = context(1)
-    intervals = [joined(ctx, f"g{i}")[1] for i in range(7)]
-    assert intervals == [1_000, 2_000, 3_000, 4_000, 5_000, REGULAR_MS, REGULAR_MS]
+    assert [joined(ctx, f"g{i}")[1] for i in range(3)] == [MAX_STRETCH * SHORT_MS] * 3
+
+    def timeouts(group_id: str) -> ConsumerGroupTimeouts:
+        return ConsumerGroupTimeouts(45_000, 300 if group_id.startswith("quick") else REGULAR_MS)
+
+    config = CoordinatorConfig(consumer_group_reconciling_heartbeat_budget_per_s=1)
+    ctx = GroupContext(config, consumer_group_timeouts=timeouts)
+    set_topic_partitions(ctx, t=4)
+    # Groups whose regular interval is 300 ms: the stretch stops there.
+    assert [joined(ctx, f"quick{i}")[1] for i in range(2)] == [300, 300]
 
 
 def test_settled_members_stop_counting_and_the_short_interval_comes_back() -> None:
