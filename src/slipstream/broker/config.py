@@ -89,6 +89,10 @@ class BrokerConfig:
     # broker gives settled members a shorter interval (down to 500 ms) so a joining member
     # is noticed fast (see CoordinatorConfig). 0: always group.consumer.heartbeat.interval.ms.
     group_consumer_heartbeat_budget_per_sec: int = 200
+    # Ours: reconciling consumer-group members' heartbeats per second, over all groups; while
+    # more members change at once (a join storm), reconciled members skip the settle window
+    # and the short interval stretches (see CoordinatorConfig). 0: no budget.
+    group_consumer_reconciling_heartbeat_budget_per_sec: int = 1000
     # Comma-separated server-side assignors members may ask for; the first is the default.
     group_consumer_assignors: str = "uniform,range"
     # Online conversion of groups with members between the classic and the consumer
@@ -167,6 +171,8 @@ class BrokerConfig:
             raise ValueError("transaction.max.timeout.ms and transactional.id.expiration.ms must be positive")
         if self.group_consumer_heartbeat_budget_per_sec < 0:
             raise ValueError("group.consumer.heartbeat.budget.per.sec must be >= 0 (0: no budget)")
+        if self.group_consumer_reconciling_heartbeat_budget_per_sec < 0:
+            raise ValueError("group.consumer.reconciling.heartbeat.budget.per.sec must be >= 0 (0: no budget)")
         if not (
             self.group_consumer_min_session_timeout_ms
             <= self.group_consumer_session_timeout_ms

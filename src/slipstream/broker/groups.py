@@ -103,6 +103,7 @@ class GroupCoordinatorAdapter:
             ),
             consumer_group_max_size=c.group_consumer_max_size,
             consumer_group_heartbeat_budget_per_s=c.group_consumer_heartbeat_budget_per_sec,
+            consumer_group_reconciling_heartbeat_budget_per_s=c.group_consumer_reconciling_heartbeat_budget_per_sec,
             consumer_group_assignors=c.consumer_group_assignors(),
             consumer_group_migration_policy=MigrationPolicy.parse(c.group_consumer_migration_policy),
             group_history_max_events=c.group_history_max_events,

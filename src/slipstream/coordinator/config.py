@@ -90,6 +90,12 @@ class CoordinatorConfig:
     # own interval (config resource GROUP) is always given as it is.
     consumer_group_heartbeat_budget_per_s: int = 0
     consumer_group_idle_heartbeat_floor_ms: int = 500
+    # Ours: reconciling members' heartbeats per second the coordinator budgets for, over
+    # all consumer groups. While more members are changing at once than the reconciling
+    # interval allows within it (a join storm), members that have reached their target stop
+    # waiting out the settle window, and the others' interval stretches towards the budget,
+    # to twice the reconciling interval at most (consumer_intervals.py). 0: no budget.
+    consumer_group_reconciling_heartbeat_budget_per_s: int = 0
     # Ours: group.history.max.events, the rebalance-history events kept per group (history.py).
     group_history_max_events: int = 1_000
 
@@ -110,6 +116,8 @@ class CoordinatorConfig:
             )
         if self.consumer_group_heartbeat_budget_per_s < 0:
             raise ValueError("consumer_group_heartbeat_budget_per_s must be >= 0")
+        if self.consumer_group_reconciling_heartbeat_budget_per_s < 0:
+            raise ValueError("consumer_group_reconciling_heartbeat_budget_per_s must be >= 0")
         if self.consumer_group_idle_heartbeat_floor_ms < 1:
             raise ValueError("consumer_group_idle_heartbeat_floor_ms must be >= 1")
         if self.consumer_group_max_size < 1:

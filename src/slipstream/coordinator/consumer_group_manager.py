@@ -37,7 +37,6 @@ from .config import ConsumerGroupTimeouts, CoordinatorConfig
 from .consumer import (
     ConsumerGroup,
     ConsumerGroupMember,
-    ConsumerGroupState,
     MemberState,
     PartitionAssignorError,
     PartitionMap,
@@ -50,6 +49,7 @@ from .consumer.member import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
 )
+from .consumer_intervals import HeartbeatIntervals
 from .consumer_rebalance import ConsumerRebalance, MemberChange
 from .consumer_responses import answer_after_write, heartbeat_error
 from .consumer_sessions import ConsumerSessions, rebalance_key
@@ -61,9 +61,6 @@ log = logging.getLogger("slipstream.coordinator")
 
 # ConsumerGroupHeartbeat v1 (KIP-1082): the consumer generates its member id.
 CONSUMER_GENERATED_MEMBER_ID_VERSION = 1
-# A Stable group whose epoch moved this recently still heartbeats fast: members that start
-# together keep arriving for a while after the first one settles.
-SETTLE_WINDOW_MS = 1_000
 # Errors that refuse a heartbeat for a stale epoch or a taken instance id: the history notes them.
 _FENCING_ERRORS = frozenset(
     {ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.FENCED_INSTANCE_ID, ErrorCode.UNRELEASED_INSTANCE_ID}
@@ -135,9 +132,9 @@ class ConsumerGroupManager:
         self.groups: dict[str, ConsumerGroup] = {}
         self.rebalance = ConsumerRebalance(config, topics, partition_for)
         self.sessions = ConsumerSessions(timer, self.groups, topics, partition_for, self.timeouts)
-        # Members of all consumer groups, counted at most once a second (for the budget).
-        self._member_count = 0
-        self._member_count_at: int | None = None
+        self.intervals = HeartbeatIntervals(
+            config, self.timeouts, lambda: sum(len(g.members) for g in self.groups.values())
+        )
 
     def get(self, group_id: str) -> ConsumerGroup | None:
         return self.groups.get(group_id)
@@ -336,7 +333,9 @@ class ConsumerGroupManager:
             error_code=ErrorCode.NONE,
             member_id=member_id,
             member_epoch=reconciled.member_epoch,
-            heartbeat_interval_ms=self._interval(group, bump, reconciled.is_reconciled_to(target_epoch), now_ms),
+            heartbeat_interval_ms=self.intervals.interval(
+                group, member_id, bump, reconciled.is_reconciled_to(target_epoch), now_ms
+            ),
         )
         full = epoch == JOIN_GROUP_MEMBER_EPOCH or (
             req.rebalance_timeout_ms != -1
@@ -371,31 +370,6 @@ class ConsumerGroupManager:
         records stay in the log for the next owner."""
         self.sessions.forget(group_id)
         self.groups.pop(group_id, None)
-
-    def _interval(self, group: ConsumerGroup, bumped: bool, reconciled: bool, now_ms: int) -> int:
-        """The regular interval for a member of a settled group, a short one while it changes."""
-        timeouts = self.timeouts(group.group_id)
-        regular = timeouts.heartbeat_interval_ms
-        settled = (
-            reconciled
-            and not bumped
-            and group.state is ConsumerGroupState.STABLE
-            and now_ms - group.epoch_changed_ms >= min(regular, SETTLE_WINDOW_MS)
-        )
-        if not settled:
-            return min(regular, self.config.consumer_group_reconciling_heartbeat_interval_ms)
-        budget = self.config.consumer_group_heartbeat_budget_per_s
-        if budget <= 0 or timeouts.interval_is_group_config:
-            return regular
-        within_budget = -(-self._members_now(now_ms) * 1000 // budget)
-        return min(regular, max(self.config.consumer_group_idle_heartbeat_floor_ms, within_budget))
-
-    def _members_now(self, now_ms: int) -> int:
-        """Members of all consumer groups, recounted when the last count is a second old."""
-        if self._member_count_at is None or now_ms - self._member_count_at >= 1_000:
-            self._member_count = sum(len(g.members) for g in self.groups.values())
-            self._member_count_at = now_ms
-        return self._member_count
 
     def _static_member(
         self,

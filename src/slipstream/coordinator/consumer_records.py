@@ -34,7 +34,8 @@ log = logging.getLogger("slipstream.coordinator")
 
 def _record(partition: int, key: gr.ConsumerGroupKey, value: gr.ConsumerGroupValue | None) -> Record:
     encoded = None if value is None else gr.encode_consumer_group_value(value)
-    return Record(partition, gr.encode_consumer_group_key(key), encoded)
+    # Decoding these bytes gives back ``key`` and ``value``: replaying our own record skips it.
+    return Record(partition, gr.encode_consumer_group_key(key), encoded, consumer=(key, value))
 
 
 def _target_partitions(partitions: PartitionMap) -> list[gr.TargetTopicPartitions]:

@@ -77,19 +77,7 @@ class GroupRecordReplay:
                 log.debug("skipping __consumer_offsets record with key version %s", k.version)
             else:
                 cv = None if value is None else gr.decode_consumer_group_value(k, value)
-                classic = self.group_manager.get(k.group)
-                if cv is not None and classic is not None:
-                    # The group is a consumer group from now on: a simple group made to hold
-                    # offsets (replayed before the consumer group's records after compaction)
-                    # gives way, and so does a classic group with members converted by an
-                    # online upgrade (its tombstone came first; see migration.py).
-                    self.group_manager.remove_group(k.group, now_ms)
-                if isinstance(k, gr.ConsumerGroupMetadataKey) and value is None:
-                    self.consumer_groups.sessions.forget(k.group)
-                    self.history.forget(k.group)
-                crec.replay_consumer_record(self.consumer_groups.groups, k, cv, now_ms)
-                if loading(k.group):
-                    self.narrator.consumer_record(k, cv, record_ms)
+                self._replay_consumer(k, cv, now_ms, record_ms)
         except gr.RecordFormatError as exc:
             log.warning("skipping malformed __consumer_offsets record: %s", exc)
         except PartitionOwnershipError as exc:
@@ -97,11 +85,35 @@ class GroupRecordReplay:
             # broker keeps loading; the member's next heartbeat sorts its assignment out.
             log.error("skipping inconsistent __consumer_offsets record: %s", exc)
 
+    def _replay_consumer(
+        self, k: gr.ConsumerGroupKey, cv: gr.ConsumerGroupValue | None, now_ms: int, record_ms: int
+    ) -> None:
+        classic = self.group_manager.get(k.group)
+        if cv is not None and classic is not None:
+            # The group is a consumer group from now on: a simple group made to hold
+            # offsets (replayed before the consumer group's records after compaction)
+            # gives way, and so does a classic group with members converted by an
+            # online upgrade (its tombstone came first; see migration.py).
+            self.group_manager.remove_group(k.group, now_ms)
+        if isinstance(k, gr.ConsumerGroupMetadataKey) and cv is None:
+            self.consumer_groups.sessions.forget(k.group)
+            self.history.forget(k.group)
+        crec.replay_consumer_record(self.consumer_groups.groups, k, cv, now_ms)
+        if self.ownership.is_group_loading(k.group):
+            self.narrator.consumer_record(k, cv, record_ms)
+
     def apply(self, record: Record, now_ms: int) -> None:
-        """A record this coordinator emitted: an offset commit it built skips decoding its own bytes."""
+        """A record this coordinator emitted: an offset commit or a consumer-group record
+        it built skips decoding its own bytes."""
         commit = record.commit
         if record.producer is not None:
             self.replay(record.key, record.value, now_ms, *record.producer)
+        elif record.consumer is not None:
+            key, value = record.consumer
+            try:
+                self._replay_consumer(key, value, now_ms, now_ms)
+            except PartitionOwnershipError as exc:
+                log.error("skipping inconsistent __consumer_offsets record: %s", exc)
         elif commit is None:
             self.replay(record.key, record.value, now_ms)
         else:

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING
 from ..protocol.schema import Struct, fast_frozen_init
 
 if TYPE_CHECKING:
+    from ..protocol.group_records import ConsumerGroupKey, ConsumerGroupValue
     from .history import GroupEvent
     from .offset_and_metadata import OffsetAndMetadata
 
@@ -99,6 +100,12 @@ class Record:
     # (producer id, epoch) of a TxnOffsetCommit: the record goes into that producer's
     # transactional batch and stays pending until the transaction's marker.
     producer: tuple[int, int] | None = None
+    # For a consumer-group record the coordinator built: the key and value its bytes
+    # encode, so ``GroupCoordinator.apply`` need not decode them (a heartbeat that moves
+    # a member writes one to a few). Not part of the record's identity.
+    consumer: tuple[ConsumerGroupKey, ConsumerGroupValue | None] | None = field(
+        default=None, compare=False, repr=False
+    )
 
 
 AfterAppend = Callable[[int, int], "CoordinatorResult"]

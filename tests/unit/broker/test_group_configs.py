@@ -100,3 +100,14 @@ def test_the_heartbeat_budget_reaches_the_coordinator_and_is_validated() -> None
         assert broker.groups.config.consumer_group_heartbeat_budget_per_s == 0
     with pytest.raises(ValueError, match=r"group\.consumer\.heartbeat\.budget\.per\.sec must be >= 0"):
         Broker(storage="memory", port=0, group_consumer_heartbeat_budget_per_sec=-1)
+
+
+def test_the_reconciling_heartbeat_budget_reaches_the_coordinator_and_is_validated() -> None:
+    with Broker(storage="memory", port=0) as broker:
+        assert broker.groups is not None
+        assert broker.groups.config.consumer_group_reconciling_heartbeat_budget_per_s == 1_000  # the default
+    with Broker(storage="memory", port=0, group_consumer_reconciling_heartbeat_budget_per_sec=0) as broker:
+        assert broker.groups is not None
+        assert broker.groups.config.consumer_group_reconciling_heartbeat_budget_per_s == 0
+    with pytest.raises(ValueError, match=r"group\.consumer\.reconciling\.heartbeat\.budget\.per\.sec must be >= 0"):
+        Broker(storage="memory", port=0, group_consumer_reconciling_heartbeat_budget_per_sec=-1)

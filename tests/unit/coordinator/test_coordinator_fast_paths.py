@@ -140,3 +140,39 @@ def test_a_heartbeat_does_not_move_an_armed_session_timer(ctx: GroupContext) -> 
     assert ctx.timer.deadline(key) == armed  # noted, not rescheduled
     ctx.advance(armed - ctx.now)  # fires at the old deadline and re-arms for the rest
     assert ctx.timer.deadline(key) == armed + 3_000
+
+
+def test_apply_of_consumer_group_records_equals_replaying_their_bytes() -> None:
+    """Records a consumer (KIP-848) group writes carry their key and value: ``apply`` skips decoding."""
+    from consumer_group_client import Member, set_topics, settle
+
+    ctx = GroupContext()  # replays the bytes of every record
+    set_topics(ctx, t=6, u=2)
+    members = [Member(ctx, "g", topics=["t"]) for _ in range(3)]
+    members.append(Member(ctx, "g", regex="u.*"))
+    members.append(Member(ctx, "g", topics=["t"], instance_id="static-1"))
+    for m in members:
+        m.join()
+    settle(*members)
+    members[0].leave()
+    members[4].leave(epoch=-2)
+    settle(*members[1:4])
+    assert all(r.consumer is not None for r in ctx.log if r.commit is None)
+
+    applied = GroupCoordinator(timer=ManualTimer())
+    for record in ctx.log:
+        applied.apply(record, ctx.now)
+
+    def state(coordinator: GroupCoordinator) -> tuple[object, ...]:
+        group = coordinator.consumer_group("g")
+        assert group is not None
+        return (
+            group.group_epoch,
+            group.target_assignment_epoch,
+            group.metadata_hash,
+            dict(group.resolved_regexes),
+            dict(group.members),
+            {m: group.target_assignment_of(m) for m in group.members},
+        )
+
+    assert state(applied) == state(ctx.coordinator)

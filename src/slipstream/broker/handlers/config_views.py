@@ -78,6 +78,10 @@ def broker_entries(state: BrokerState) -> list[ConfigEntry]:
         "group.consumer.heartbeat.interval.ms": (str(c.group_consumer_heartbeat_interval_ms), "int"),
         "group.consumer.max.size": (str(c.group_consumer_max_size), "int"),
         "group.consumer.heartbeat.budget.per.sec": (str(c.group_consumer_heartbeat_budget_per_sec), "int"),
+        "group.consumer.reconciling.heartbeat.budget.per.sec": (
+            str(c.group_consumer_reconciling_heartbeat_budget_per_sec),
+            "int",
+        ),
         "group.consumer.assignors": (c.group_consumer_assignors, "list"),
         "group.consumer.migration.policy": (c.group_consumer_migration_policy, "string"),
         "group.history.max.events": (str(c.group_history_max_events), "int"),
