@@ -306,6 +306,23 @@ def test_tagged_struct_and_versioned_tag() -> None:
     assert dec(Tagged, enc(value, 1, True), 1, True) == value
 
 
+class Pair(Struct):
+    a: int = field(INT32, default=-1)
+    b: int = field(INT32, default=-1)
+
+
+class TaggedPair(Struct):
+    pair: Pair = field(Pair, tag=0)
+
+
+def test_a_tagged_struct_is_written_when_any_of_its_fields_differs_from_the_default() -> None:
+    assert enc(TaggedPair(pair=Pair()), flexible=True).hex() == "00"
+    assert enc(TaggedPair(pair=Pair(b=1)), flexible=True).hex() == "01" + "00" + "09" + "ffffffff" + "00000001" + "00"
+    for pair in (Pair(a=1), Pair(b=1)):
+        value = TaggedPair(pair=pair)
+        assert dec(TaggedPair, enc(value, flexible=True), flexible=True) == value
+
+
 def test_tagged_fields_do_not_exist_in_non_flexible_versions() -> None:
     value = Tagged(plain=1, later=7)
     assert enc(value, flexible=False).hex() == "0001"

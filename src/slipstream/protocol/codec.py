@@ -350,18 +350,36 @@ def _compile_encoder(cls: type[Struct], version: int, flexible: bool) -> Encoder
             # Tagged fields are written only when they differ from their default.
             e.emit(1, "tags = []")
             for f in sorted(tagged, key=lambda x: x.tag or 0):
-                dflt = e.name(f, "f")
-                e.emit(1, f"if o.{f.name} != {dflt}.default():")
+                e.emit(1, f"if {_differs_from_default(e, f)}:")
                 e.emit(2, "outer = w; w = p_Writer()")
                 _emit_write(e, 2, f"o.{f.name}", f, version, flexible)
                 e.emit(2, f"tags.append(({f.tag}, w.getvalue())); w = outer")
             e.env["p_Writer"] = Writer
-            e.emit(1, "p.write_uvarint(w.buf, len(tags))")
-            e.emit(1, "for tag, data in tags:")
-            e.emit(2, "p.write_uvarint(w.buf, tag); p.write_uvarint(w.buf, len(data)); w.buf += data")
+            e.emit(1, "if not tags: w.buf.append(0)")  # the usual case: none differs
+            e.emit(1, "else:")
+            e.emit(2, "p.write_uvarint(w.buf, len(tags))")
+            e.emit(2, "for tag, data in tags:")
+            e.emit(3, "p.write_uvarint(w.buf, tag); p.write_uvarint(w.buf, len(data)); w.buf += data")
     if len(e.lines) == 1:
         e.emit(1, "pass")
     return _compile(e.lines, e.env, "encode")
+
+
+def _differs_from_default(e: _Emitter, f: Field) -> str:
+    """An expression: whether ``o``'s value of tagged field ``f`` differs from its default
+    (and so is written). Run for every message, so no default is made per message: a
+    struct whose defaults are plain values is compared field by field inline (as
+    ``Struct.__eq__`` does, without its generic loop), anything else with one default
+    made now (only compared, never handed out)."""
+    default = f.default()
+    if isinstance(default, Struct):
+        values = [(g.name, getattr(default, g.name)) for g in default.FIELDS]
+        if all(type(v) in _IMMUTABLE_DEFAULTS for _, v in values):
+            value = e.tmp()
+            tests = [f"({value} := o.{f.name}).__class__ is not {e.name(type(default), 'cls')}"]
+            tests += [f"{value}.{name} != {e.name(v, 'c')}" for name, v in values]
+            return " or ".join(tests)
+    return f"o.{f.name} != {e.name(default, 'd')}"
 
 
 def _emit_write_fixed_run(e: _Emitter, run: list[Field], version: int, flexible: bool) -> None:
