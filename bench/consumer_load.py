@@ -24,6 +24,9 @@ from harness import load_generator_main, pct
 FENCED_MEMBER_EPOCH = 110
 # The interval the broker gives members of a changing group (DEFAULT_RECONCILING_HEARTBEAT_INTERVAL_MS).
 RECONCILING_INTERVAL_MS = 200
+# While many members change at once the broker stretches the short interval, up to twice
+# (coordinator/consumer_intervals.py MAX_STRETCH): anything longer is a settled interval.
+CHANGING_INTERVAL_MAX_MS = 2 * RECONCILING_INTERVAL_MS
 SCRIPT = os.path.abspath(__file__)  # what the parent runs (harness.run_child)
 
 
@@ -103,9 +106,9 @@ async def capacity_main(port: int, topic: str, first: int, last: int, duration: 
                 if r.assignment is not None:
                     pending = r.assignment.topic_partitions
                     last_assignment = got
-                # Settled: an interval above the one a changing group gets (the broker gives
+                # Settled: an interval above those a changing group gets (the broker gives
                 # settled members the regular interval, or less while it has few members).
-                if r.heartbeat_interval_ms > RECONCILING_INTERVAL_MS and key not in settled:
+                if r.heartbeat_interval_ms > CHANGING_INTERVAL_MAX_MS and key not in settled:
                     settled[key] = got
                     since = joined[key]
                     # (last assignment change, settled) after the join; heartbeats until then

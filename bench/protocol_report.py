@@ -205,7 +205,7 @@ def report(spec: BrokerSpec, herds: dict[str, dict[int, list[HerdRun]]],
                        f" {x['connect_s']:.1f} s){'; ' + str(x['first_error']) if x['first_error'] else ''}",
              lambda x: x["join_s"], "all" + mark(ok_join))
         if c is not None and not c.get("error"):
-            out.append(f"| members settled (got a settled interval, above 200 ms) and when, from the first join"
+            out.append(f"| members settled (got a settled interval, above 400 ms) and when, from the first join"
                        f" | {c['settled']:,}/{c['members']:,}, last after {c['settle_s']:.1f} s | - | | |")
         if c is not None and not c.get("error") and c["recon"]:
             last = [a for a, _b, _n in c["recon"]]
@@ -275,7 +275,7 @@ def report(spec: BrokerSpec, herds: dict[str, dict[int, list[HerdRun]]],
         " the topic, an empty owned list; then heartbeat at the interval each answer gives with the"
         " latest epoch and, once, the assignment of the latest answer that carried one (the"
         " acknowledgement); a fenced or unknown member is counted and stops. Settled = the first"
-        " answer with an interval above the 200 ms one a changing group gets. The probe is a separate connection from the parent"
+        " answer with an interval above the 200-400 ms ones a changing group gets. The probe is a separate connection from the parent"
         " process asking for Metadata every 20 ms: its latency is the broker's own responsiveness,"
         " apart from the load generators' event-loop stalls. The classic column is"
         " bench/group_coordinator.py's capacity load generator (heartbeat every 3 s, session 30 s)."
