@@ -191,7 +191,7 @@ def report(
             f"{ms(median(r))} (min {ms(min(r.startup))})" if r.startup else "FAILED"
             for r in results
         ],
-        "≤ 300 ms" + mark(None if ours_start is None else ours_start <= 0.3),
+        "≤ 100 ms" + mark(None if ours_start is None else ours_start <= 0.1),
     )
     if ours is not None and ours.startup_no_pyc:
         add_row(
