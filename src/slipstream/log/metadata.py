@@ -5,6 +5,7 @@ id, producer-id blocks): files in the data directory, or rows of the postgres st
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -37,3 +38,15 @@ class DirectoryMetadata:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+
+
+def update_document(store: MetadataStore, name: str, change: Callable[[str | None], str]) -> str:
+    """Replace the document by ``change(current)`` and return the new text. A store shared
+    by a cluster's brokers (one with ``update``) does it with no other change in between,
+    so a change made through another broker is kept; a data directory has one broker."""
+    update: Callable[[str, Callable[[str | None], str]], str] | None = getattr(store, "update", None)
+    if update is not None:
+        return update(name, change)
+    body = change(store.load(name))
+    store.save(name, body)
+    return body

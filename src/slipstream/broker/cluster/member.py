@@ -205,8 +205,8 @@ class ClusterMember:
         log.info("gave up %d partitions (%s)", len(lost), "handed over" if release else "lease lost")
 
     async def _refresh_security(self) -> None:
-        """ACLs and SCRAM credentials changed through other brokers. Each change replaces
-        its whole document, saved before the handler answers; a document read while this
+        """ACLs and SCRAM credentials changed through other brokers. Each change is
+        applied to the stored document before the handler answers; a document read while this
         broker changed its own set is skipped (it may predate the change) until the next
         heartbeat."""
         loop = asyncio.get_running_loop()
@@ -216,11 +216,7 @@ class ClusterMember:
             before = authorizer.bindings()
             text = await loop.run_in_executor(None, acl_metadata.load, acl_store.FILE_NAME)
             if text is not None and authorizer.bindings() == before:
-                wanted, held = set(acl_store.parse(text)), set(before)
-                for binding in held - wanted:
-                    authorizer.remove(binding)
-                for binding in wanted - held:
-                    authorizer.add(binding)
+                authorizer.hold_exactly(acl_store.parse(text))
         credentials = self.state.credentials
         if credentials.metadata is not None:
             before_doc = credentials.document()

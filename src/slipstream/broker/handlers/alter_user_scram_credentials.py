@@ -6,7 +6,8 @@ result per user, in order of first mention; a user's changes apply all or none.
 Errors, as Kafka's: an unknown mechanism is UNSUPPORTED_SASL_MECHANISM; an empty
 name, empty salt or salted password, or iterations outside 4096..16384
 UNACCEPTABLE_CREDENTIAL; one user and mechanism altered twice DUPLICATE_RESOURCE;
-deleting a credential that does not exist RESOURCE_NOT_FOUND. The store is written
+deleting a credential that does not exist RESOURCE_NOT_FOUND. The changes are applied
+to the stored document as it is now (in a cluster, other brokers change it too), written
 (atomically, fsynced) before the answer. With an authorizer, Alter on the cluster is
 needed (else every user's result is CLUSTER_AUTHORIZATION_FAILED, nothing changed).
 """
@@ -78,17 +79,15 @@ async def handle(ctx: RequestContext, request: AlterUserScramCredentialsRequest)
             fail(u.name, UNACCEPTABLE_CREDENTIAL, f"Too many iterations (maximum {MAX_ITERATIONS})")
         if not u.salt or not u.salted_password:
             fail(u.name, UNACCEPTABLE_CREDENTIAL, "Salt and salted password must not be empty")
-    changed = False
-    for d in request.deletions:
-        if d.name not in errors:
-            changed |= store.remove(d.name, MECHANISMS_BY_CODE[d.mechanism].name)
-    for u in request.upsertions:
-        if u.name not in errors:
-            mech = MECHANISMS_BY_CODE[u.mechanism]
-            store.put(u.name, mech.name, ScramCredential.from_salted_password(mech, bytes(u.salt), bytes(u.salted_password), u.iterations))
-            changed = True
-    if changed:
-        store.save()
+    deleted = [(d.name, MECHANISMS_BY_CODE[d.mechanism].name) for d in request.deletions if d.name not in errors]
+    upserted = [
+        (u.name, mech.name, ScramCredential.from_salted_password(mech, bytes(u.salt), bytes(u.salted_password), u.iterations))
+        for u in request.upsertions
+        if u.name not in errors
+        for mech in [MECHANISMS_BY_CODE[u.mechanism]]
+    ]
+    if deleted or upserted:
+        store.apply(deleted, upserted)
         log.info("SCRAM credentials changed for %s", ", ".join(n for n in dict.fromkeys(order) if n not in errors))
     return AlterUserScramCredentialsResponse(
         throttle_time_ms=0,

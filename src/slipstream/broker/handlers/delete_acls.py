@@ -3,7 +3,9 @@
 Needs Alter on the cluster (else every filter result is CLUSTER_AUTHORIZATION_FAILED);
 without an authorizer configured, SECURITY_DISABLED, as Kafka's. Each filter removes the
 ACLs it matches and lists them; a filter with an UNKNOWN code is INVALID_REQUEST. The
-ACL set is written (atomically, durably) before the answer.
+filters are applied to the stored ACL set too (in a cluster it may hold ACLs created
+through another broker that this one has not seen yet), written (atomically, durably)
+before the answer.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from ...protocol.apis.delete_acls import (
 )
 from ...protocol.errors import ErrorCode
 from ..request_context import RequestContext
-from ..security.acl import AclBinding, InvalidAcl, Operation, make_filter
+from ..security.acl import AclBinding, AclFilter, InvalidAcl, Operation, make_filter
 from ..security.acl_changes import save_or_undo
 
 MIN_VERSION = 0
@@ -32,6 +34,7 @@ async def handle(ctx: RequestContext, request: DeleteAclsRequest) -> DeleteAclsR
         return _all(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Alter on the cluster is needed to delete ACLs.")
     results: list[DeleteAclsResponseFilterResult] = []
     removed: list[AclBinding] = []
+    filters: list[AclFilter] = []
     for f in request.filters:
         try:
             acl_filter = make_filter(
@@ -43,6 +46,7 @@ async def handle(ctx: RequestContext, request: DeleteAclsRequest) -> DeleteAclsR
                 DeleteAclsResponseFilterResult(error_code=ErrorCode.INVALID_REQUEST, error_message=str(exc), matching_acls=[])
             )
             continue
+        filters.append(acl_filter)
         matched = authorizer.matching(acl_filter)
         for binding in matched:
             authorizer.remove(binding)
@@ -50,7 +54,7 @@ async def handle(ctx: RequestContext, request: DeleteAclsRequest) -> DeleteAclsR
         results.append(
             DeleteAclsResponseFilterResult(error_code=0, error_message=None, matching_acls=[_described(b) for b in matched])
         )
-    failure = save_or_undo(ctx.state, removed=removed)
+    failure = save_or_undo(ctx.state, removed=removed, removed_by=filters)
     if failure is not None:
         results = [
             r if r.error_code

@@ -6,22 +6,27 @@ import logging
 from collections.abc import Sequence
 
 from ..state import BrokerState
-from .acl import AclBinding
+from .acl import AclBinding, AclFilter
 
 log = logging.getLogger(__name__)
 
 
 def save_or_undo(
-    state: BrokerState, *, added: Sequence[AclBinding] = (), removed: Sequence[AclBinding] = ()
+    state: BrokerState,
+    *,
+    added: Sequence[AclBinding] = (),
+    removed: Sequence[AclBinding] = (),
+    removed_by: Sequence[AclFilter] = (),
 ) -> str | None:
-    """Write the ACL set after ``added``/``removed`` were applied to the authorizer; if the
-    write fails, undo them (so memory never holds what a restart would lose) and return
-    the reason."""
+    """Apply ``added``/``removed`` (already applied to the authorizer) and the ``removed_by``
+    filters to the stored ACL set as it is now, then hold that set (which keeps changes made
+    through other brokers of a cluster); if the write fails, undo them (so memory never
+    holds what a restart would lose) and return the reason."""
     authorizer = state.authorizer
-    if authorizer is None or (not added and not removed):
+    if authorizer is None or (not added and not removed and not removed_by):
         return None
     try:
-        state.acl_store.save(authorizer.bindings())
+        stored = state.acl_store.apply(added, removed, removed_by)
     except Exception as exc:
         log.exception("could not save the ACLs")
         for binding in added:
@@ -29,4 +34,6 @@ def save_or_undo(
         for binding in removed:
             authorizer.add(binding)
         return f"the ACLs could not be saved: {exc}"
+    if stored is not None:
+        authorizer.hold_exactly(stored)
     return None

@@ -1,19 +1,21 @@
 """ACL bindings kept as the ``acls.json`` document of the broker's metadata store (a
 file in the data dir, or a row of the postgres store), as SCRAM credentials are.
 
-Every change replaces the whole document atomically and durably (for files: temporary
-file, fsync, rename), so a kill -9 leaves either the old or the new set; the broker
-replays it into its ``Authorizer`` at start. A memory-storage broker keeps ACLs in
+Every change is applied to the document as stored now (in a cluster, other brokers
+change it too) and replaces it atomically and durably (for files: temporary file,
+fsync, rename), so a kill -9 leaves either the old or the new set; the broker replays
+it into its ``Authorizer`` at start. A memory-storage broker keeps ACLs in
 memory only.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ...log.metadata import DirectoryMetadata, MetadataStore
-from .acl import AclBinding
+from ...log.metadata import DirectoryMetadata, MetadataStore, update_document
+from .acl import AclBinding, AclFilter
 
 FILE_NAME = "acls.json"
 
@@ -26,11 +28,24 @@ class AclStore:
     def load(self) -> list[AclBinding]:
         return parse(self.metadata.load(FILE_NAME) if self.metadata is not None else None)
 
-    def save(self, bindings: list[AclBinding]) -> None:
+    def apply(
+        self, added: Sequence[AclBinding] = (), removed: Sequence[AclBinding] = (), removed_by: Sequence[AclFilter] = ()
+    ) -> list[AclBinding] | None:
+        """Add ``added`` and drop ``removed`` and whatever ``removed_by`` matches in the
+        stored set as it is now; the stored set after, or None without a store."""
         if self.metadata is None:
-            return
-        doc = {"version": 1, "acls": [b.to_json() for b in sorted(bindings)]}
-        self.metadata.save(FILE_NAME, json.dumps(doc, indent=1))
+            return None
+
+        def change(current: str | None) -> str:
+            bindings = (set(parse(current)) | set(added)) - set(removed)
+            return render(b for b in bindings if not any(f.matches(b) for f in removed_by))
+
+        return parse(update_document(self.metadata, FILE_NAME, change))
+
+
+def render(bindings: Iterable[AclBinding]) -> str:
+    """The ``acls.json`` document of these bindings."""
+    return json.dumps({"version": 1, "acls": [b.to_json() for b in sorted(bindings)]}, indent=1)
 
 
 def parse(text: str | None) -> list[AclBinding]:

@@ -106,6 +106,14 @@ class Authorizer:
                 del lengths[n]
         return True
 
+    def hold_exactly(self, bindings: Iterable[AclBinding]) -> None:
+        """Hold these bindings and no other (the stored set, changed by other brokers too)."""
+        wanted = set(bindings)
+        for binding in self._bindings - wanted:
+            self.remove(binding)
+        for binding in wanted - self._bindings:
+            self.add(binding)
+
     def matching(self, acl_filter: AclFilter) -> list[AclBinding]:
         return sorted(b for b in self._bindings if acl_filter.matches(b))
 

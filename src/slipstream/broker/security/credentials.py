@@ -3,7 +3,8 @@ document of the broker's metadata store (a file in the data dir, or a row of the
 postgres store).
 
 Only what RFC 5802 servers keep is stored: salt, iterations, StoredKey and ServerKey.
-Each change replaces the document atomically and durably (for files: temporary file,
+Each change is applied to the document as stored now (in a cluster, other brokers
+change it too) and replaces it atomically and durably (for files: temporary file,
 fsync, rename), so a kill -9 leaves either the old or the new set. A memory-storage
 broker keeps them in memory only.
 """
@@ -13,10 +14,11 @@ from __future__ import annotations
 import json
 import logging
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...log.metadata import DirectoryMetadata, MetadataStore
+from ...log.metadata import DirectoryMetadata, MetadataStore, update_document
 from ...protocol.scram import (
     DEFAULT_ITERATIONS,
     MAX_ITERATIONS,
@@ -113,24 +115,26 @@ class CredentialStore:
             return
         self.metadata.save(FILE_NAME, self.document())
 
+    def apply(
+        self, deleted: Sequence[tuple[str, str]], upserted: Sequence[tuple[str, str, ScramCredential]]
+    ) -> None:
+        """Delete these (user, mechanism) credentials and put those to the stored document as
+        it is now, then hold what it holds after (keeping changes made through other brokers
+        of a cluster). Nothing changes here if the write fails."""
+        if self.metadata is None:
+            _change(self._users, deleted, upserted)
+            return
+
+        def change(current: str | None) -> str:
+            users = _parse(current) if current is not None else {}
+            _change(users, deleted, upserted)
+            return _render(users)
+
+        self.replace(update_document(self.metadata, FILE_NAME, change))
+
     def document(self) -> str:
         """The ``scram-credentials.json`` document of the credentials held."""
-        doc = {
-            "version": 1,
-            "users": {
-                user: {
-                    mech: {
-                        "salt": b64(c.salt),
-                        "stored_key": b64(c.stored_key),
-                        "server_key": b64(c.server_key),
-                        "iterations": c.iterations,
-                    }
-                    for mech, c in sorted(creds.items())
-                }
-                for user, creds in sorted(self._users.items())
-            },
-        }
-        return json.dumps(doc, indent=1)
+        return _render(self._users)
 
     def bootstrap(self, spec: str, mechanisms: list[str]) -> None:
         """Create users named in ``scram.bootstrap.users`` ("name:password,...") that have no
@@ -148,6 +152,39 @@ class CredentialStore:
         if added:
             self.save()
             log.info("created SCRAM users from scram.bootstrap.users: %s", ", ".join(added))
+
+
+def _change(
+    users: dict[str, dict[str, ScramCredential]],
+    deleted: Sequence[tuple[str, str]],
+    upserted: Sequence[tuple[str, str, ScramCredential]],
+) -> None:
+    for user, mechanism in deleted:
+        creds = users.get(user, {})
+        creds.pop(mechanism, None)
+        if not creds:
+            users.pop(user, None)
+    for user, mechanism, credential in upserted:
+        users.setdefault(user, {})[mechanism] = credential
+
+
+def _render(users: dict[str, dict[str, ScramCredential]]) -> str:
+    doc = {
+        "version": 1,
+        "users": {
+            user: {
+                mech: {
+                    "salt": b64(c.salt),
+                    "stored_key": b64(c.stored_key),
+                    "server_key": b64(c.server_key),
+                    "iterations": c.iterations,
+                }
+                for mech, c in sorted(creds.items())
+            }
+            for user, creds in sorted(users.items())
+        },
+    }
+    return json.dumps(doc, indent=1)
 
 
 def _parse(text: str) -> dict[str, dict[str, ScramCredential]]:
