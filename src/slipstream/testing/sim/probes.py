@@ -5,8 +5,13 @@ consumer group with members gets INCONSISTENT_GROUP_PROTOCOL, a ConsumerGroupHea
 to a classic group with members GROUP_ID_NOT_FOUND. An *empty* group changes type and
 keeps its offsets. A probe sends one join; when it gets in, it leaves at once.
 
+With online migration (``group.consumer.migration.policy`` upgrade or bidirectional) a
+ConsumerGroupHeartbeat converts a classic group *with* members: the probe gets in beside
+them, and its leaving converts the group back (downgrade or bidirectional).
+
 What the world checks (``Watcher.request_started`` / ``answered``): a probe served while
-the world's group had members must be refused with exactly that error.
+the world's group had members must be refused with exactly that error, unless the policy
+lets it convert the group.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...coordinator import GroupCoordinator, GroupState
+from ...coordinator.config import MigrationPolicy
 from ...protocol.apis.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
 from ...protocol.apis.join_group import JoinGroupRequest, JoinGroupRequestProtocol
 from ...protocol.consumer_protocol import (
@@ -29,7 +35,18 @@ from .state import WorldState
 
 PROBE_PREFIX = "foreign-"
 # The refusal each protocol's join must get from a non-empty group of the other type.
+# Answers of a coordinator that is not serving the group (yet): the request did not reach it.
+NOT_SERVED = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE})
 REFUSAL = {"join_group": ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "consumer_group_heartbeat": ErrorCode.GROUP_ID_NOT_FOUND}
+
+
+def converts_with_members(policy: MigrationPolicy, api: str) -> bool:
+    """Whether a join by ``api`` may convert a group of the other type that has members.
+
+    Only the upgrade counts: a classic JoinGroup into a consumer group with members
+    joins it as a classic member under every policy (as in Kafka), and a probe told
+    MEMBER_ID_REQUIRED goes away before that."""
+    return api == "consumer_group_heartbeat" and policy in (MigrationPolicy.UPGRADE, MigrationPolicy.BIDIRECTIONAL)
 
 
 def group_has_members(coordinator: GroupCoordinator, group_id: str, protocol: str) -> bool:
@@ -171,6 +188,10 @@ def check_answer(api: str, had_members: bool, response: Any) -> str | None:
     if response.error_code == ErrorCode.MEMBER_ID_REQUIRED and api == "join_group":
         # With KIP-848 online migration the coordinator first hands a classic joiner an id
         # (the probe then goes away): not a member yet.
+        return None
+    if response.error_code in NOT_SERVED:
+        # The coordinator was not ready (restarting, loading): not let in, nor refused as a
+        # group of the other type; the probe goes away.
         return None
     if response.error_code != wanted:
         return f"{api} of another protocol's member answered {response.error_code}, not {int(wanted)}, by a group with members"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections import deque
 
+from ...coordinator.config import MigrationPolicy
 from ...protocol.errors import ErrorCode
 from ...protocol.errors import name as error_name
 from .broker import SimBroker
@@ -78,6 +79,8 @@ class WorldState:
         self.mixed = False  # a member of the other protocol got into the group once
         # The API a member of the other protocol joins with (see probes.py).
         self.foreign_api = "consumer_group_heartbeat" if protocol == "classic" else "join_group"
+        # The coordinator's group.consumer.migration.policy (set by the world before it runs).
+        self.migration_policy = MigrationPolicy.DISABLED
 
     # ------------------------------------------------------------ queries
 

@@ -34,7 +34,7 @@ from .invariants import (
     durable_view,
     live,
 )
-from .probes import REFUSAL, check_answer, group_has_members
+from .probes import REFUSAL, check_answer, converts_with_members, group_has_members
 from .state import WorldState
 
 
@@ -83,9 +83,12 @@ class Watcher(BrokerObserver):
             code = response.error_code
             if code != REFUSAL[origin.api] and not (note[1] and code == ErrorCode.MEMBER_ID_REQUIRED):
                 world.mixed = True
+            if note[1] and code == ErrorCode.NONE:
+                world.coverage.action("probe:converted-group-with-members")
             if world.tracing:
                 world.note(f"   {origin.api} of {origin.conn.owner} (other protocol) answered {error_name(response.error_code)}")
-            problem = check_answer(origin.api, bool(note[1]), response)
+            must_refuse = bool(note[1]) and not converts_with_members(world.migration_policy, origin.api)
+            problem = check_answer(origin.api, must_refuse, response)
             if problem:
                 world.violate("mixed-group", problem)
             return

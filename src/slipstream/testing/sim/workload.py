@@ -11,6 +11,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from ...coordinator.config import MigrationPolicy
+
 MAX_MEMBERS = 8
 
 KINDS = (
@@ -45,12 +47,19 @@ PROFILES: dict[str, tuple[int, ...]] = {
     # group (it converts) and leaves, the members come back (it converts back); plus the
     # default mix, restarts and failing appends around the conversions.
     "convert": (14, 8, 6, 6, 7, 7, 4, 4, 8, 3, 0, 0, 3, 3, 8),
+    # The convert mix with online migration on (MIGRATION_POLICIES) and more members of the
+    # other protocol trying a group that has members: a classic group with members upgrades
+    # to a consumer group, and back when the probe leaves.
+    "migrate": (14, 8, 6, 6, 7, 7, 4, 4, 8, 3, 0, 0, 3, 8, 4),
     # Three groups on one coordinator (see GROUPS), with the default mix.
     "multi": (14, 8, 6, 6, 7, 7, 4, 4, 8, 3, 0, 0, 0, 0, 0),
 }
 # Groups per world, by profile (1 unless listed): members of slot s join group s % n; the
 # groups share the coordinator, the topics and the offsets partition.
 GROUPS: dict[str, int] = {"multi": 3}
+# ``group.consumer.migration.policy`` per profile (DISABLED unless listed): the older
+# profiles expect a group with members to refuse the other protocol (probes.py).
+MIGRATION_POLICIES: dict[str, MigrationPolicy] = {"migrate": MigrationPolicy.BIDIRECTIONAL}
 # Names a "wide" history may create (t0..t2 exist at the start).
 WIDE_TOPICS = ("t0", "t1", "t2", "t3", "t4")
 

@@ -24,7 +24,7 @@ from .planted import PLANTS, Plant
 from .probes import convert_when_empty, send_probe
 from .state import PROTOCOLS, WorldState
 from .watcher import Watcher
-from .workload import GROUPS, Action, Setup, Timing, draw_actions, draw_setup
+from .workload import GROUPS, MIGRATION_POLICIES, Action, Setup, Timing, draw_actions, draw_setup
 
 DEFAULT_STEPS = 24
 # Too many events at one simulated millisecond: something spins without time passing.
@@ -44,18 +44,20 @@ class World(WorldState):
         timing: Timing | None = None,
         trace_limit: int | None = 400,
         groups: int = 1,
+        migration_policy: MigrationPolicy = MigrationPolicy.DISABLED,
     ) -> None:
         super().__init__(seed, protocol, setup, timing or Timing(), trace_limit, groups)
+        self.migration_policy = migration_policy
         self.actions = actions
         self.plant = plant
         self._member_ids = itertools.count(1)
         t = self.timing
         self.config = CoordinatorConfig(
             offsets_topic_num_partitions=1,
-            # Online migration of a group with members (KIP-848, on main since this round)
-            # is not simulated yet: the probes expect such a group to refuse the other
-            # protocol. Empty groups still change type.
-            consumer_group_migration_policy=MigrationPolicy.DISABLED,
+            # Online migration of a group with members only in the profiles that ask for it
+            # (workload.MIGRATION_POLICIES); the others expect such a group to refuse the
+            # other protocol. Empty groups change type under every policy.
+            consumer_group_migration_policy=migration_policy,
             consumer_group_session_timeout_ms=t.consumer_session_ms,
             consumer_group_heartbeat_interval_ms=t.consumer_heartbeat_ms,
             consumer_group_reconciling_heartbeat_interval_ms=min(setup.reconciling_interval_ms, t.consumer_heartbeat_ms),
@@ -260,7 +262,8 @@ def _simulate(
         planted = PLANTS[plant]
         if protocol not in planted.protocols:
             raise ValueError(f"plant {plant!r} applies to {planted.protocols}, not {protocol!r}")
-    world = World(seed, protocol, actions, setup, planted, timing, trace_limit, GROUPS.get(profile, 1))
+    policy = MIGRATION_POLICIES.get(profile, MigrationPolicy.DISABLED)
+    world = World(seed, protocol, actions, setup, planted, timing, trace_limit, GROUPS.get(profile, 1), policy)
     world.profile = profile
     if planted is None:
         return world.run(steps, None)
