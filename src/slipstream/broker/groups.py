@@ -350,10 +350,6 @@ class GroupCoordinatorAdapter:
         (events after ``since`` only). Read without the lock: it only reads a finished list."""
         return self.coordinator.history_of(group_id, since)
 
-    def history_last_seq(self) -> int:
-        """The number of the last event recorded for any group (a follower's high-water mark)."""
-        return self.coordinator.history.last_seq
-
     def note_coordinator_lookup(self, group_ids: list[str], connection: str) -> None:
         # Only a hint for groups in their initial delay: no record, response or timer change.
         self.coordinator.note_coordinator_lookup(group_ids, connection, self.state.clock())

@@ -445,10 +445,6 @@ class RecordAccumulator:
             self.incomplete.discard(batch)
             return first, second
 
-    def fail_unsent(self, batch: ProducerBatch) -> None:
-        """Release a batch that was drained but could not even be sent."""
-        self.complete(batch, acked=False)
-
     def request_bump(self) -> None:
         with self.lock:
             self.bump_pending = True
@@ -539,9 +535,6 @@ class RecordAccumulator:
             return []
         with self.lock:
             return [key for key, ps in self.partitions.items() if ps.batches and key not in gate]
-
-    def has_queued(self) -> bool:
-        return any(ps.batches for ps in self.partitions.values())
 
     def snapshot_incomplete(self) -> Iterable[ProducerBatch]:
         with self.lock:

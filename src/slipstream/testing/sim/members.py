@@ -31,7 +31,6 @@ from ...protocol.apis.offset_fetch import (
     OffsetFetchRequestGroup,
     OffsetFetchRequestTopics,
 )
-from ...protocol.errors import ErrorCode
 from .coverage import Coverage
 from .events import Event, EventQueue
 from .network import Connection, Network
@@ -367,11 +366,3 @@ class SimMember:
 
     def on_commit_error(self, code: int, creds: Credentials) -> None:
         """Hook: a commit answer saying the membership is stale."""
-
-
-def is_retriable_coordinator_error(code: int) -> bool:
-    return code in (
-        ErrorCode.COORDINATOR_NOT_AVAILABLE,
-        ErrorCode.NOT_COORDINATOR,
-        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-    )
