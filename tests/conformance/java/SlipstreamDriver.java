@@ -853,6 +853,12 @@ public final class SlipstreamDriver {
             if (closing) {
                 return;
             }
+            // What was processed under an earlier ownership is not this ownership's to commit:
+            // another member may have committed past it since.
+            for (TopicPartition tp : parts) {
+                processedNext.remove(tp.partition());
+                committed.remove(tp.partition());
+            }
             owned.addAll(parts);
             emit("{\"event\":\"assigned\",\"t\":" + t + ",\"partitions\":" + partitionList(parts)
                     + ",\"owned\":" + partitionList(consumer.assignment()) + ",\"generation\":" + generation()
@@ -875,6 +881,9 @@ public final class SlipstreamDriver {
         public void onPartitionsLost(Collection<TopicPartition> parts) {
             long t = System.nanoTime();
             owned.removeAll(parts);
+            for (TopicPartition tp : parts) {
+                processedNext.remove(tp.partition());
+            }
             if (closing) {
                 return;
             }
@@ -996,7 +1005,12 @@ public final class SlipstreamDriver {
                     m.processedNext.put(r.partition(), r.offset() + 1);
                     batch.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
                 }
-                m.commit(batch);
+                // Commit the batch and retry what an earlier failed commit (a rebalance in
+                // progress, a coordinator moving) left behind, as an at-least-once application
+                // would: else the last records before the producer stops stay uncommitted.
+                Set<TopicPartition> due = new java.util.HashSet<>(m.owned);
+                due.addAll(batch.keySet());
+                m.commitProcessed(due);
                 m.noteGeneration();
             }
             // Graceful shutdown: commit what was processed, give the partitions up, close.
