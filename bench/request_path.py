@@ -41,6 +41,7 @@ from slipstream.broker.handlers import HANDLERS
 from slipstream.broker.request_context import RequestContext
 from slipstream.broker.server import KafkaConnection
 from slipstream.protocol import api
+from slipstream.protocol.apis import consumer_group_heartbeat as cgh
 from slipstream.protocol.apis import fetch as fe
 from slipstream.protocol.apis import heartbeat as hb
 from slipstream.protocol.apis import join_group as jg
@@ -141,6 +142,40 @@ async def join(dispatcher: Dispatcher, group: str) -> tuple[str, int]:
         await dispatcher.dispatch(bytearray(frame_of(sg.SPEC, 5, sync)), PEER)
         return reply.member_id, reply.generation_id
     raise RuntimeError("JoinGroup kept asking for a member id")
+
+
+async def join_consumer_group(dispatcher: Dispatcher, group: str) -> tuple[str, int]:
+    """A KIP-848 member (v1: its own member id) heartbeating until it holds its partitions."""
+    member = "path-bench-cgh-member"
+    epoch = 0
+    request = cgh.ConsumerGroupHeartbeatRequest(
+        group_id=group,
+        member_id=member,
+        member_epoch=0,
+        rebalance_timeout_ms=30_000,
+        subscribed_topic_names=[TOPIC],
+        topic_partitions=[],
+    )
+    for _ in range(20):
+        parts = await dispatcher.dispatch(bytearray(frame_of(cgh.SPEC, 1, request)), PEER)
+        assert parts is not None
+        reply: Any = cgh.SPEC.decode_response(memoryview(b"".join(parts)), 4 + 4 + 1, 1)
+        assert reply.error_code == 0, reply.error_code
+        epoch = reply.member_epoch
+        if reply.assignment is not None:
+            owned = [
+                cgh.ConsumerGroupHeartbeatRequestTopicPartitions(topic_id=t.topic_id, partitions=t.partitions)
+                for t in reply.assignment.topic_partitions
+            ]
+            if sum(len(t.partitions) for t in owned) == PARTITIONS:
+                # Acknowledge the assignment once, as a client does, then it is settled.
+                ack = cgh.ConsumerGroupHeartbeatRequest(
+                    group_id=group, member_id=member, member_epoch=epoch, topic_partitions=owned
+                )
+                await dispatcher.dispatch(bytearray(frame_of(cgh.SPEC, 1, ack)), PEER)
+                return member, epoch
+        request = cgh.ConsumerGroupHeartbeatRequest(group_id=group, member_id=member, member_epoch=epoch)
+    raise RuntimeError("the consumer-protocol member never got its partitions")
 
 
 class Stages:
@@ -252,6 +287,21 @@ async def run_in(n: int, repeat: int, data_dir: str) -> dict[str, dict[str, floa
         ctx = stages.context().coordinator_context()
         out["Heartbeat v4"] = await stages.measure(
             n, repeat, ("coordinator", lambda req: coordinator.heartbeat(ctx, req, state.clock()))
+        )
+
+        # ConsumerGroupHeartbeat: a settled member's beat (id and epoch only, as clients send).
+        member, epoch = await join_consumer_group(dispatcher, "path-bench-consumer-group")
+        beat_848 = cgh.ConsumerGroupHeartbeatRequest(
+            group_id="path-bench-consumer-group", member_id=member, member_epoch=epoch
+        )
+        stages = Stages(dispatcher, cgh.SPEC.key, 1, frame_of(cgh.SPEC, 1, beat_848))
+        out["ConsumerGroupHeartbeat v1"] = await stages.measure(
+            n,
+            repeat,
+            (
+                "coordinator",
+                lambda req: coordinator.consumer_group_heartbeat(ctx, req, state.clock()),
+            ),
         )
 
         # Produce: 8 partitions, one batch of 20 x 100 B records each (acks=1, no producer id).

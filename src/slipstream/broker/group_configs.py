@@ -69,10 +69,16 @@ class GroupConfigs:
         return {**self.defaults(), **self._overrides.get(group_id, {})}
 
     def session_timeout_ms(self, group_id: str) -> int:
-        return int(self.effective(group_id)[SESSION_TIMEOUT])
+        return self._setting(group_id, SESSION_TIMEOUT, self.config.group_consumer_session_timeout_ms)
 
     def heartbeat_interval_ms(self, group_id: str) -> int:
-        return int(self.effective(group_id)[HEARTBEAT_INTERVAL])
+        return self._setting(group_id, HEARTBEAT_INTERVAL, self.config.group_consumer_heartbeat_interval_ms)
+
+    def _setting(self, group_id: str, name: str, default: int) -> int:
+        # Read on every ConsumerGroupHeartbeat: no merged dict of the group's settings.
+        overrides = self._overrides.get(group_id)
+        value = None if overrides is None else overrides.get(name)
+        return default if value is None else int(value)
 
     def set(self, group_id: str, overrides: dict[str, str], *, validate_only: bool = False) -> None:
         """Replace the group's overrides (validated as a whole first)."""

@@ -289,7 +289,7 @@ class ConsumerGroupManager:
             rebalance_timeout_ms=None if req.rebalance_timeout_ms == -1 else req.rebalance_timeout_ms,
             instance_id=req.instance_id,
         ).replace(client_id=ctx.client_id, client_host=ctx.client_host)
-        if updated != member:
+        if updated is not member and updated != member:  # most heartbeats change nothing
             records.append(crec.member_subscription_record(partition, group_id, updated))
         subscription_changed = updated.subscription_differs(member)
         if is_new or rejoined:
@@ -342,7 +342,10 @@ class ConsumerGroupManager:
             and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None)
             and req.topic_partitions is not None
         )
-        if full or reconciled.assigned_partitions != member.assigned_partitions:
+        if full or (
+            reconciled.assigned_partitions is not member.assigned_partitions
+            and reconciled.assigned_partitions != member.assigned_partitions
+        ):
             response.assignment = ConsumerGroupHeartbeatResponseAssignment(
                 topic_partitions=[
                     ConsumerGroupHeartbeatResponseTopicPartitions(topic_id=t, partitions=sorted(parts))
@@ -358,7 +361,7 @@ class ConsumerGroupManager:
         assignment epoch, whether the group epoch was bumped)."""
         reconciled, target_epoch, bump = self.rebalance.advance_member(change)
         group_id, updated = change.group.group_id, change.updated
-        if reconciled != updated:
+        if reconciled is not updated and reconciled != updated:
             if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
                 self.sessions.schedule_rebalance_timeout(group_id, reconciled)
             else:
