@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from ..coordinator.result import RequestContext as CoordinatorContext
 from ..protocol.api import RequestHeader
+from .connection_seq import connection_seq
 from .groups import GroupCoordinatorAdapter
 from .security.acl import CLUSTER_NAME, Operation, ResourceType
 from .security.session import ANONYMOUS, ConnectionSession
@@ -98,7 +99,8 @@ class RequestContext:
 
     def coordinator_context(self) -> CoordinatorContext:
         """What the group coordinator sees of this request: version, client id, client host."""
-        key = (self.api_version, self.header.client_id, self.client_host)
+        connection = connection_seq()
+        key = (self.api_version, self.header.client_id, self.client_host, connection)
         cache = self.state.coordinator_contexts
         found = cache.get(key)
         if found is not None:
@@ -106,7 +108,10 @@ class RequestContext:
         host = self.client_host.rsplit(":", 1)[0]
         # Kafka shows client hosts as InetAddress.toString(): "/127.0.0.1".
         made = CoordinatorContext(
-            api_version=self.api_version, client_id=self.header.client_id or "", client_host=f"/{host}"
+            api_version=self.api_version,
+            client_id=self.header.client_id or "",
+            client_host=f"/{host}",
+            connection=connection,
         )
         if len(cache) >= _MAX_COORDINATOR_CONTEXTS:
             cache.clear()

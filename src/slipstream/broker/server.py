@@ -48,6 +48,7 @@ from typing import Any, cast
 
 from .connection_gone import context_for_connection, signal_gone
 from .connection_limits import ConnectionLimits
+from .connection_seq import CONNECTION_SEQ, next_connection_seq
 from .dispatch import Buffers, CloseConnection, Dispatcher
 from .security.session import ConnectionSession
 
@@ -153,6 +154,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._loop = asyncio.get_running_loop()
         self._gone = self._loop.create_future()
         self._context = context_for_connection(self._gone)
+        self._context.run(CONNECTION_SEQ.set, next_connection_seq())
         if self.session_factory is not None:
             self.session = self.session_factory(transport)
             self._dispatch = partial(self.dispatcher.dispatch, session=self.session)

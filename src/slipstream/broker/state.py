@@ -67,7 +67,7 @@ class BrokerState:
     fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)
     # The same few (api version, client id, peer) triples arrive over and over: the
     # coordinator's view of a request is made once per triple (bounded, see RequestContext).
-    coordinator_contexts: dict[tuple[int, str | None, str], CoordinatorContext] = field(default_factory=dict)
+    coordinator_contexts: dict[tuple[int, str | None, str, int], CoordinatorContext] = field(default_factory=dict)
     # The ApiVersions answer: every served API and its version range (set by the dispatcher).
     api_versions: list[ApiVersionsResponseApiVersion] = field(default_factory=list)
     # KIP-599 buckets for controller.mutation.rate (mutation_quota.py).

@@ -59,6 +59,8 @@ class RequestContext:
     client_id: str = ""
     # Kafka reports the peer address as InetAddress.toString(), e.g. "/127.0.0.1".
     client_host: str = ""
+    # The connection it came on, numbered in the order the broker accepted them (0: unknown).
+    connection: int = 0
 
 
 @fast_frozen_init  # made on every request: see schema.fast_frozen_init

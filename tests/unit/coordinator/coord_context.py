@@ -195,8 +195,12 @@ class GroupContext:
                 return later
         return result.response
 
-    def send(self, method: str, request: Struct, version: int, client_id: str = "client") -> Call:
-        ctx = RequestContext(api_version=version, client_id=client_id, client_host="/127.0.0.1")
+    def send(
+        self, method: str, request: Struct, version: int, client_id: str = "client", connection: int = 0
+    ) -> Call:
+        ctx = RequestContext(
+            api_version=version, client_id=client_id, client_host="/127.0.0.1", connection=connection
+        )
         result = getattr(self.coordinator, method)(ctx, request, self.now)
         assert isinstance(result, CoordinatorResult)
         assert not (result.response is not None and result.pending is not None)
@@ -308,6 +312,7 @@ class GroupContext:
         version: int = 8,
         retention_ms: int = -1,
         leader_epoch: int = -1,
+        connection: int = 0,
     ) -> Call:
         by_topic: dict[str, list[OffsetCommitRequestPartition]] = {}
         for (topic, partition), offset in offsets.items():
@@ -327,7 +332,7 @@ class GroupContext:
             retention_time_ms=retention_ms,
             topics=[OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
         )
-        return self.send("offset_commit", request, version)
+        return self.send("offset_commit", request, version, connection=connection)
 
     def fetch(
         self,

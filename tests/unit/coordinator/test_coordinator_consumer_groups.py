@@ -70,6 +70,17 @@ def test_a_reloaded_group_fences_members_whose_session_ran_out() -> None:
     assert fresh.consumer_group("g").state is ConsumerGroupState.EMPTY
 
 
+def test_a_consumer_group_member_commit_on_a_replaced_connection_is_refused() -> None:
+    ctx = GroupContext()
+    set_topics(ctx, t=2)
+    a = Member(ctx, "g", topics=["t"])
+    a.join()
+    for offset, connection, expected in [(5, 4, ErrorCode.NONE), (9, 8, ErrorCode.NONE), (7, 4, ErrorCode.REQUEST_TIMED_OUT)]:
+        call = ctx.commit("g", {("t", 0): offset}, generation=a.epoch, member_id=a.member_id, version=9, connection=connection)
+        assert call.response.topics[0].partitions[0].error_code == expected, (offset, connection)
+    assert ctx.fetched("g", {"t": [0]}) == {("t", 0): 9}
+
+
 def test_offset_commit_checks_the_member_epoch() -> None:
     ctx = GroupContext()
     set_topics(ctx, t=2)

@@ -400,3 +400,37 @@ def test_retention_runs_by_itself_on_the_check_interval() -> None:
     assert "expire-group-metadata" in fired
     assert ctx.fetched("s") == {} and ctx.coordinator.group("s") is None
     assert ctx.timer.is_scheduled("expire-group-metadata")  # and again next interval
+
+
+def test_a_commit_from_a_connection_the_member_replaced_is_refused(ctx: GroupContext) -> None:
+    """A member's older commit, still in flight on a connection it gave up on, arrives after
+    its newer commit on a new connection: it must not move the offset back."""
+    (a, b) = ctx.form_group("g", 2)
+    member = {"generation": a.generation, "member_id": a.member_id}
+    first = ctx.commit("g", {("t", 0): 40}, connection=3, **member)  # type: ignore[arg-type]
+    assert set(_errors(first).values()) == {ErrorCode.NONE}
+    newer = ctx.commit("g", {("t", 0): 60}, connection=7, **member)  # type: ignore[arg-type]
+    assert set(_errors(newer).values()) == {ErrorCode.NONE}
+    leftover = ctx.commit("g", {("t", 0): 50}, connection=3, **member)  # type: ignore[arg-type]
+    assert set(_errors(leftover).values()) == {ErrorCode.REQUEST_TIMED_OUT}
+    assert ctx.fetched("g", {"t": [0]}) == {("t", 0): 60}
+    # Later commits on the newest connection, and the other member's on an older one, go on.
+    again = ctx.commit("g", {("t", 0): 61}, connection=7, **member)  # type: ignore[arg-type]
+    assert set(_errors(again).values()) == {ErrorCode.NONE}
+    other = ctx.commit("g", {("t", 1): 5}, connection=2, generation=b.generation, member_id=b.member_id)
+    assert set(_errors(other).values()) == {ErrorCode.NONE}
+    assert ctx.fetched("g", {"t": [0, 1]}) == {("t", 0): 61, ("t", 1): 5}
+
+
+def test_commits_without_a_member_or_a_known_connection_are_not_ordered(ctx: GroupContext) -> None:
+    (a,) = ctx.form_group("g", 1)
+    member = {"generation": a.generation, "member_id": a.member_id}
+    ctx.commit("g", {("t", 0): 9}, connection=5, **member)  # type: ignore[arg-type]
+    # Connection 0 (not known: an embedded caller) is never refused.
+    unknown = ctx.commit("g", {("t", 0): 8}, **member)  # type: ignore[arg-type]
+    assert set(_errors(unknown).values()) == {ErrorCode.NONE}
+    ctx.leave("g", (a.member_id, None))
+    # An admin commit to the empty group (no member id) on any connection.
+    admin = ctx.commit("g", {("t", 0): 3}, connection=1)
+    assert set(_errors(admin).values()) == {ErrorCode.NONE}
+    assert ctx.fetched("g", {"t": [0]}) == {("t", 0): 3}

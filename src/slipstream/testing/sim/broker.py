@@ -128,7 +128,9 @@ class SimBroker:
                 self.last_commit_was_orphaned = not conn.open
             origin = Origin(conn, corr, api, request, self.observer.request_started(api, request))
             state.busy = True
-            ctx = RequestContext(api_version=version, client_id=conn.owner, client_host="/10.0.0.1")
+            ctx = RequestContext(
+                api_version=version, client_id=conn.owner, client_host="/10.0.0.1", connection=conn.id
+            )
             result = getattr(self.coordinator, api)(ctx, request, self.queue.now_ms)
             answered = self._carry_out(result, origin)
             if answered:

@@ -21,7 +21,8 @@ FENCE_NOT_RETRIED = "consumer: a member fenced by a timer while appends fail is 
 ACK_WITHOUT_APPEND = "consumer: ConsumerGroupHeartbeat answered OK though its records failed to append"
 ORPHANED_COMMIT = (
     "both: a member's older OffsetCommit, sent on a connection it has since closed, is read by the broker "
-    "after the member's newer commit on its new connection (same member and generation: accepted, as in Kafka)"
+    "after the member's newer commit on its new connection (same member and generation: Kafka accepts it; "
+    "OffsetManager._superseded refuses it)"
 )
 
 
