@@ -76,7 +76,9 @@ def add_partitions(bootstrap: str, topic: str, total: int) -> None:
     wait_for_partitions(bootstrap, topic, total)
 
 
-async def restart_static_leader_while_the_topic_grows(bootstrap: str, topic: str) -> None:
+async def restart_static_leader(bootstrap: str, topic: str, *, grow: bool) -> None:
+    """Two static members; the leader restarts, while the topic grows from 2 to 4
+    partitions (``grow``) or not."""
     group = f"g-static-leader-{uuid.uuid4().hex[:8]}"
     leader = StaticMember(bootstrap, group, topic, "host-1")
     follower = StaticMember(bootstrap, group, topic, "host-2")
@@ -92,8 +94,10 @@ async def restart_static_leader_while_the_topic_grows(bootstrap: str, topic: str
         assert leader.membership.core.is_leader
         generation, owned = leader.membership.core.generation_id, leader.membership.assignment
 
+        follower_rebalances = follower.membership.rebalances
         await leader.close()
-        await asyncio.to_thread(add_partitions, bootstrap, topic, 4)
+        if grow:
+            await asyncio.to_thread(add_partitions, bootstrap, topic, 4)
         back = StaticMember(bootstrap, group, topic, "host-1")  # the same application, restarted
         members = [back, follower]
         await back.membership.ensure_active(DEADLINE_S)
@@ -102,6 +106,14 @@ async def restart_static_leader_while_the_topic_grows(bootstrap: str, topic: str
         # coordinator told it to skip the assignment.
         assert back.assignments[0] == (generation, owned)
         assert back.membership.core.is_leader
+        if not grow:
+            # The inherited assignment covers everything: no rebalance (static membership's point).
+            await asyncio.sleep(1.0)  # several heartbeats: the follower would have heard of one
+            assert back.settled() and back.assignments == [(generation, owned)]
+            core = back.membership.core
+            assert core.leader.skip_assignment and not core.assignment_unchecked  # checked
+            assert follower.settled() and follower.membership.rebalances == follower_rebalances
+            return
         everything = {(topic, p) for p in range(4)}
         await wait_until(
             lambda: all(m.settled() for m in members)
@@ -119,4 +131,11 @@ def test_a_static_leader_back_after_partitions_were_added_gets_them_assigned(
     group_broker: BrokerProcess, topic_name: str
 ) -> None:
     ck_create_topic(group_broker.bootstrap, topic_name, partitions=2)
-    asyncio.run(restart_static_leader_while_the_topic_grows(group_broker.bootstrap, topic_name))
+    asyncio.run(restart_static_leader(group_broker.bootstrap, topic_name, grow=True))
+
+
+def test_a_static_leader_back_to_an_unchanged_topic_causes_no_rebalance(
+    group_broker: BrokerProcess, topic_name: str
+) -> None:
+    ck_create_topic(group_broker.bootstrap, topic_name, partitions=2)
+    asyncio.run(restart_static_leader(group_broker.bootstrap, topic_name, grow=False))
