@@ -266,8 +266,12 @@ class ClassicMember(SimMember):
             if self.closing:
                 return
             group = core.on_describe_response(response, sent)
-            if group is not None:
-                core.check_assignment(group, self.world.partition_counts(group.topics), sent)
+            if group is None:
+                outcome = "rebalanced (unverified)" if core.rejoin_needed else "dropped"
+            else:
+                gaps = core.check_assignment(group, self.world.partition_counts(group.topics), sent)
+                outcome = "rebalanced (gaps)" if gaps else "kept"
+            self.world.coverage.action(f"static-leader-check:{outcome}")
             self._join_done()
 
         def failed(reason: str) -> None:
