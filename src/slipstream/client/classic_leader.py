@@ -2,6 +2,13 @@
 assignor, encode each member's assignment in the version that member speaks, and watch
 the partition counts it assigned with (:class:`GenerationLeader`).
 
+A static leader back in a Stable group is told to skip the assignment (JoinGroup v9,
+KIP-814): the group keeps the assignment made while it was away. It reads that
+assignment back from DescribeGroups (:func:`read_described_group`) and rebalances
+when it does not cover the subscribed partitions as they are now
+(:func:`assignment_gaps`): partitions or topics added while it was away would
+otherwise stay unowned, since its metadata watch starts from today's counts.
+
 Also the conversions between the consumer protocol's per-topic partition lists and
 this client's (topic, partition) pairs, which every classic member needs.
 """
@@ -10,16 +17,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
+from ..protocol.apis.describe_groups import DescribeGroupsResponse
 from ..protocol.apis.join_group import JoinGroupResponseMember
 from ..protocol.apis.sync_group import SyncGroupRequestAssignment
 from ..protocol.consumer_protocol import (
     SUBSCRIPTION_MAX_VERSION,
     ConsumerProtocolAssignment,
     ConsumerProtocolTopicPartition,
+    decode_assignment,
     decode_subscription,
     encode_assignment,
 )
+from ..protocol.errors import name as error_name
 from ..protocol.primitives import DecodeError
 from .assignors import (
     COOPERATIVE,
@@ -126,6 +137,75 @@ def encode_assignments(
 def subscribed_topics(subscriptions: Iterable[Subscription]) -> tuple[str, ...]:
     """Every topic any member subscribes to, sorted."""
     return tuple(sorted({t for s in subscriptions for t in s.topics}))
+
+
+GROUP_STATE_STABLE = "Stable"
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedAssignment:
+    """A Stable group's assignment as DescribeGroups tells it: what each member subscribes
+    to and owns."""
+
+    subscriptions: dict[str, tuple[str, ...]]
+    """Member id -> subscribed topics."""
+    assignment: dict[str, list[TopicPartition]]
+    """Member id -> assigned partitions."""
+
+    @property
+    def topics(self) -> list[str]:
+        """Every topic subscribed to or assigned: the counts a check needs."""
+        subscribed = {t for topics in self.subscriptions.values() for t in topics}
+        assigned = {tp[0] for tps in self.assignment.values() for tp in tps}
+        return sorted(subscribed | assigned)
+
+
+def read_described_group(
+    response: DescribeGroupsResponse, group_id: str, protocol_type: str, member_id: str
+) -> DescribedAssignment | str:
+    """The group's current assignment, or why it cannot be trusted (a string): the group is
+    not Stable (only then does the coordinator send subscriptions, and a rebalance is under
+    way anyway), speaks another protocol, no longer lists ``member_id``, or a member's data
+    is unreadable."""
+    group = next((g for g in response.groups if g.group_id == group_id), None)
+    if group is None:
+        return "DescribeGroups did not describe the group"
+    if group.error_code:
+        return f"DescribeGroups: {error_name(group.error_code)}"
+    if group.group_state != GROUP_STATE_STABLE:
+        return f"the group is {group.group_state}"
+    if group.protocol_type != protocol_type:
+        return f"the group's protocol type is {group.protocol_type!r}"
+    if all(m.member_id != member_id for m in group.members):
+        return f"the group no longer lists member {member_id}"
+    subscriptions: dict[str, tuple[str, ...]] = {}
+    assignment: dict[str, list[TopicPartition]] = {}
+    for m in group.members:
+        try:
+            subscriptions[m.member_id] = tuple(decode_subscription(m.member_metadata)[1].topics)
+            assigned = decode_assignment(m.member_assignment)[1] if m.member_assignment else None
+        except (DecodeError, ValueError) as exc:
+            return f"member {m.member_id}'s subscription or assignment is unreadable: {exc}"
+        assignment[m.member_id] = flatten_partitions(assigned.assigned_partitions) if assigned else []
+    return DescribedAssignment(subscriptions, assignment)
+
+
+def assignment_gaps(described: DescribedAssignment, partitions_per_topic: Mapping[str, int]) -> list[str]:
+    """Topics the assignment does not cover exactly with today's counts (missing topics
+    count 0): a subscribed partition no one owns, a partition owned twice, or one that no
+    longer exists or that no member subscribes to."""
+    wanted = {
+        (t, p)
+        for topics in described.subscriptions.values()
+        for t in topics
+        for p in range(int(partitions_per_topic.get(t, 0)))
+    }
+    owned: set[TopicPartition] = set()
+    twice: set[TopicPartition] = set()
+    for tps in described.assignment.values():
+        for tp in tps:
+            (twice if tp in owned else owned).add(tp)
+    return sorted({tp[0] for tp in (wanted ^ owned) | twice})
 
 
 class GenerationLeader:

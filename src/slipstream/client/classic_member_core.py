@@ -37,7 +37,12 @@ within ``session_timeout_ms`` gets its old assignment without a rebalance.
 
 The leader re-reads the partition counts of the group's topics every
 ``metadata_max_age_ms``; a change (or a topic appearing) makes it rejoin,
-which rebalances the group.
+which rebalances the group. A static leader told to skip the assignment (JoinGroup
+v9) first checks the assignment it inherited: ``assignment_check_due`` after its
+SyncGroup, ``describe_request()`` -> send -> ``on_describe_response()`` -> read the
+counts of its ``topics`` -> ``check_assignment()``, which rejoins when the
+assignment misses something (Kafka's Java client skips this check, and a partition
+added while its leader was away stays unowned until the next rebalance).
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from ..protocol.apis.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from ..protocol.apis.heartbeat import HeartbeatRequest, HeartbeatResponse
 from ..protocol.apis.join_group import (
     JoinGroupRequest,
@@ -74,9 +80,12 @@ from .assignors import (
     select_rebalance_protocol,
 )
 from .classic_leader import (
+    DescribedAssignment,
     GenerationLeader,
+    assignment_gaps,
     flatten_partitions,
     group_partitions,
+    read_described_group,
     subscribed_topics,
 )
 from .classic_ownership import OwnedPartitions
@@ -140,6 +149,8 @@ class MemberCore:
         self.needs_join_prepare = True
         self.leader = GenerationLeader(self.group_id, config.metadata_max_age_ms / 1000.0)
         """The leader's state and metadata watch (members empty while following)."""
+        self.assignment_unchecked = False
+        """A static leader skipped the assignment: the one it inherited is not checked yet."""
 
         self.heartbeats = HeartbeatTimer(
             config.heartbeat_interval_ms / 1000.0,
@@ -255,6 +266,7 @@ class MemberCore:
             raise ValueError("cannot join a group without a subscription")
         self.state = MemberState.PREPARING_REBALANCE
         self.joined_subscription = self.subscription
+        self.assignment_unchecked = False
         return JoinGroupRequest(
             group_id=self.group_id,
             session_timeout_ms=self.session_timeout_ms,
@@ -353,14 +365,16 @@ class MemberCore:
         self, partitions_per_topic: Mapping[str, int]
     ) -> dict[str, list[TopicPartition]] | None:
         """What the SyncGroup carries: the leader's assignment, or None (a follower; or a static
-        leader back in a Stable group, JoinGroup v9 ``skip_assignment``, which only takes the
-        current counts as the baseline of its metadata watch, as the Java client does)."""
+        leader back in a Stable group, JoinGroup v9 ``skip_assignment``, which takes the current
+        counts as the baseline of its metadata watch and checks the inherited assignment once
+        its SyncGroup is answered: ``assignment_check_due``)."""
         if not self.is_leader:
             return None
         subscriptions = self.leader.subscriptions()
         if not self.leader.skip_assignment:
             return self.assign(partitions_per_topic, subscriptions)
         self.leader.remember_counts(partitions_per_topic, subscriptions)
+        self.assignment_unchecked = True
         return None
 
     # ------------------------------------------------------------ SyncGroup
@@ -564,6 +578,67 @@ class MemberCore:
         if changed:
             self.request_rejoin(f"partition count of {changed} changed")
         return changed
+
+    # ------------------------------------------------------------ a static leader's inherited assignment
+
+    @property
+    def assignment_check_due(self) -> bool:
+        """A static leader has its inherited assignment and should check it now."""
+        return self.assignment_unchecked and self._checking(self.generation_key)
+
+    def describe_request(self) -> tuple[DescribeGroupsRequest, tuple[int, str]]:
+        """DescribeGroups for this group (the check of an inherited assignment), and the
+        generation it checks for."""
+        self.assignment_unchecked = False
+        return DescribeGroupsRequest(groups=[self.group_id]), self.generation_key
+
+    def on_describe_response(
+        self, response: DescribeGroupsResponse, sent: tuple[int, str]
+    ) -> DescribedAssignment | None:
+        """The inherited assignment to check against the counts of its ``topics``; None when
+        there is nothing to check (the generation moved on) or it cannot be trusted, which
+        rejoins: a rebalance is the safe way to be sure every partition has an owner."""
+        if not self._checking(sent):
+            return None
+        described = read_described_group(response, self.group_id, PROTOCOL_TYPE, self.member_id)
+        if isinstance(described, str):
+            self.request_rejoin(f"cannot check the inherited assignment: {described}")
+            return None
+        return described
+
+    def check_assignment(
+        self,
+        described: DescribedAssignment,
+        partitions_per_topic: Mapping[str, int],
+        sent: tuple[int, str],
+    ) -> list[str]:
+        """Topics the inherited assignment does not cover as they are now; any rejoins (a
+        rebalance). None: the metadata watch goes on from these counts."""
+        if not self._checking(sent):
+            return []
+        gaps = assignment_gaps(described, partitions_per_topic)
+        if gaps:
+            self.request_rejoin(f"the inherited assignment does not cover {gaps} as they are now")
+        else:
+            self.leader.remember_counts(
+                partitions_per_topic,
+                {m: Subscription(topics=topics) for m, topics in described.subscriptions.items()},
+            )
+        return gaps
+
+    def assignment_check_failed(self, reason: str, sent: tuple[int, str]) -> None:
+        """No answer to the DescribeGroups: unchecked, so rebalance."""
+        if self._checking(sent):
+            self.request_rejoin(f"cannot check the inherited assignment: {reason}")
+
+    def _checking(self, sent: tuple[int, str]) -> bool:
+        """Still the leader of the generation the check was sent for, and nothing else due."""
+        return (
+            self.state is MemberState.STABLE
+            and self.generation_key == sent
+            and self.is_leader
+            and not self.rejoin_needed
+        )
 
     # ------------------------------------------------------------ failures
 

@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Iterable
 
+from ..protocol.apis.describe_groups import SPEC as DESCRIBE_GROUPS
 from ..protocol.apis.heartbeat import SPEC as HEARTBEAT
 from ..protocol.apis.join_group import SPEC as JOIN_GROUP
 from ..protocol.apis.leave_group import SPEC as LEAVE_GROUP
@@ -362,6 +363,8 @@ class GroupMembership(ListenerCalls):
         if change.revoked:
             await self._call("on_partitions_revoked", list(change.revoked))
         await self._call("on_partitions_assigned", list(change.added))
+        if core.assignment_check_due:
+            await self._check_inherited_assignment()
         if gen is not None and not core.rejoin_needed:
             self._stable.set()
 
@@ -400,6 +403,33 @@ class GroupMembership(ListenerCalls):
             core.protocol_name,
         )
         return assignment
+
+    async def _check_inherited_assignment(self) -> None:
+        """A static leader that skipped the assignment reads the group's (DescribeGroups) and
+        the partition counts; the core rejoins if anything subscribed is left unowned."""
+        core = self.core
+        request, sent = core.describe_request()
+        try:
+            conn = await self.locator.connection()
+            response = await conn.request(
+                DESCRIBE_GROUPS, request, timeout_s=self.config.request_timeout_ms / 1000.0
+            )
+            described = core.on_describe_response(response, sent)
+            if described is None:
+                return
+            infos = await self.cluster.refresh_metadata(described.topics)
+        except (ConnectionClosed, OSError, KafkaError) as exc:
+            core.assignment_check_failed(str(exc), sent)
+            return
+        counts = {t: i.partition_count for t, i in infos.items() if i.error_code == 0}
+        gaps = core.check_assignment(described, counts, sent)
+        if gaps:
+            log.info(
+                "group %s: the assignment inherited by static leader %s misses %s; rebalancing",
+                self.group_id,
+                core.member_id,
+                gaps,
+            )
 
     async def _heartbeat_loop(self) -> None:
         core = self.core

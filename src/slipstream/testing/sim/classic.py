@@ -230,12 +230,12 @@ class ClassicMember(SimMember):
             "sync_group",
             5,
             core.sync_request(assignment),
-            lambda r: self._on_sync(r, sent),
+            lambda r: self._on_sync(conn, r, sent),
             self._join_connection_failed,
             self.join_timeout_ms,
         )
 
-    def _on_sync(self, response: Any, sent: tuple[int, str]) -> None:
+    def _on_sync(self, conn: Connection, response: Any, sent: tuple[int, str]) -> None:
         if self.closing:
             return
         core = self.core
@@ -251,7 +251,37 @@ class ClassicMember(SimMember):
             self.partitions_removed(change.revoked)
         self.partitions_added(list(change.added))
         self.world.coverage.member_state("classic", core.state.value)
+        if core.assignment_check_due:
+            self._check_inherited_assignment(conn)
+            return
         self._join_done()
+
+    def _check_inherited_assignment(self, conn: Connection) -> None:
+        """``GroupMembership._check_inherited_assignment``: a static leader that skipped the
+        assignment reads the group's back and rebalances if it leaves something unowned."""
+        core = self.core
+        request, sent = core.describe_request()
+
+        def described(response: Any) -> None:
+            if self.closing:
+                return
+            group = core.on_describe_response(response, sent)
+            if group is None:
+                outcome = "rebalanced (unverified)" if core.rejoin_needed else "dropped"
+            else:
+                gaps = core.check_assignment(group, self.world.partition_counts(group.topics), sent)
+                outcome = "rebalanced (gaps)" if gaps else "kept"
+            self.world.coverage.action(f"static-leader-check:{outcome}")
+            self._join_done()
+
+        def failed(reason: str) -> None:
+            if self.closing:
+                return
+            self.locator.mark_unknown(reason)
+            core.assignment_check_failed(reason, sent)
+            self._retry(backoff=True)
+
+        self.send(conn, "describe_groups", 5, request, described, failed)
 
     def _join_done(self) -> None:
         self._attempt = 0

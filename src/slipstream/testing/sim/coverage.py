@@ -108,6 +108,7 @@ API_NAMES = {
     "offset_commit": "OffsetCommit",
     "offset_fetch": "OffsetFetch",
     "consumer_group_heartbeat": "ConsumerGroupHeartbeat",
+    "describe_groups": "DescribeGroups",
 }
 
 

@@ -36,8 +36,9 @@ def diagnose(world: WorldState) -> list[str]:
         if core.state is MemberState.STABLE and not core.rejoin_needed and m.joined_subscription != core.subscription:
             found.append(LOST_SUBSCRIPTION_CHANGE)
         if m.skipped_assignment and core.is_leader:
-            wanted = {tp for x in members if isinstance(x, ClassicMember) for tp in world.topics.partitions_of(x.subscription)}
-            owned = {tp for x in members for tp in x.held()}
+            peers = [x for x in members if x.group_id == m.group_id]  # several groups may share topics
+            wanted = {tp for x in peers if isinstance(x, ClassicMember) for tp in world.topics.partitions_of(x.subscription)}
+            owned = {tp for x in peers for tp in x.held()}
             if wanted - owned:
                 found.append(STATIC_LEADER_BASELINE)
     coordinator = world.broker.coordinator

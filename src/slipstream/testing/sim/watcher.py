@@ -308,5 +308,7 @@ def _answer_codes(api: str, response: Any) -> Iterable[int]:
             codes.update(p.error_code for t in g.topics for p in t.partitions)
     elif api == "leave_group":
         codes.update(m.error_code for m in response.members)
+    elif api == "describe_groups":
+        codes.update(g.error_code for g in response.groups)
     codes.discard(0)
     return sorted(codes)
