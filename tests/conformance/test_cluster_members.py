@@ -2,8 +2,8 @@
 
 Listeners: each broker registers all its advertised listeners by name, and an answer
 served on listener L names every broker by its L endpoint, leaving out a broker without
-L (as Kafka does): Metadata, DescribeCluster, FindCoordinator and the leader hints of
-Produce/Fetch. A client that bootstraps on the second listener is never sent to the
+L (as Kafka does): Metadata, DescribeTopicPartitions, DescribeCluster, FindCoordinator
+and the leader hints of Produce/Fetch. A client that bootstraps on the second listener is never sent to the
 first one (advertised at a closed port here, so a client sent there would fail).
 
 ACLs: an ACL created through one broker and deleted through another right away is in
@@ -135,6 +135,7 @@ def test_a_client_of_the_second_listener_is_sent_only_to_second_listener_endpoin
     tmp_path: Path, postgres_url: str, topic_name: str
 ) -> None:
     from slipstream.protocol.apis import describe_cluster as dc
+    from slipstream.protocol.apis import describe_topic_partitions as dtp
     from slipstream.protocol.apis import fetch as fe
     from slipstream.protocol.apis import find_coordinator as fc
     from slipstream.protocol.apis import metadata as md
@@ -179,6 +180,19 @@ def test_a_client_of_the_second_listener_is_sent_only_to_second_listener_endpoin
             brokers[3].port, md.SPEC, md.MetadataRequest(topics=[md.MetadataRequestTopic(name=topic_name)]), 12
         )
         assert {(b.node_id, b.port) for b in plain.brokers} == {(1, closed[1]), (2, closed[2]), (3, brokers[3].port)}
+
+        # DescribeTopicPartitions (the Java admin's describeTopics) says the same.
+        def partition_descriptions(port: int) -> dict[int, tuple[int, int]]:
+            body = dtp.DescribeTopicPartitionsRequest(
+                topics=[dtp.DescribeTopicPartitionsRequestTopic(name=topic_name)], response_partition_limit=100
+            )
+            answer = request(port, dtp.SPEC, body, 0)
+            return {p.partition_index: (p.error_code, p.leader_id) for p in answer.topics[0].partitions}
+
+        assert eventually(lambda: partition_descriptions(second[1]), lambda a: a == expected) == expected
+        assert eventually(
+            lambda: partition_descriptions(brokers[3].port), lambda a: a == {p: (0, n) for p, n in led.items()}
+        ) == {p: (0, n) for p, n in led.items()}
 
         described = request(second[2], dc.SPEC, dc.DescribeClusterRequest(include_cluster_authorized_operations=False), 1)
         assert {(b.broker_id, b.port) for b in described.brokers} == {(1, second[1]), (2, second[2])}

@@ -16,6 +16,7 @@ from slipstream.broker.cluster.assignment import (
     plan,
 )
 from slipstream.broker.cluster.view import ClusterView
+from slipstream.protocol.errors import ErrorCode
 
 SESSION = 6_000
 
@@ -130,3 +131,17 @@ def test_the_view_names_each_broker_by_the_endpoint_of_the_asked_listener() -> N
     assert view.endpoint(3, "INTERNAL") is None
     assert view.endpoint(2, "INTERNAL") == ("b-int", 19093)
     assert view.endpoint(5, "PLAINTEXT") is None  # not live
+
+
+def test_a_partition_led_by_a_broker_without_the_listener_has_no_leader_for_its_clients() -> None:
+    view = ClusterView(node_id=1, now_ms=1_000)
+    view.live = [
+        BrokerRow(1, "a", 9092, 1_000, (ListenerEndpoint("PLAINTEXT", "a", 9092), ListenerEndpoint("INTERNAL", "a", 19092))),
+        BrokerRow(3, "c", 9094, 1_000, (ListenerEndpoint("PLAINTEXT", "c", 9094),)),
+    ]
+    view.leases = {("t", 0): Lease(3, 4, 9_000), ("t", 1): Lease(3, 4, 999)}
+    view.held = {("t", 2): 5}
+    assert view.told_leader("t", 0, "PLAINTEXT") == (0, 3, 4)
+    assert view.told_leader("t", 0, "INTERNAL") == (ErrorCode.LISTENER_NOT_FOUND, -1, 4)
+    assert view.told_leader("t", 1, "INTERNAL") == (ErrorCode.LEADER_NOT_AVAILABLE, -1, -1)  # expired
+    assert view.told_leader("t", 2, "INTERNAL") == (0, 1, 5)  # this broker: reached where asked

@@ -47,6 +47,18 @@ class ClusterView:
             return None
         return lease.owner, lease.epoch
 
+    def told_leader(self, topic: str, partition: int, listener: str) -> tuple[int, int, int]:
+        """(error, leader id, leader epoch) as a client of ``listener`` is told (Metadata,
+        DescribeTopicPartitions): LEADER_NOT_AVAILABLE with no leader while none leads;
+        LISTENER_NOT_FOUND with no leader when the leader has no listener of that name."""
+        found = self.leader(topic, partition)
+        if found is None:
+            return ErrorCode.LEADER_NOT_AVAILABLE, -1, -1
+        leader, epoch = found
+        if leader != self.node_id and self.endpoint(leader, listener) is None:
+            return ErrorCode.LISTENER_NOT_FOUND, -1, epoch
+        return ErrorCode.NONE, leader, epoch
+
     def broker(self, node_id: int) -> BrokerRow | None:
         for row in self.live:
             if row.node_id == node_id:

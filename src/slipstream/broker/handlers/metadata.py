@@ -105,15 +105,11 @@ class PartitionLeaders:
     no_listener_code: int  # a leader without that listener: LISTENER_NOT_FOUND (v6+)
 
     def partition(self, topic: str, index: int) -> MetadataResponsePartition:
-        leader, epoch, code = self.node, 0, ErrorCode.NONE
+        code, leader, epoch = ErrorCode.NONE, self.node, 0
         if self.cluster is not None:
-            found = self.cluster.leader(topic, index)
-            if found is None:
-                leader, epoch, code = -1, -1, ErrorCode.LEADER_NOT_AVAILABLE
-            else:
-                leader, epoch = found
-                if leader != self.node and self.cluster.endpoint(leader, self.listener) is None:
-                    leader, code = -1, self.no_listener_code
+            code, leader, epoch = self.cluster.told_leader(topic, index, self.listener)
+            if code == ErrorCode.LISTENER_NOT_FOUND:
+                code = self.no_listener_code
         replicas = [leader] if leader >= 0 else []
         return MetadataResponsePartition(
             error_code=code,
