@@ -8,6 +8,7 @@ from collections import Counter
 from slipstream.broker.cluster.assignment import (
     BrokerRow,
     Lease,
+    ListenerEndpoint,
     balanced_leaders,
     current_leader,
     desired_leader,
@@ -15,6 +16,7 @@ from slipstream.broker.cluster.assignment import (
     plan,
 )
 from slipstream.broker.cluster.view import ClusterView
+from slipstream.protocol.errors import ErrorCode
 
 SESSION = 6_000
 
@@ -113,3 +115,33 @@ def test_the_view_names_a_live_unexpired_leader_only() -> None:
     assert view.leader("t", 4) == (1, 6)
     assert view.leads("t", 4) and not view.leads("t", 0)
     assert current_leader(None, [1], 0) is None
+
+
+def test_the_view_names_each_broker_by_the_endpoint_of_the_asked_listener() -> None:
+    view = ClusterView(node_id=1, now_ms=1_000)
+    both = (ListenerEndpoint("PLAINTEXT", "a", 9092), ListenerEndpoint("INTERNAL", "a-int", 19092))
+    view.live = [
+        BrokerRow(1, "a", 9092, 1_000, both),
+        BrokerRow(2, "b", 9092, 1_000, (ListenerEndpoint("PLAINTEXT", "b", 9092), ListenerEndpoint("INTERNAL", "b-int", 19093))),
+        BrokerRow(3, "c", 9094, 1_000, (ListenerEndpoint("PLAINTEXT", "c", 9094),)),
+        BrokerRow(4, "d", 9095, 1_000),  # registered before listeners were: on every one
+    ]
+    assert view.others_on("INTERNAL") == [(2, "b-int", 19093), (4, "d", 9095)]
+    assert view.others_on("PLAINTEXT") == [(2, "b", 9092), (3, "c", 9094), (4, "d", 9095)]
+    assert view.endpoint(3, "INTERNAL") is None
+    assert view.endpoint(2, "INTERNAL") == ("b-int", 19093)
+    assert view.endpoint(5, "PLAINTEXT") is None  # not live
+
+
+def test_a_partition_led_by_a_broker_without_the_listener_has_no_leader_for_its_clients() -> None:
+    view = ClusterView(node_id=1, now_ms=1_000)
+    view.live = [
+        BrokerRow(1, "a", 9092, 1_000, (ListenerEndpoint("PLAINTEXT", "a", 9092), ListenerEndpoint("INTERNAL", "a", 19092))),
+        BrokerRow(3, "c", 9094, 1_000, (ListenerEndpoint("PLAINTEXT", "c", 9094),)),
+    ]
+    view.leases = {("t", 0): Lease(3, 4, 9_000), ("t", 1): Lease(3, 4, 999)}
+    view.held = {("t", 2): 5}
+    assert view.told_leader("t", 0, "PLAINTEXT") == (0, 3, 4)
+    assert view.told_leader("t", 0, "INTERNAL") == (ErrorCode.LISTENER_NOT_FOUND, -1, 4)
+    assert view.told_leader("t", 1, "INTERNAL") == (ErrorCode.LEADER_NOT_AVAILABLE, -1, -1)  # expired
+    assert view.told_leader("t", 2, "INTERNAL") == (0, 1, 5)  # this broker: reached where asked

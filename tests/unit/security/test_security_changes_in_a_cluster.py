@@ -107,3 +107,52 @@ async def test_scram_changes_through_two_brokers_both_survive(brokers: tuple[Bro
     assert stored.users() == ["alice", "bob"]
     assert a.state.credentials.users() == ["alice", "bob"]
     assert b.state.credentials.users() == ["alice", "bob", "carol"]  # until b follows a's last change
+
+
+async def test_deleting_through_a_broker_that_had_not_seen_the_acl_lists_it(
+    brokers: tuple[BrokerStub, BrokerStub],
+) -> None:
+    a, b = brokers
+    created = await create_acls.handle(a.context(), CreateAclsRequest(creations=[creation("User:alice", "orders")]))
+    assert [r.error_code for r in created.results] == [0]
+    assert principals(b) == []  # b has not followed a's change yet
+    alice_only = DeleteAclsRequestFilter(
+        resource_type_filter=int(ResourceType.ANY), resource_name_filter=None, pattern_type_filter=int(PatternType.ANY),
+        principal_filter="User:alice", host_filter=None, operation=int(Operation.ANY), permission_type=int(Permission.ANY),
+    )
+    write_acls = DeleteAclsRequestFilter(
+        resource_type_filter=int(ResourceType.TOPIC), resource_name_filter=None, pattern_type_filter=int(PatternType.ANY),
+        principal_filter=None, host_filter=None, operation=int(Operation.WRITE), permission_type=int(Permission.ANY),
+    )
+    deleted = await delete_acls.handle(b.context(), DeleteAclsRequest(filters=[alice_only, write_acls]))
+    first, second = deleted.filter_results
+    assert (first.error_code, second.error_code) == (0, 0)
+    # Listed once, under the first filter that matched it, as an ACL b held would be.
+    assert [(m.principal, m.resource_name, m.operation) for m in first.matching_acls] == [
+        ("User:alice", "orders", int(Operation.WRITE))
+    ]
+    assert second.matching_acls == []
+    assert AclStore(b.state.acl_store.metadata).load() == []
+
+
+async def test_scram_bootstrap_adds_only_missing_users_to_the_stored_document(
+    brokers: tuple[BrokerStub, BrokerStub],
+) -> None:
+    a, b = brokers
+    a.state.credentials.load()  # a starts and reads the (empty) document...
+    answer = await alter_user_scram_credentials.handle(
+        b.context(), AlterUserScramCredentialsRequest(deletions=[], upsertions=[upsert("bob", 1), upsert("admin", 1)])
+    )
+    assert [r.error_code for r in answer.results] == [0, 0]
+    bobs = b.state.credentials.get("bob", "SCRAM-SHA-256")
+    admins = b.state.credentials.get("admin", "SCRAM-SHA-256")
+    # ...then bootstraps its users after b's change: bob stays, admin (made through b in
+    # the meantime) keeps b's credential, carol is added.
+    a.state.credentials.bootstrap("admin:other-secret,carol:carol-secret", ["SCRAM-SHA-256"])
+    stored = CredentialStore(a.state.credentials.metadata)
+    stored.load()
+    assert stored.users() == ["admin", "bob", "carol"]
+    assert stored.get("bob", "SCRAM-SHA-256") == bobs
+    assert stored.get("admin", "SCRAM-SHA-256") == admins
+    assert a.state.credentials.users() == ["admin", "bob", "carol"]
+    assert a.state.credentials.get("admin", "SCRAM-SHA-256") == admins

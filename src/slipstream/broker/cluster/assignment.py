@@ -21,11 +21,33 @@ TopicPartition = tuple[str, int]
 
 
 @dataclass(frozen=True, slots=True)
-class BrokerRow:
-    node_id: int
+class ListenerEndpoint:
+    """Where clients of one named listener reach a broker (its advertised host and port)."""
+
+    name: str
     host: str
     port: int
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRow:
+    node_id: int
+    host: str  # the first listener's endpoint
+    port: int
     heartbeat_ms: int
+    listeners: tuple[ListenerEndpoint, ...] = ()
+
+    def endpoint(self, listener: str) -> tuple[str, int] | None:
+        """Where a client of ``listener`` reaches this broker; None when it has no listener
+        of that name (Kafka leaves such a broker out of that listener's answers). A row
+        that registered no listeners (a broker from before they were registered, during a
+        rolling upgrade) is taken to be at its host and port on every listener."""
+        if not self.listeners:
+            return self.host, self.port
+        for found in self.listeners:
+            if found.name == listener:
+                return found.host, found.port
+        return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,10 +7,12 @@ disagree still agree on who is live and which lease has expired.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from typing import Any
 
 from ...log.postgres.schema import NOW_MS
-from .assignment import BrokerRow, Lease, TopicPartition
+from .assignment import BrokerRow, Lease, ListenerEndpoint, TopicPartition
 
 # LISTEN/NOTIFY channel: a lease handed over, a broker joined or left, a shared document
 # changed - every member runs its next heartbeat at once instead of at its interval.
@@ -21,23 +23,34 @@ async def notify(conn: Any, what: str) -> None:
     await conn.execute("SELECT pg_notify($1, $2)", CHANNEL, what)
 
 
-async def heartbeat(conn: Any, node_id: int, host: str, port: int) -> tuple[int, list[BrokerRow]]:
-    """Record this broker's heartbeat; (database now, every registered broker)."""
+async def heartbeat(conn: Any, node_id: int, listeners: Sequence[ListenerEndpoint]) -> tuple[int, list[BrokerRow]]:
+    """Record this broker's heartbeat and its advertised listeners (the first one is also
+    its host and port); (database now, every registered broker)."""
+    first = listeners[0]
     now = await conn.fetchval(
-        "INSERT INTO cluster_brokers (node_id, host, port, heartbeat_ms) "
-        f"VALUES ($1, $2, $3, {NOW_MS}) ON CONFLICT (node_id) DO UPDATE SET "
-        "host = EXCLUDED.host, port = EXCLUDED.port, heartbeat_ms = EXCLUDED.heartbeat_ms "
-        "RETURNING heartbeat_ms",
+        "INSERT INTO cluster_brokers (node_id, host, port, heartbeat_ms, listeners) "
+        f"VALUES ($1, $2, $3, {NOW_MS}, $4::jsonb) ON CONFLICT (node_id) DO UPDATE SET "
+        "host = EXCLUDED.host, port = EXCLUDED.port, heartbeat_ms = EXCLUDED.heartbeat_ms, "
+        "listeners = EXCLUDED.listeners RETURNING heartbeat_ms",
         node_id,
-        host,
-        port,
+        first.host,
+        first.port,
+        json.dumps([{"name": e.name, "host": e.host, "port": e.port} for e in listeners]),
     )
     return int(now), await brokers(conn)
 
 
 async def brokers(conn: Any) -> list[BrokerRow]:
-    rows = await conn.fetch("SELECT node_id, host, port, heartbeat_ms FROM cluster_brokers ORDER BY node_id")
-    return [BrokerRow(r["node_id"], r["host"], r["port"], r["heartbeat_ms"]) for r in rows]
+    rows = await conn.fetch(
+        "SELECT node_id, host, port, heartbeat_ms, listeners::text AS listeners FROM cluster_brokers ORDER BY node_id"
+    )
+    return [
+        BrokerRow(
+            r["node_id"], r["host"], r["port"], r["heartbeat_ms"],
+            tuple(ListenerEndpoint(e["name"], e["host"], e["port"]) for e in json.loads(r["listeners"])),
+        )
+        for r in rows
+    ]  # fmt: skip
 
 
 async def now_ms(conn: Any) -> int:

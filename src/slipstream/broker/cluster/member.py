@@ -18,10 +18,11 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ...coordinator import OFFSETS_TOPIC
+from ..listeners import PLAINTEXT
 from ..security import acl_store
 from ..security.credentials import FILE_NAME as CREDENTIALS_FILE
 from . import database
-from .assignment import TopicPartition, live_brokers, plan
+from .assignment import ListenerEndpoint, TopicPartition, live_brokers, plan
 from .view import ClusterView
 
 if TYPE_CHECKING:
@@ -130,9 +131,8 @@ class ClusterMember:
 
     async def _tick(self) -> None:
         view, me = self.view, self.view.node_id
-        host, port = self.state.advertised_host, self.state.advertised_port
         async with self._pool.acquire() as conn:
-            now, rows = await database.heartbeat(conn, me, host, port)
+            now, rows = await database.heartbeat(conn, me, self._listeners())
             renewed = await database.renew(conn, me, self.session_ms)
             self._last_renewed_ms = self.state.clock()
             lost = {tp: e for tp, e in view.held.items() if renewed.get(tp) != e}
@@ -157,6 +157,13 @@ class ClusterMember:
                 if won:
                     leases = await database.leases(conn)
             view.now_ms, view.live, view.leases = now, live, leases
+
+    def _listeners(self) -> list[ListenerEndpoint]:
+        """This broker's advertised listeners, the primary one first (as configured)."""
+        advertised = self.state.advertised
+        if not advertised:  # not started through listeners (tests): the one endpoint
+            return [ListenerEndpoint(PLAINTEXT, self.state.advertised_host, self.state.advertised_port)]
+        return [ListenerEndpoint(name, host, port) for name, (host, port) in advertised.items()]
 
     async def _gain(self, won: dict[TopicPartition, int]) -> None:
         loop = asyncio.get_running_loop()

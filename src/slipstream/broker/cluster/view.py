@@ -1,4 +1,5 @@
-"""What this broker knows of the cluster, for handlers: live brokers and partition leaders.
+"""What this broker knows of the cluster, for handlers: live brokers (with each one's
+advertised listeners) and partition leaders.
 
 Refreshed by the member loop from the database every heartbeat; ``held`` changes the
 moment this broker gains or gives up a lease, so it never serves a partition it does
@@ -46,8 +47,36 @@ class ClusterView:
             return None
         return lease.owner, lease.epoch
 
+    def told_leader(self, topic: str, partition: int, listener: str) -> tuple[int, int, int]:
+        """(error, leader id, leader epoch) as a client of ``listener`` is told (Metadata,
+        DescribeTopicPartitions): LEADER_NOT_AVAILABLE with no leader while none leads;
+        LISTENER_NOT_FOUND with no leader when the leader has no listener of that name."""
+        found = self.leader(topic, partition)
+        if found is None:
+            return ErrorCode.LEADER_NOT_AVAILABLE, -1, -1
+        leader, epoch = found
+        if leader != self.node_id and self.endpoint(leader, listener) is None:
+            return ErrorCode.LISTENER_NOT_FOUND, -1, epoch
+        return ErrorCode.NONE, leader, epoch
+
     def broker(self, node_id: int) -> BrokerRow | None:
         for row in self.live:
             if row.node_id == node_id:
                 return row
         return None
+
+    def endpoint(self, node_id: int, listener: str) -> tuple[str, int] | None:
+        """Where a client of ``listener`` reaches live broker ``node_id``; None when that
+        broker is not live or has no listener of that name."""
+        row = self.broker(node_id)
+        return None if row is None else row.endpoint(listener)
+
+    def others_on(self, listener: str) -> list[tuple[int, str, int]]:
+        """(node id, host, port) of every other live broker with a ``listener`` listener:
+        the brokers an answer on that listener names (Kafka leaves the rest out)."""
+        found = []
+        for row in self.live:
+            endpoint = row.endpoint(listener) if row.node_id != self.node_id else None
+            if endpoint is not None:
+                found.append((row.node_id, *endpoint))
+        return found

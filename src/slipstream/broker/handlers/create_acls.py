@@ -45,7 +45,7 @@ async def handle(ctx: RequestContext, request: CreateAclsRequest) -> CreateAclsR
         if authorizer.add(binding):
             added.append(binding)
         results.append(CreateAclsResponseResult(error_code=0, error_message=None))
-    failure = save_or_undo(ctx.state, added=added)
+    failure = save_or_undo(ctx.state, added=added).failure
     if failure is not None:
         results = [
             r if r.error_code else CreateAclsResponseResult(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=failure)

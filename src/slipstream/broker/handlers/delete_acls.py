@@ -2,9 +2,10 @@
 
 Needs Alter on the cluster (else every filter result is CLUSTER_AUTHORIZATION_FAILED);
 without an authorizer configured, SECURITY_DISABLED, as Kafka's. Each filter removes the
-ACLs it matches and lists them; a filter with an UNKNOWN code is INVALID_REQUEST. The
-filters are applied to the stored ACL set too (in a cluster it may hold ACLs created
-through another broker that this one has not seen yet), written (atomically, durably)
+ACLs it matches and lists them (an ACL matched by several filters under the first); a
+filter with an UNKNOWN code is INVALID_REQUEST. The filters are applied to the stored ACL
+set too (in a cluster it may hold ACLs created through another broker that this one has
+not seen yet: those are deleted and listed as well), written (atomically, durably)
 before the answer.
 """
 
@@ -32,9 +33,8 @@ async def handle(ctx: RequestContext, request: DeleteAclsRequest) -> DeleteAclsR
         return _all(request, ErrorCode.SECURITY_DISABLED, "No authorizer is configured on the broker (authorizer=acl).")
     if not ctx.authorized_cluster(Operation.ALTER):
         return _all(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Alter on the cluster is needed to delete ACLs.")
-    results: list[DeleteAclsResponseFilterResult] = []
     removed: list[AclBinding] = []
-    filters: list[AclFilter] = []
+    filters: list[AclFilter | InvalidAcl] = []  # per request filter, in order
     for f in request.filters:
         try:
             acl_filter = make_filter(
@@ -42,25 +42,38 @@ async def handle(ctx: RequestContext, request: DeleteAclsRequest) -> DeleteAclsR
                 f.principal_filter, f.host_filter, f.operation, f.permission_type,
             )
         except InvalidAcl as exc:
-            results.append(
-                DeleteAclsResponseFilterResult(error_code=ErrorCode.INVALID_REQUEST, error_message=str(exc), matching_acls=[])
-            )
+            filters.append(exc)
             continue
         filters.append(acl_filter)
         matched = authorizer.matching(acl_filter)
         for binding in matched:
             authorizer.remove(binding)
         removed.extend(matched)
-        results.append(
-            DeleteAclsResponseFilterResult(error_code=0, error_message=None, matching_acls=[_described(b) for b in matched])
-        )
-    failure = save_or_undo(ctx.state, removed=removed, removed_by=filters)
-    if failure is not None:
-        results = [
-            r if r.error_code
-            else DeleteAclsResponseFilterResult(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=failure, matching_acls=[])
-            for r in results
-        ]
+    valid = [f for f in filters if isinstance(f, AclFilter)]
+    saved = save_or_undo(ctx.state, removed=removed, removed_by=valid)
+    unlisted = set(saved.deleted)
+    results: list[DeleteAclsResponseFilterResult] = []
+    for entry in filters:
+        if isinstance(entry, InvalidAcl):
+            results.append(
+                DeleteAclsResponseFilterResult(
+                    error_code=ErrorCode.INVALID_REQUEST, error_message=str(entry), matching_acls=[]
+                )
+            )
+        elif saved.failure is not None:
+            results.append(
+                DeleteAclsResponseFilterResult(
+                    error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=saved.failure, matching_acls=[]
+                )
+            )
+        else:
+            matched = sorted(b for b in unlisted if entry.matches(b))
+            unlisted.difference_update(matched)
+            results.append(
+                DeleteAclsResponseFilterResult(
+                    error_code=0, error_message=None, matching_acls=[_described(b) for b in matched]
+                )
+            )
     return DeleteAclsResponse(throttle_time_ms=0, filter_results=results)
 
 

@@ -2,7 +2,8 @@
 
 The admin client's cluster view (KIP-700): the cluster id, this node as the
 controller and as the only broker, at its advertised host and port - or, in a
-cluster over PostgreSQL, every live broker (the lowest node id as "controller").
+cluster over PostgreSQL, every live broker with a listener of the request's listener's
+name, at that listener's endpoint (the lowest node id as "controller").
 cluster_authorized_operations is always -2147483648 ("not provided"), as in
 the Metadata answer: this broker has no authorizer.
 
@@ -54,9 +55,8 @@ async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> Descri
     )
     if state.cluster is not None:  # the other live brokers over the same database
         response.brokers += [
-            DescribeClusterResponseBroker(broker_id=b.node_id, host=b.host, port=b.port, rack=None)
-            for b in state.cluster.live
-            if b.node_id != node
+            DescribeClusterResponseBroker(broker_id=other, host=other_host, port=other_port, rack=None)
+            for other, other_host, other_port in state.cluster.others_on(ctx.listener)
         ]
         response.controller_id = min(b.broker_id for b in response.brokers)
     if ctx.authorizing and request.include_cluster_authorized_operations:

@@ -10,7 +10,10 @@ where the next request should start (partition 0 of the next topic when the
 limit ended exactly at a topic boundary), as Kafka does.
 
 Every partition is led by this node: leader_epoch 0, replicas and ISR [node],
-eligible_leader_replicas, last_known_elr and offline_replicas empty. A topic
+eligible_leader_replicas, last_known_elr and offline_replicas empty. In a cluster
+(storage postgres) the leader is the live broker holding the partition's lease, as in
+Metadata: LEADER_NOT_AVAILABLE while none does, LISTENER_NOT_FOUND when it has no
+listener of the request's listener's name (no leader, no replicas then). A topic
 asked for by name that does not exist is UNKNOWN_TOPIC_OR_PARTITION (an illegal
 name INVALID_TOPIC_EXCEPTION) with a zero topic id; it uses none of the limit.
 A cursor naming a topic outside the requested list, or a negative cursor
@@ -34,6 +37,7 @@ from ...protocol.apis.describe_topic_partitions import (
 )
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.primitives import ZERO_UUID
+from ..cluster.view import ClusterView
 from ..request_context import RequestContext
 from ..security.acl import Operation, ResourceType
 from ..topics import Topic, check_topic_name
@@ -90,7 +94,7 @@ async def handle(
         start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
         total = len(topic.partitions)
         end = min(total, start + remaining)
-        response.topics.append(_describe(topic, range(start, end), node))
+        response.topics.append(_describe(topic, range(start, end), node, state.cluster, ctx.listener))
         if end < total:
             response.next_cursor = DescribeTopicPartitionsResponseCursor(
                 topic_name=name, partition_index=end
@@ -107,27 +111,34 @@ async def handle(
     return response
 
 
-def _describe(topic: Topic, indexes: range, node: int) -> DescribeTopicPartitionsResponseTopic:
+def _describe(
+    topic: Topic, indexes: range, node: int, cluster: ClusterView | None, listener: str
+) -> DescribeTopicPartitionsResponseTopic:
     return DescribeTopicPartitionsResponseTopic(
         error_code=0,
         name=topic.name,
         topic_id=topic.topic_id,
         is_internal=topic.internal,
-        partitions=[
-            DescribeTopicPartitionsResponsePartition(
-                error_code=0,
-                partition_index=index,
-                leader_id=node,
-                leader_epoch=0,
-                replica_nodes=[node],
-                isr_nodes=[node],
-                eligible_leader_replicas=[],
-                last_known_elr=[],
-                offline_replicas=[],
-            )
-            for index in indexes
-        ],
+        partitions=[_partition(topic.name, index, node, cluster, listener) for index in indexes],
         topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+    )
+
+
+def _partition(
+    topic: str, index: int, node: int, cluster: ClusterView | None, listener: str
+) -> DescribeTopicPartitionsResponsePartition:
+    code, leader, epoch = (ErrorCode.NONE, node, 0) if cluster is None else cluster.told_leader(topic, index, listener)
+    replicas = [leader] if leader >= 0 else []
+    return DescribeTopicPartitionsResponsePartition(
+        error_code=code,
+        partition_index=index,
+        leader_id=leader,
+        leader_epoch=epoch,
+        replica_nodes=replicas,
+        isr_nodes=list(replicas),
+        eligible_leader_replicas=[],
+        last_known_elr=[],
+        offline_replicas=[],
     )
 
 

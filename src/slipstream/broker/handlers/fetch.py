@@ -15,6 +15,9 @@ earliest open transaction, else the high watermark). isolation_level=1
 none; read_uncommitted gets null there, as from Kafka.
 In a cluster, a partition's leader answers a current_leader_epoch (v9+) older than its
 lease's with FENCED_LEADER_EPOCH and a newer one with UNKNOWN_LEADER_EPOCH (KIP-320).
+Another broker answers NOT_LEADER_OR_FOLLOWER with the current leader (v12+) and that
+leader's endpoint on the request's listener (node_endpoints, v16+, KIP-951); no hint when
+the leader has no listener of that name.
 """
 
 from __future__ import annotations
@@ -32,11 +35,13 @@ from ...protocol.apis.fetch import (
     FetchResponse,
     FetchResponseAbortedTransaction,
     FetchResponseLeaderIdAndEpoch,
+    FetchResponseNodeEndpoint,
     FetchResponsePartition,
     FetchResponseTopic,
 )
 from ...protocol.errors import ErrorCode
 from ..fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, FetchSession, PartitionKey
+from ..listeners import PLAINTEXT
 from ..request_context import RequestContext
 from ..security.acl import Operation
 from ..state import BrokerState
@@ -86,7 +91,8 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     woken = True  # False once a wait ends without an append (timeout, or the client left)
     while True:
         responses, size, keys, failed = _read_all(
-            state, topics, request.max_bytes, version, request.isolation_level == READ_COMMITTED, readable
+            state, topics, request.max_bytes, version, request.isolation_level == READ_COMMITTED, readable,
+            ctx.listener,
         )
         remaining = deadline - state.clock() / 1000
         if size >= request.min_bytes or failed or remaining <= 0 or not keys or not woken:
@@ -94,11 +100,33 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
         woken = await state.notifier.wait(keys, remaining)
     state.metrics.fetched_response(responses, state.topics.by_id)
     if session is None:
-        return FetchResponse(error_code=0, session_id=0, responses=responses)
+        return FetchResponse(
+            error_code=0, session_id=0, responses=responses, node_endpoints=_leader_endpoints(ctx, responses)
+        )
     if incremental:  # answered in the session: the client's next request uses the next epoch
         session.advance_epoch()
     reported = _report(session, responses, version, incremental)
-    return FetchResponse(error_code=0, session_id=session.id, responses=reported)
+    return FetchResponse(
+        error_code=0, session_id=session.id, responses=reported, node_endpoints=_leader_endpoints(ctx, reported)
+    )
+
+
+def _leader_endpoints(ctx: RequestContext, responses: list[FetchResponseTopic]) -> list[FetchResponseNodeEndpoint]:
+    """KIP-951 (v16+): the endpoint of every leader named in a current_leader hint."""
+    cluster = ctx.state.cluster
+    if cluster is None or ctx.api_version < 16:
+        return []
+    found: dict[int, FetchResponseNodeEndpoint] = {}
+    for topic in responses:
+        for part in topic.partitions:
+            if part.error_code != ErrorCode.NOT_LEADER_OR_FOLLOWER:  # the only answers with a hint
+                continue
+            leader = part.current_leader.leader_id if part.current_leader is not None else -1
+            if leader >= 0 and leader not in found:
+                endpoint = cluster.endpoint(leader, ctx.listener)
+                if endpoint is not None:
+                    found[leader] = FetchResponseNodeEndpoint(node_id=leader, host=endpoint[0], port=endpoint[1])
+    return list(found.values())
 
 
 def _read_check(ctx: RequestContext, request: FetchRequest, version: int) -> Callable[[str], bool] | None:
@@ -205,6 +233,7 @@ def _read_all(
     version: int,
     read_committed: bool,
     readable: Callable[[str], bool] | None = None,
+    listener: str = PLAINTEXT,
 ) -> tuple[list[FetchResponseTopic], int, list[tuple[str, int]], bool]:
     budget = max_bytes if max_bytes > 0 else _NO_LIMIT
     total = 0
@@ -250,7 +279,7 @@ def _read_all(
                 resp.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
                 if version >= 12 and state.cluster is not None:
                     found = state.cluster.leader(topic.name, part.partition)
-                    if found is not None:
+                    if found is not None and state.cluster.endpoint(found[0], listener) is not None:
                         resp.current_leader = FetchResponseLeaderIdAndEpoch(leader_id=found[0], leader_epoch=found[1])
                 failed = True
                 continue

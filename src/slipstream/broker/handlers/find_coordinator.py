@@ -3,7 +3,9 @@
 This node coordinates every group (key_type 0) and every transactional id
 (key_type 1; asking creates ``__transaction_state``, as in Kafka). In a cluster the
 coordinator is the leader of the key's ``__consumer_offsets`` (or
-``__transaction_state``) partition, COORDINATOR_NOT_AVAILABLE while it has none. Other key
+``__transaction_state``) partition, at its endpoint for the listener the request came in
+on; COORDINATOR_NOT_AVAILABLE while it has none, or when it has no listener of that name
+(as Kafka answers). Other key
 types (2, share groups) answer INVALID_REQUEST. v4+ batches keys (coordinator_keys).
 With an authorizer a key needs Describe on its group (else GROUP_AUTHORIZATION_FAILED) or
 transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED), as Kafka checks.
@@ -99,9 +101,9 @@ def _owner(ctx: RequestContext, key_type: int, key: str, node: int, host: str, p
     if leader is not None:
         if leader[0] == node:
             return ErrorCode.NONE, node, host, port
-        row = cluster.broker(leader[0])
-        if row is not None:
-            return ErrorCode.NONE, row.node_id, row.host, row.port
+        endpoint = cluster.endpoint(leader[0], ctx.listener)
+        if endpoint is not None:
+            return ErrorCode.NONE, leader[0], *endpoint
     return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
 
 

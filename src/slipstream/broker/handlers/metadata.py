@@ -2,7 +2,10 @@
 
 One node leads every partition, or, in a cluster (storage postgres), the live broker
 holding the partition's lease (leader epoch = lease epoch; LEADER_NOT_AVAILABLE while
-none does). Topics: null (v1+) or an empty list in v0 means
+none does). In a cluster the answer is for the listener the request came in on, as
+Kafka's: the brokers listed are those with a listener of that name, at its endpoint; a
+partition whose leader has none is LISTENER_NOT_FOUND (v6+; LEADER_NOT_AVAILABLE before)
+with no leader. Topics: null (v1+) or an empty list in v0 means
 all topics; otherwise unknown topics are auto-created when the broker allows it
 and the request does (allow_auto_topic_creation, v4+; implied before v4).
 v10+ carries topic ids; v12 lets a topic be named by id alone (name null).
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from dataclasses import dataclass
 
 from ...protocol.acl_types import CLUSTER_OPERATIONS, TOPIC_OPERATIONS
 from ...protocol.apis.metadata import (
@@ -49,23 +53,26 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
     state = ctx.state
     version = ctx.api_version
     node = state.config.node_id
+    leaders = PartitionLeaders(
+        node, state.cluster, ctx.listener,
+        ErrorCode.LISTENER_NOT_FOUND if version >= 6 else ErrorCode.LEADER_NOT_AVAILABLE,
+    )  # fmt: skip
     topics: list[MetadataResponseTopic] = []
     if request.topics is None or (version == 0 and not request.topics):
         for topic in state.topics.topics.values():
             if ctx.topic_allowed(Operation.DESCRIBE, topic.name):
-                topics.append(describe_topic(topic, node, state.cluster))
+                topics.append(describe_topic(topic, leaders))
     else:
         allow_create = state.config.auto_create_topics and (version < 4 or request.allow_auto_topic_creation)
         for wanted in request.topics:
-            topics.append(_authorized_lookup(ctx, wanted.name, wanted.topic_id, allow_create, node))
+            topics.append(_authorized_lookup(ctx, wanted.name, wanted.topic_id, allow_create, leaders))
     host, port = ctx.advertised_endpoint()
     brokers = [MetadataResponseBroker(node_id=node, host=host, port=port, rack=None)]
     controller = node
     if state.cluster is not None:
         brokers += [
-            MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port, rack=None)
-            for b in state.cluster.live
-            if b.node_id != node
+            MetadataResponseBroker(node_id=other, host=other_host, port=other_port, rack=None)
+            for other, other_host, other_port in state.cluster.others_on(ctx.listener)
         ]
         controller = min(b.node_id for b in brokers)
     cluster_operations = OPERATIONS_NOT_REQUESTED
@@ -88,12 +95,39 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
     )
 
 
+@dataclass(frozen=True, slots=True)
+class PartitionLeaders:
+    """Who leads a partition, as told to a client of one listener."""
+
+    node: int  # this broker
+    cluster: ClusterView | None
+    listener: str
+    no_listener_code: int  # a leader without that listener: LISTENER_NOT_FOUND (v6+)
+
+    def partition(self, topic: str, index: int) -> MetadataResponsePartition:
+        code, leader, epoch = ErrorCode.NONE, self.node, 0
+        if self.cluster is not None:
+            code, leader, epoch = self.cluster.told_leader(topic, index, self.listener)
+            if code == ErrorCode.LISTENER_NOT_FOUND:
+                code = self.no_listener_code
+        replicas = [leader] if leader >= 0 else []
+        return MetadataResponsePartition(
+            error_code=code,
+            partition_index=index,
+            leader_id=leader,
+            leader_epoch=epoch,
+            replica_nodes=replicas,
+            isr_nodes=list(replicas),
+            offline_replicas=[],
+        )
+
+
 def _authorized_lookup(
-    ctx: RequestContext, name: str | None, topic_id: uuid.UUID, allow_create: bool, node: int
+    ctx: RequestContext, name: str | None, topic_id: uuid.UUID, allow_create: bool, leaders: PartitionLeaders
 ) -> MetadataResponseTopic:
     state = ctx.state
     if not ctx.authorizing:
-        return _lookup(state, name, topic_id, allow_create, node)
+        return _lookup(state, name, topic_id, allow_create, leaders)
     if name is None:
         found = state.topics.by_id.get(topic_id)
         if found is not None and not ctx.topic_allowed(Operation.DESCRIBE, found.name):
@@ -101,18 +135,18 @@ def _authorized_lookup(
                 error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=None, topic_id=topic_id,
                 topic_authorized_operations=OPERATIONS_NOT_REQUESTED,
             )
-        return _lookup(state, name, topic_id, allow_create, node)
+        return _lookup(state, name, topic_id, allow_create, leaders)
     if not ctx.topic_allowed(Operation.DESCRIBE, name):
         return _error_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     if allow_create and state.topics.get(name) is None and not (
         ctx.authorized_cluster(Operation.CREATE) or ctx.topic_allowed(Operation.CREATE, name)
     ):
         return _error_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    return _lookup(state, name, topic_id, allow_create, node)
+    return _lookup(state, name, topic_id, allow_create, leaders)
 
 
 def _lookup(
-    state: BrokerState, name: str | None, topic_id: uuid.UUID, allow_create: bool, node: int
+    state: BrokerState, name: str | None, topic_id: uuid.UUID, allow_create: bool, leaders: PartitionLeaders
 ) -> MetadataResponseTopic:
     if name is None:
         by_id = state.topics.by_id.get(topic_id)
@@ -121,7 +155,7 @@ def _lookup(
                 error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=topic_id,
                 topic_authorized_operations=OPERATIONS_NOT_REQUESTED,
             )
-        return describe_topic(by_id, node, state.cluster)
+        return describe_topic(by_id, leaders)
     topic = state.topics.get(name)
     if topic is None:
         try:
@@ -139,7 +173,7 @@ def _lookup(
             log.info("auto-created topic %s", name)
         except KafkaError as exc:
             return _error_topic(name, exc.code)
-    return describe_topic(topic, node, state.cluster)
+    return describe_topic(topic, leaders)
 
 
 def _error_topic(name: str, code: int) -> MetadataResponseTopic:
@@ -149,35 +183,14 @@ def _error_topic(name: str, code: int) -> MetadataResponseTopic:
     )
 
 
-def describe_topic(topic: Topic, node: int, cluster: ClusterView | None = None) -> MetadataResponseTopic:
+def describe_topic(topic: Topic, leaders: PartitionLeaders) -> MetadataResponseTopic:
     return MetadataResponseTopic(
         error_code=0,
         name=topic.name,
         topic_id=topic.topic_id,
         is_internal=topic.internal,
-        partitions=[_partition(topic.name, index, node, cluster) for index in range(len(topic.partitions))],
+        partitions=[leaders.partition(topic.name, index) for index in range(len(topic.partitions))],
         topic_authorized_operations=OPERATIONS_NOT_REQUESTED,
-    )
-
-
-def _partition(topic: str, index: int, node: int, cluster: ClusterView | None) -> MetadataResponsePartition:
-    leader, epoch = node, 0
-    if cluster is not None:
-        found = cluster.leader(topic, index)
-        if found is None:
-            return MetadataResponsePartition(
-                error_code=ErrorCode.LEADER_NOT_AVAILABLE, partition_index=index, leader_id=-1,
-                leader_epoch=-1, replica_nodes=[], isr_nodes=[], offline_replicas=[],
-            )
-        leader, epoch = found
-    return MetadataResponsePartition(
-        error_code=0,
-        partition_index=index,
-        leader_id=leader,
-        leader_epoch=epoch,
-        replica_nodes=[leader],
-        isr_nodes=[leader],
-        offline_replicas=[],
     )
 
 

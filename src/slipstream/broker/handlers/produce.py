@@ -112,15 +112,17 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
 def _current_leader(
     ctx: RequestContext, topic: str, partition: int, endpoints: dict[int, ProduceResponseNodeEndpoint]
 ) -> ProduceResponseLeaderIdAndEpoch | None:
-    """KIP-951: the partition's leader now, and its endpoint, so the client need not
-    wait for a metadata refresh."""
+    """KIP-951: the partition's leader now, and its endpoint on the request's listener, so
+    the client need not wait for a metadata refresh (no hint when the leader has no such
+    listener: the client's metadata refresh then says LISTENER_NOT_FOUND)."""
     cluster = ctx.state.cluster
     found = None if cluster is None else cluster.leader(topic, partition)
     if cluster is None or found is None:
         return None
-    row = cluster.broker(found[0])
-    if row is not None:
-        endpoints[row.node_id] = ProduceResponseNodeEndpoint(node_id=row.node_id, host=row.host, port=row.port)
+    endpoint = cluster.endpoint(found[0], ctx.listener)
+    if endpoint is None:
+        return None
+    endpoints[found[0]] = ProduceResponseNodeEndpoint(node_id=found[0], host=endpoint[0], port=endpoint[1])
     return ProduceResponseLeaderIdAndEpoch(leader_id=found[0], leader_epoch=found[1])
 
 

@@ -12,12 +12,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from ...log.metadata import DirectoryMetadata, MetadataStore, update_document
 from .acl import AclBinding, AclFilter
 
 FILE_NAME = "acls.json"
+
+
+@dataclass(frozen=True)
+class StoredChange:
+    """A change applied to the stored set."""
+
+    bindings: list[AclBinding]  # the stored set after it
+    # Taken out of the stored set by it: in a cluster these include ACLs created through
+    # another broker that this one had not heard of yet.
+    deleted: frozenset[AclBinding]
 
 
 class AclStore:
@@ -30,17 +41,23 @@ class AclStore:
 
     def apply(
         self, added: Sequence[AclBinding] = (), removed: Sequence[AclBinding] = (), removed_by: Sequence[AclFilter] = ()
-    ) -> list[AclBinding] | None:
+    ) -> StoredChange | None:
         """Add ``added`` and drop ``removed`` and whatever ``removed_by`` matches in the
-        stored set as it is now; the stored set after, or None without a store."""
+        stored set as it is now; None without a store."""
         if self.metadata is None:
             return None
+        deleted: set[AclBinding] = set()
 
         def change(current: str | None) -> str:
-            bindings = (set(parse(current)) | set(added)) - set(removed)
-            return render(b for b in bindings if not any(f.matches(b) for f in removed_by))
+            before = set(parse(current))
+            bindings = (before | set(added)) - set(removed)
+            kept = {b for b in bindings if not any(f.matches(b) for f in removed_by)}
+            deleted.clear()  # a store may run the change again (a retried transaction)
+            deleted.update(before - kept)
+            return render(kept)
 
-        return parse(update_document(self.metadata, FILE_NAME, change))
+        stored = parse(update_document(self.metadata, FILE_NAME, change))
+        return StoredChange(stored, frozenset(deleted))
 
 
 def render(bindings: Iterable[AclBinding]) -> str:

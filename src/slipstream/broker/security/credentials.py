@@ -138,19 +138,43 @@ class CredentialStore:
 
     def bootstrap(self, spec: str, mechanisms: list[str]) -> None:
         """Create users named in ``scram.bootstrap.users`` ("name:password,...") that have no
-        credential yet, for every enabled SCRAM mechanism; existing users are left alone."""
-        added = []
+        credential yet, for every enabled SCRAM mechanism; existing users are left alone.
+        Only the missing users are added, to the stored document as it is now, so a change
+        made through another broker of a cluster at the same moment is kept."""
+        wanted: dict[str, str] = {}
         for entry in filter(None, (e.strip() for e in spec.split(","))):
             user, sep, password = entry.partition(":")
             if not sep or not user or not password:
                 raise ValueError(f"scram.bootstrap.users: {entry!r} must look like name:password")
-            if user in self._users:
-                continue
-            for mechanism in mechanisms:
-                self.put(user, mechanism, ScramCredential.from_password(MECHANISMS[mechanism], password))
-            added.append(user)
+            wanted.setdefault(user, password)
+        # Salting is slow (PBKDF2): only for users not held already, outside the store's lock.
+        made = {
+            user: {m: ScramCredential.from_password(MECHANISMS[m], password) for m in mechanisms}
+            for user, password in wanted.items()
+            if user not in self._users
+        }
+        if not made:
+            return
+        added: list[str] = []
+
+        def add_missing(users: dict[str, dict[str, ScramCredential]]) -> None:
+            added.clear()  # a store may run the change again (a retried transaction)
+            for user, creds in made.items():
+                if user not in users:
+                    users[user] = dict(creds)
+                    added.append(user)
+
+        if self.metadata is None:
+            add_missing(self._users)
+        else:
+
+            def change(current: str | None) -> str:
+                users = _parse(current) if current is not None else {}
+                add_missing(users)
+                return _render(users)
+
+            self.replace(update_document(self.metadata, FILE_NAME, change))
         if added:
-            self.save()
             log.info("created SCRAM users from scram.bootstrap.users: %s", ", ".join(added))
 
 

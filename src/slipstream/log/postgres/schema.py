@@ -68,6 +68,11 @@ MIGRATIONS: tuple[str, ...] = (
         next_id  bigint  NOT NULL
     );
     """,
+    # 3: every advertised listener of a broker, by name ([{"name", "host", "port"}, ...] in
+    # the broker's listener order), so an answer on listener L names each broker's L endpoint.
+    """
+    ALTER TABLE cluster_brokers ADD COLUMN listeners jsonb NOT NULL DEFAULT '[]';
+    """,
 )
 
 # The database's clock in milliseconds: every broker judges leases and heartbeats by it.
