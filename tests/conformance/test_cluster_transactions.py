@@ -202,6 +202,42 @@ def test_a_transaction_over_partitions_of_every_broker_with_offsets_coordinated_
     producer.flush(5)
 
 
+def test_slipstream_producer_transactions_over_partitions_of_every_broker(cluster: Cluster, topic_name: str) -> None:
+    from slipstream.client.producer import Producer as SlipstreamProducer
+    from slipstream.client.transactions import ConsumerGroupMetadata
+
+    everyone = {1, 2, 3}
+    ck_create_topic(cluster.brokers[0].bootstrap, topic_name, partitions=PARTITIONS)
+    cluster.wait_settled(everyone, topic_name, PARTITIONS)
+    tid = f"tx-{uuid.uuid4().hex[:8]}"
+    producer = SlipstreamProducer(cluster.bootstrap, transactional_id=tid)
+    try:
+        producer.init_transactions(CALL_TIMEOUT_S)
+        group = group_elsewhere(cluster, txn_coordinator(cluster, tid, everyone), everyone)
+        committed: list[str] = []
+        aborted: list[str] = []
+        for label, commit, offset in (("first", True, 5), ("aborted", False, 9), ("second", True, 12)):
+            values = values_of(f"slipstream-{label}", 12)
+            producer.begin_transaction()
+            for i, value in enumerate(values):
+                producer.produce(topic_name, value, key=value, partition=i % PARTITIONS)
+            producer.flush(CALL_TIMEOUT_S)
+            producer.send_offsets_to_transaction(
+                {(topic_name, p): offset for p in range(PARTITIONS)}, ConsumerGroupMetadata(group), CALL_TIMEOUT_S
+            )
+            if commit:
+                producer.commit_transaction(CALL_TIMEOUT_S)
+                committed += values
+            else:
+                producer.abort_transaction(CALL_TIMEOUT_S)
+                aborted += values
+    finally:
+        producer.close(5)
+    seen = read_committed(cluster.bootstrap, topic_name, set(committed))
+    assert seen == set(committed) and not seen & set(aborted)
+    assert committed_offsets(cluster.bootstrap, group, topic_name) == dict.fromkeys(range(PARTITIONS), 12)
+
+
 class TransactionLog:
     """What the producer was told of each transaction it ran."""
 
