@@ -5,7 +5,8 @@ sends offsets for a group coordinated by another broker than its transaction
 coordinator; read_committed consumers see what committed and never what aborted. Then
 kill -9 of the transaction coordinator right after a commit (its markers may still be
 on their way) and in the middle of a transaction: the producer carries on with the
-new coordinator, nothing committed is lost, nothing aborted shows.
+new coordinator, nothing committed is lost, nothing aborted shows; a transaction
+whose producer went away with its coordinator is timed out by the next coordinator.
 """
 
 from __future__ import annotations
@@ -300,3 +301,34 @@ def test_kill_9_of_the_transaction_coordinator_loses_nothing_committed(cluster: 
     assert not seen & txns.aborted, f"aborted records read, e.g. {sorted(seen & txns.aborted)[:5]}"
     assert seen == txns.committed
     txns.producer.flush(5)
+
+
+def test_a_transaction_left_open_on_a_killed_coordinator_is_aborted_by_the_next(
+    cluster: Cluster, topic_name: str
+) -> None:
+    """Its producer is gone too: the new coordinator times the transaction out, so the
+    LSO moves on every leader and read_committed readers get past it."""
+    everyone = {1, 2, 3}
+    ck_create_topic(cluster.brokers[0].bootstrap, topic_name, partitions=PARTITIONS)
+    cluster.wait_settled(everyone, topic_name, PARTITIONS)
+    gone_tid = f"tx-gone-{uuid.uuid4().hex[:8]}"
+    abandoned = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "transactional.id": gone_tid,
+            "transaction.timeout.ms": 5000,
+            "linger.ms": 5,
+        }
+    )
+    abandoned.init_transactions(CALL_TIMEOUT_S)
+    left_open = values_of("left-open", 12)
+    abandoned.begin_transaction()
+    produce(abandoned, topic_name, left_open, range(PARTITIONS))
+    coordinator = txn_coordinator(cluster, gone_tid, everyone)
+    cluster.by_node(coordinator).kill9()
+
+    txns = TransactionLog(cluster, topic_name, f"tx-{uuid.uuid4().hex[:8]}")
+    assert txns.run()
+    seen = read_committed(cluster.bootstrap, topic_name, txns.committed)
+    assert seen == txns.committed, (sorted(txns.committed - seen)[:5], sorted(seen - txns.committed)[:5])
+    assert abandoned is not None  # (held to here: librdkafka must not end its transaction itself)
