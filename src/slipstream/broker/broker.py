@@ -158,8 +158,8 @@ class Broker:
             assert config.database_url is not None
             await groups.loaded()  # every offsets partition disowned until its lease is held
             self.cluster = ClusterMember(state, store, config.database_url, state.cluster)
-            await self.cluster.start(groups)
-            transactions.load()  # what this broker leads of __transaction_state is loaded now
+            # (__transaction_state partitions are loaded as their leases are gained.)
+            await self.cluster.start(groups, transactions)
             for server in self._servers:
                 await server.start_serving()
         loop = asyncio.get_running_loop()

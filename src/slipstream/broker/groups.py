@@ -44,7 +44,7 @@ from ..coordinator.config import (
     MigrationPolicy,
 )
 from ..coordinator.result import RequestContext as CoordinatorContext
-from ..log.api import PartitionLog
+from ..log.api import LogFenced, PartitionLog
 from ..protocol.apis.consumer_group_describe import (
     ConsumerGroupDescribeRequest,
     ConsumerGroupDescribeResponse,
@@ -270,14 +270,18 @@ class GroupCoordinatorAdapter:
     ) -> int:
         """Write a transaction marker into an offsets partition and replay it; an error code.
 
-        Called by the transaction coordinator for transactions that committed offsets
-        (AddOffsetsToTxn put the group's partition in them)."""
+        Called for the transaction coordinator (here, or through WriteTxnMarkers) for
+        transactions that committed offsets (AddOffsetsToTxn put the group's partition
+        in them). In a cluster only the partition's leader writes it: elsewhere
+        NOT_LEADER_OR_FOLLOWER, and the coordinator asks the leader it finds next."""
         await self._loaded.wait()
         async with self._lock:
             self._flush()
             plog = self.state.topics.partition(OFFSETS_TOPIC, partition)
             if plog is None:
                 return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if self.state.not_leader(OFFSETS_TOPIC, partition) or not self.coordinator.owns(partition):
+                return ErrorCode.NOT_LEADER_OR_FOLLOWER
             now = self.state.clock()
             batch = build_control_batch(
                 CONTROL_COMMIT if commit else CONTROL_ABORT,
@@ -296,7 +300,10 @@ class GroupCoordinatorAdapter:
             if self.state.config.syncs_before_ack:
                 try:
                     await self.state.committer.sync(plog)
-                except OSError as exc:
+                except LogFenced as exc:  # the lease moved on: the new leader gets it
+                    log.info("a transaction marker to %s-%d was refused: %s", OFFSETS_TOPIC, partition, exc)
+                    return ErrorCode.NOT_LEADER_OR_FOLLOWER
+                except Exception as exc:  # (postgres: the database's own errors too)
                     log.error("syncing %s failed: %s", OFFSETS_TOPIC, exc)
                     return ErrorCode.KAFKA_STORAGE_ERROR
         self._timers.poke()
