@@ -3,9 +3,11 @@
 The transaction coordinator sends WriteTxnMarkers to partition leaders elsewhere
 (``txn_markers.BrokerMarkerTransport``). One connection per peer, made on first use
 with the client's connection core (``client/connection.py``, imported then: a broker
-that never sends to a peer never loads the client), to the address the registry
-advertises for it; a connection that fails is dropped and made again on the next use,
-to the address the registry gives then.
+that never sends to a peer never loads the client), to the endpoint the registry
+holds for the peer's inter-broker listener (``inter.broker.listener.name``, default the
+first), with that listener's TLS and SASL settings (``inter_broker.py``); a connection
+that fails is dropped and made again on the next use, to the address the registry gives
+then.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from .state import BrokerState
 
 if TYPE_CHECKING:
     from ..client.connection import BrokerConnection
+    from ..client.security import ClientSecurity
+    from .inter_broker import InterBrokerClient
     from .txn_markers import TxnMarker
 
 log = logging.getLogger(__name__)
@@ -38,14 +42,25 @@ REQUEST_TIMEOUT_S = 15.0
 
 
 class PeerUnavailable(ConnectionError):
-    """The registry has no live broker with that node id."""
+    """The registry has no live broker with that node id, or it has no inter-broker listener."""
 
 
 class PeerConnections:
     def __init__(self, state: BrokerState) -> None:
         self.state = state
+        # Resolved on first use: only a cluster's brokers connect to peers, and the config
+        # checked these settings at start-up for those.
+        self._client: InterBrokerClient | None = None
+        self._security: ClientSecurity | None = None
         self._connections: dict[int, BrokerConnection] = {}
         self._connecting: dict[int, asyncio.Lock] = {}
+
+    @property
+    def client(self) -> InterBrokerClient:
+        """The inter-broker listener, and how to connect there."""
+        if self._client is None:
+            self._client = self.state.config.inter_broker_client()
+        return self._client
 
     async def connection(self, node_id: int) -> BrokerConnection:
         """The open connection to ``node_id``, made (again) if needed."""
@@ -60,11 +75,14 @@ class PeerConnections:
                 await current.close()
             from ..client.connection import BrokerConnection  # (only once a peer is needed)
 
+            if self._security is None:
+                self._security = self.client.client_security()
             connection = BrokerConnection(
                 *address,
                 client_id=f"slipstream-broker-{self.state.config.node_id}",
                 connect_timeout_s=CONNECT_TIMEOUT_S,
                 request_timeout_s=REQUEST_TIMEOUT_S,
+                security=self._security,
             )
             await connection.connect()
             self._connections[node_id] = connection
@@ -75,7 +93,13 @@ class PeerConnections:
         row = cluster.broker(node_id) if cluster is not None else None
         if row is None:
             raise PeerUnavailable(f"broker {node_id} is not live")
-        return row.host, row.port
+        endpoint = row.endpoint(self.client.listener)
+        if endpoint is None:
+            raise PeerUnavailable(
+                f"broker {node_id} has no {self.client.listener} listener (inter.broker.listener.name); "
+                f"its listeners: {', '.join(e.name for e in row.listeners)}"
+            )
+        return endpoint
 
     async def write_txn_markers(self, node_id: int, marker: TxnMarker) -> dict[tuple[str, int], int]:
         """One WriteTxnMarkers request to ``node_id``; each partition's error code."""
