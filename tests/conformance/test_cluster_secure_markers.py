@@ -1,10 +1,11 @@
-"""Transactions in a cluster whose only listener is SASL_PLAINTEXT, with ACLs on (issue 16).
+"""Transactions in a cluster whose only listener is secured, with ACLs on (issue 16).
 
-Three brokers over one PostgreSQL database, each with one SASL_PLAINTEXT listener and
-the ACL authorizer. The brokers reach each other on that listener as user ``broker``
-(Kafka's ``listener.name.<l>.<mechanism>.sasl.jaas.config``), which holds no more than
-Kafka asks of an inter-broker principal: ClusterAction on the cluster, granted by an
-ACL. A confluent-kafka transactional producer (user ``admin``, a super user) writes
+Three brokers over one PostgreSQL database, each with one listener and the ACL
+authorizer: SASL_PLAINTEXT, where the brokers reach each other as user ``broker``
+(Kafka's ``listener.name.<l>.<mechanism>.sasl.jaas.config``), or SSL with client
+certificates required, where they present their own certificate. Either principal holds
+no more than Kafka asks of an inter-broker principal: ClusterAction on the cluster,
+granted by an ACL. A confluent-kafka transactional producer (a super user) writes
 partitions led by every broker and commits offsets of a group coordinated by another
 broker than its transaction coordinator: the markers go out to the other brokers
 through SASL, and read_committed consumers through each broker see what committed and
@@ -17,6 +18,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from test_cluster import OFFSETS_PARTITIONS, SESSION_MS, Cluster
 from test_cluster_transactions import finish, group_elsewhere, txn_coordinator, values_of
 
+from slipstream.cli.certs import make_dev_certs
 from slipstream.testing.broker_process import BrokerProcess
 from slipstream.testing.ports import free_port
 
@@ -34,15 +37,53 @@ TXN_PARTITIONS = 4  # as test_cluster_transactions (txn_coordinator assumes it)
 PARTITIONS = 6
 CALL_TIMEOUT_S = 60
 MECHANISM = "SCRAM-SHA-512"
-ADMIN = {
-    "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": MECHANISM,
-    "sasl.username": "admin", "sasl.password": "admin-pw",
-}  # fmt: skip
 
 
-def secure_broker(tmp_path: Path, node: int, url: str) -> BrokerProcess:
+@dataclass(frozen=True)
+class Secured:
+    """One way of securing the cluster: the brokers' settings (but the listener's port),
+    the admin client's, and the principal the brokers are to each other."""
+
+    protocol: str
+    broker_settings: dict[str, str]
+    admin: dict[str, str]
+    inter_broker_principal: str
+
+
+def secured(kind: str, tmp_path: Path) -> Secured:
+    if kind == "SASL_PLAINTEXT":
+        jaas = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="broker-pw";'
+        return Secured(
+            kind,
+            {
+                "scram.bootstrap.users": "admin:admin-pw,broker:broker-pw",
+                "super.users": "User:admin",
+                "sasl.mechanism.inter.broker.protocol": MECHANISM,
+                f"listener.name.sasl_plaintext.{MECHANISM.lower()}.sasl.jaas.config": jaas,
+            },
+            {"security.protocol": kind, "sasl.mechanism": MECHANISM, "sasl.username": "admin", "sasl.password": "admin-pw"},
+            "User:broker",
+        )
+    certs = tmp_path / "certs"
+    make_dev_certs(certs, clients=["admin"])
+    return Secured(
+        kind,
+        {
+            "ssl.certfile": str(certs / "broker.pem"), "ssl.keyfile": str(certs / "broker-key.pem"),
+            "ssl.cafile": str(certs / "ca.pem"), "ssl.client.auth": "required",
+            "super.users": "User:CN=admin,O=Slipstream Dev",
+        },
+        {
+            "security.protocol": kind, "ssl.ca.location": str(certs / "ca.pem"),
+            "ssl.certificate.location": str(certs / "admin.pem"), "ssl.key.location": str(certs / "admin-key.pem"),
+        },
+        "User:CN=localhost,O=Slipstream Dev",  # the broker certificate's subject
+    )  # fmt: skip
+
+
+def secure_broker(tmp_path: Path, node: int, url: str, security: Secured) -> BrokerProcess:
     port = free_port()
-    jaas = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="broker-pw";'
+    settings = {**security.broker_settings, "listeners": f"{security.protocol}://127.0.0.1:{port}", "authorizer": "acl"}
     return BrokerProcess(
         tmp_path / f"data-{node}",
         tmp_path / f"broker-{node}.log",
@@ -54,19 +95,19 @@ def secure_broker(tmp_path: Path, node: int, url: str) -> BrokerProcess:
             "--set", f"offsets.topic.num.partitions={OFFSETS_PARTITIONS}",
             "--set", f"transaction.state.log.num.partitions={TXN_PARTITIONS}",
             "--set", "group.initial.rebalance.delay.ms=0",
-            "--set", f"listeners=SASL_PLAINTEXT://127.0.0.1:{port}",
-            "--set", "scram.bootstrap.users=admin:admin-pw,broker:broker-pw",
-            "--set", "authorizer=acl",
-            "--set", "super.users=User:admin",
-            "--set", f"sasl.mechanism.inter.broker.protocol={MECHANISM}",
-            "--set", f"listener.name.sasl_plaintext.{MECHANISM.lower()}.sasl.jaas.config={jaas}",
+            *(arg for key, value in settings.items() for arg in ("--set", f"{key}={value}")),
         ),
     )  # fmt: skip
 
 
+@pytest.fixture(params=["SASL_PLAINTEXT", "SSL"])
+def security(request: pytest.FixtureRequest, tmp_path: Path) -> Secured:
+    return secured(request.param, tmp_path)
+
+
 @pytest.fixture
-def cluster(tmp_path: Path, postgres_url: str) -> Iterator[Cluster]:
-    brokers = [secure_broker(tmp_path, node, postgres_url) for node in (1, 2, 3)]
+def cluster(tmp_path: Path, postgres_url: str, security: Secured) -> Iterator[Cluster]:
+    brokers = [secure_broker(tmp_path, node, postgres_url, security) for node in (1, 2, 3)]
     try:
         starters = [threading.Thread(target=broker.start, kwargs={"timeout": 60}) for broker in brokers]
         for t in starters:
@@ -82,11 +123,11 @@ def cluster(tmp_path: Path, postgres_url: str) -> Iterator[Cluster]:
             broker.stop()
 
 
-def as_admin(bootstrap: str, **settings: Any) -> dict[str, Any]:
-    return {"bootstrap.servers": bootstrap, **ADMIN, **settings}
+def as_admin(security: Secured, bootstrap: str, **settings: Any) -> dict[str, Any]:
+    return {"bootstrap.servers": bootstrap, **security.admin, **settings}
 
 
-def grant_cluster_action_to_the_brokers(cluster: Cluster) -> None:
+def grant_cluster_action_to_the_brokers(security: Secured, cluster: Cluster) -> None:
     from confluent_kafka.admin import (
         AclBinding,
         AclOperation,
@@ -96,27 +137,27 @@ def grant_cluster_action_to_the_brokers(cluster: Cluster) -> None:
         ResourceType,
     )
 
-    admin = AdminClient(as_admin(cluster.bootstrap))
+    admin = AdminClient(as_admin(security, cluster.bootstrap))
     binding = AclBinding(
-        ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:broker", "*",
+        ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, security.inter_broker_principal, "*",
         AclOperation.CLUSTER_ACTION, AclPermissionType.ALLOW,
     )  # fmt: skip
     assert admin.create_acls([binding])[binding].result(timeout=20) is None
 
 
-def create_topic(bootstrap: str, topic: str) -> None:
+def create_topic(security: Secured, bootstrap: str, topic: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient(as_admin(bootstrap))
+    admin = AdminClient(as_admin(security, bootstrap))
     futures = admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS, replication_factor=1)], request_timeout=15)
     futures[topic].result(timeout=20)
 
 
-def read_committed(bootstrap: str, topic: str, want: set[str], timeout: float = 60) -> set[str]:
+def read_committed(security: Secured, bootstrap: str, topic: str, want: set[str], timeout: float = 60) -> set[str]:
     """Values a read_committed consumer reads from the start: until it has every one of
     ``want`` and then reached the end of every partition, or the timeout."""
     consumer = Consumer(as_admin(
-        bootstrap, **{"group.id": f"reader-{uuid.uuid4().hex[:8]}", "isolation.level": "read_committed",
+        security, bootstrap, **{"group.id": f"reader-{uuid.uuid4().hex[:8]}", "isolation.level": "read_committed",
                       "enable.auto.commit": False, "enable.partition.eof": True},
     ))  # fmt: skip
     consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
@@ -144,22 +185,22 @@ def read_committed(bootstrap: str, topic: str, want: set[str], timeout: float = 
     return seen
 
 
-def test_a_transaction_over_every_broker_commits_through_sasl_with_cluster_action_acl(
-    cluster: Cluster, topic_name: str
+def test_a_transaction_over_every_broker_commits_with_markers_sent_as_a_cluster_action_principal(
+    security: Secured, cluster: Cluster, topic_name: str
 ) -> None:
     everyone = {1, 2, 3}
-    grant_cluster_action_to_the_brokers(cluster)
-    create_topic(cluster.brokers[0].bootstrap, topic_name)
+    grant_cluster_action_to_the_brokers(security, cluster)
+    create_topic(security, cluster.brokers[0].bootstrap, topic_name)
     leaders = cluster.wait_settled(everyone, topic_name, PARTITIONS)
     assert {leaders[(topic_name, p)] for p in range(PARTITIONS)} == everyone, leaders
     tid = f"tx-{uuid.uuid4().hex[:8]}"
     producer = Producer(as_admin(
-        cluster.bootstrap, **{"transactional.id": tid, "transaction.timeout.ms": 60_000, "linger.ms": 5},
+        security, cluster.bootstrap, **{"transactional.id": tid, "transaction.timeout.ms": 60_000, "linger.ms": 5},
     ))  # fmt: skip
     producer.init_transactions(CALL_TIMEOUT_S)
     coordinator = txn_coordinator(cluster, tid, everyone)
     group = group_elsewhere(cluster, coordinator, everyone)
-    member = Consumer(as_admin(cluster.bootstrap, **{"group.id": group}))  # its metadata only
+    member = Consumer(as_admin(security, cluster.bootstrap, **{"group.id": group}))  # its metadata only
     committed: list[str] = []
     aborted: list[str] = []
     try:
@@ -181,14 +222,14 @@ def test_a_transaction_over_every_broker_commits_through_sasl_with_cluster_actio
 
     # Read through each broker alone: each one points its reader at the leaders.
     for broker in cluster.brokers:
-        seen = read_committed(broker.bootstrap, topic_name, set(committed))
+        seen = read_committed(security, broker.bootstrap, topic_name, set(committed))
         assert seen == set(committed), (sorted(set(committed) - seen)[:5], sorted(seen - set(committed))[:5])
-    reader = Consumer(as_admin(cluster.bootstrap, **{"group.id": group, "isolation.level": "read_committed"}))
+    reader = Consumer(as_admin(security, cluster.bootstrap, **{"group.id": group, "isolation.level": "read_committed"}))
     try:
         got = reader.committed([TopicPartition(topic_name, p) for p in range(PARTITIONS)], timeout=20)
     finally:
         reader.close()
     assert {tp.partition: tp.offset for tp in got} == dict.fromkeys(range(PARTITIONS), 30)
-    # The coordinator's markers reached the other brokers as user broker, every one accepted.
+    # The coordinator's markers reached the other brokers, every one accepted.
     coordinator_log = cluster.by_node(coordinator).log_text()
     assert "not sent" not in coordinator_log and "CLUSTER_AUTHORIZATION" not in coordinator_log
