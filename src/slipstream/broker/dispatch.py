@@ -14,7 +14,7 @@ from ..protocol.apis.api_versions import (
 )
 from ..protocol.errors import ErrorCode
 from .groups import GroupCoordinatorAdapter
-from .handlers import HANDLERS, Handler
+from .handlers import API_TABLE, Handler, load_handler
 from .request_context import RequestContext
 from .security.sasl_answers import AuthenticationFailed, raw_sasl_token
 from .security.session import SASL_HANDSHAKE as SASL_HANDSHAKE_KEY
@@ -52,15 +52,16 @@ class Dispatcher:
         self.state = state
         self.groups = groups
         self.transactions = transactions
-        self.handlers: dict[int, Handler] = HANDLERS
+        # Handler modules by API key, each imported on its API's first request.
+        self.handlers: dict[int, Handler] = {}
         state.api_versions = self.supported_versions()
 
     def supported_versions(self) -> list[ApiVersionsResponseApiVersion]:
         return [
             ApiVersionsResponseApiVersion(
-                api_key=key, min_version=m.MIN_VERSION, max_version=m.MAX_VERSION
+                api_key=key, min_version=entry.min_version, max_version=entry.max_version
             )
-            for key, m in sorted(self.handlers.items())
+            for key, entry in sorted(API_TABLE.items())
         ]
 
     async def dispatch(
@@ -90,7 +91,9 @@ class Dispatcher:
                 )
         handler = self.handlers.get(api_key)
         if handler is None:
-            raise CloseConnection(f"unknown API key {api_key}")
+            if api_key not in API_TABLE:
+                raise CloseConnection(f"unknown API key {api_key}")
+            handler = self.handlers[api_key] = load_handler(api_key)
         spec: api.ApiSpec = handler.SPEC
         if not handler.MIN_VERSION <= api_version <= handler.MAX_VERSION:
             if api_key == api.API_VERSIONS_KEY:

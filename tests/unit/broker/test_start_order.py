@@ -200,7 +200,7 @@ async def test_a_failure_to_make_the_offsets_topic_fails_start_and_closes_the_li
 # Runs `slipstream serve` in a fresh interpreter up to the end of Broker.start, then
 # reports the modules loaded by then and the collector's state.
 _SERVE_UNTIL_STARTED = """
-import gc, json, sys
+import asyncio, gc, json, struct, sys
 import slipstream.cli as cli
 
 seen = {}
@@ -213,6 +213,15 @@ def _serve(args):
         seen["collector_on_while_starting"] = gc.isenabled()
         await self.start()
         seen["modules"] = sorted(sys.modules)
+        # A Metadata v0 request (all topics) and its answer: what a first client needs.
+        reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
+        client = b"probe"
+        body = struct.pack(">hhih", 3, 0, 7, len(client)) + client + struct.pack(">i", 0)
+        writer.write(struct.pack(">i", len(body)) + body)
+        size = struct.unpack(">i", await reader.readexactly(4))[0]
+        seen["answered"] = struct.unpack(">i", (await reader.readexactly(size))[:4])[0] == 7
+        writer.close()
+        seen["modules_after_metadata"] = sorted(sys.modules)
         await self.stop()
 
     broker.Broker.serve_forever = start_then_stop
@@ -269,7 +278,10 @@ def test_serve_loads_only_what_serving_needs_and_starts_with_the_collector_off(t
     seen = _serve_until_started(tmp_path)
     modules = seen["modules"]
     assert [name for name in NOT_LOADED_TO_SERVE if _loaded(modules, name)] == []
-    assert _loaded(modules, "slipstream.broker.handlers.metadata")  # the check sees real imports
+    assert seen["answered"]
+    after_metadata = seen["modules_after_metadata"]
+    assert [name for name in NOT_LOADED_TO_SERVE if _loaded(after_metadata, name)] == []
+    assert _loaded(after_metadata, "slipstream.broker.handlers.metadata")  # the check sees real imports
     assert seen["collector_on_while_starting"] is False
     assert seen["collector_on_after"] is True  # main() puts it back when serve returns
 
