@@ -9,13 +9,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..coordinator.result import RequestContext as CoordinatorContext
 from ..protocol.api import RequestHeader
 from .security.acl import CLUSTER_NAME, Operation, ResourceType
 from .security.session import ANONYMOUS, ConnectionSession
 from .state import BrokerState
 
 if TYPE_CHECKING:
+    from ..coordinator.result import RequestContext as CoordinatorContext
+
     # Type-only: the coordinators load after the listener opens (Broker.start).
     from .groups import GroupCoordinatorAdapter
     from .transactions import TransactionCoordinatorAdapter
@@ -119,6 +120,8 @@ class RequestContext:
         found = cache.get(key)
         if found is not None:
             return found
+        from ..coordinator.result import RequestContext as CoordinatorContext  # (first miss only)
+
         host = self.client_host.rsplit(":", 1)[0]
         # Kafka shows client hosts as InetAddress.toString(): "/127.0.0.1".
         made = CoordinatorContext(

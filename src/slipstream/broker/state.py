@@ -6,9 +6,8 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..coordinator.result import RequestContext as CoordinatorContext
 from ..log.api import AppendInfo, LogFenced, PartitionLog
 from ..log.metadata import MetadataStore
 from ..protocol.apis.api_versions import ApiVersionsResponseApiVersion
@@ -39,6 +38,9 @@ from .security.acl_store import AclStore
 from .security.authorizer import Authorizer
 from .security.credentials import CredentialStore
 from .topics import TopicManager
+
+if TYPE_CHECKING:
+    from ..coordinator.result import RequestContext as CoordinatorContext
 
 
 def wall_clock_ms() -> int:

@@ -353,6 +353,8 @@ LOADED_AFTER_THE_FIRST_ANSWER = (
     "slipstream.broker.transactions",
     "slipstream.broker.cleaner",
     "slipstream.coordinator.coordinator",
+    "slipstream.coordinator.result",
+    "slipstream.coordinator.topics_image",
     "slipstream.coordinator.transactions",
 )
 NOT_LOADED_BEFORE_THEIR_REQUESTS = (
