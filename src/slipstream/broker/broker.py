@@ -23,7 +23,6 @@ from ..log.api import LogFenced
 from ..log.memory import MemoryLogStore
 from ..log.metadata import DirectoryMetadata, MetadataStore
 from ..protocol.record_batch import load_crc32c
-from .cluster.view import ClusterView
 from .config import BrokerConfig
 from .connection_limits import ConnectionLimits
 from .dispatch import Dispatcher
@@ -142,6 +141,8 @@ class Broker:
         if config.storage == "postgres":
             # A broker over PostgreSQL is a cluster member (alone or not): it serves only
             # the partitions whose lease it holds.
+            from .cluster.view import ClusterView  # (loads the cluster side only when used)
+
             state.cluster = ClusterView(config.node_id)
         # Answers ApiVersions and Metadata until the coordinators are attached.
         dispatcher = Dispatcher(state)

@@ -24,7 +24,6 @@ from ..protocol.record_batch import (
 from . import topic_config
 from .append_policy import AppendPolicies
 from .batch_checks import CheckedRecords, check_batch_records
-from .cluster.view import ClusterView
 from .config import BrokerConfig
 from .durability import GroupCommitter
 from .fetch_sessions import FetchSessionCache
@@ -41,6 +40,7 @@ from .topics import TopicManager
 
 if TYPE_CHECKING:
     from ..coordinator.result import RequestContext as CoordinatorContext
+    from .cluster.view import ClusterView
 
 
 def wall_clock_ms() -> int:
