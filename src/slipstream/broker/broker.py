@@ -29,6 +29,7 @@ from .dispatch import Dispatcher
 from .fetch_sessions import FetchSessionCache
 from .gc_tuning import FREEZE_AFTER_S, ServingGC
 from .group_configs import GroupConfigs
+from .handlers import all_handlers
 from .listener_settings import ListenerSecurity
 from .listeners import Listener, advertised_endpoint, parse_advertised, parse_listeners
 from .producer_state import ProducerIdAllocator
@@ -53,8 +54,7 @@ log = logging.getLogger(__name__)
 # Most of the broker's code: the group and transaction coordinators (and what they
 # import) and the log cleaner. Not imported with this module: a start imports them in a
 # worker thread while its listener answers ApiVersions and Metadata (Dispatcher).
-# `slipstream.Broker` and the pytest plugin import them up front, so an embedded start
-# does not wait for them.
+# `slipstream.Broker` and the pytest plugin import them up front (load_all_modules).
 COORDINATOR_MODULES = tuple(f"{__package__}.{name}" for name in ("groups", "transactions", "cleaner"))
 
 
@@ -66,6 +66,14 @@ def load_coordinator_modules() -> None:
 
 def coordinator_modules_loaded() -> bool:
     return all(name in sys.modules for name in COORDINATOR_MODULES)
+
+
+def load_all_modules() -> None:
+    """Import all a broker may run: the coordinator modules and every API's handler. For
+    embedded use (`slipstream.Broker`, the pytest plugin): a start and the first requests
+    then import nothing, as when this module still imported it all."""
+    load_coordinator_modules()
+    all_handlers()
 
 
 class Broker:
