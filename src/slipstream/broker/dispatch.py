@@ -123,7 +123,9 @@ class Dispatcher:
             if self.groups is None:
                 # Still starting: this API is not in SERVED_WHILE_STARTING (those are loaded).
                 await self._coordinators_attached.wait()
-            handler = self.handlers.get(api_key) or self.handlers.setdefault(api_key, load_handler(api_key))
+            handler = self.handlers.get(api_key)  # (a request that waited too may have loaded it)
+            if handler is None:
+                handler = self.handlers[api_key] = load_handler(api_key)
         spec: api.ApiSpec = handler.SPEC
         if not handler.MIN_VERSION <= api_version <= handler.MAX_VERSION:
             if api_key == api.API_VERSIONS_KEY:

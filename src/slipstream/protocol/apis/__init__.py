@@ -7,9 +7,10 @@ broker answering its first requests loads only the APIs it is asked for.
 from __future__ import annotations
 
 import importlib
-import pkgutil
 
 
 def load_all() -> None:
+    import pkgutil  # (here: a serving broker never lists the package)
+
     for module in pkgutil.iter_modules(__path__):
         importlib.import_module(f"{__name__}.{module.name}")
