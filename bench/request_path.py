@@ -37,7 +37,7 @@ from typing import Any
 
 from slipstream import Broker
 from slipstream.broker.dispatch import Dispatcher, _frame
-from slipstream.broker.handlers import HANDLERS
+from slipstream.broker.handlers import load_handler
 from slipstream.broker.request_context import RequestContext
 from slipstream.broker.server import KafkaConnection
 from slipstream.protocol import api
@@ -181,7 +181,7 @@ async def join_consumer_group(dispatcher: Dispatcher, group: str) -> tuple[str, 
 class Stages:
     def __init__(self, dispatcher: Dispatcher, key: int, version: int, frame: bytes) -> None:
         self.dispatcher = dispatcher
-        self.handler = HANDLERS[key]
+        self.handler = load_handler(key)
         self.spec = self.handler.SPEC
         self.version = version
         self.frame = frame

@@ -26,7 +26,7 @@ import struct
 import uuid
 from dataclasses import dataclass
 
-from slipstream.broker.handlers import HANDLERS
+from slipstream.broker.handlers import API_TABLE, load_handler
 from slipstream.protocol import api, codec
 from slipstream.protocol import primitives as p
 from slipstream.protocol.apis.api_versions import ApiVersionsResponse, ApiVersionsResponseApiVersion
@@ -136,11 +136,12 @@ class Stub:
         self.versions = [
             ApiVersionsResponseApiVersion(
                 api_key=key,
-                min_version=HANDLERS[key].MIN_VERSION,
-                max_version=HANDLERS[key].MAX_VERSION,
+                min_version=API_TABLE[key].min_version,
+                max_version=API_TABLE[key].max_version,
             )
             for key in sorted(SERVED)
         ]
+        self.specs = {key: load_handler(key).SPEC for key in SERVED}
 
     # ----------------------------------------------------------------- requests
 
@@ -149,7 +150,7 @@ class Stub:
         ``fetch_may_wait``) the seconds to wait before asking again."""
         view = memoryview(frame)
         key, version, correlation_id = api.decode_request_header_prefix(view)
-        spec = HANDLERS[key].SPEC
+        spec = self.specs[key]
         _, pos = api.decode_request_header_rest(
             view, spec.request_header_version(version), key, version, correlation_id
         )
