@@ -78,6 +78,7 @@ from .offsets_batches import RecordTooLarge, batches_by_producer
 from .offsets_replay import replay_group_log
 from .ordered_lock import OrderedLock
 from .state import BrokerState
+from .unsynced_offsets import UnsyncedOffsets
 
 log = logging.getLogger(__name__)
 
@@ -121,9 +122,11 @@ class GroupCoordinatorAdapter:
         # The loop reads state.clock at each wake-up: it may be replaced (a manual clock).
         self._timers = CoordinatorTimerLoop(self.timer, lambda: self.state.clock(), self._run_due_timers)
         self._tasks: list[asyncio.Task[None]] = []
+        # Offsets written but not yet synced (syncs_before_ack): OffsetFetch shows their durable value.
+        self._unsynced = UnsyncedOffsets()
         # Group commit: commits handled but not yet written or answered.
         self._commits = OffsetCommitQueue(
-            state, flush=self._flush, deliver=self._deliver, carry_out_later=self._carry_out_later
+            state, flush=self._flush, deliver=self._deliver, carry_out_later=self._carry_out_later, sync=self._sync
         )
         # Results carried out later on the ordered path (see _carry_out_later).
         self._later: set[asyncio.Task[None]] = set()
@@ -221,6 +224,7 @@ class GroupCoordinatorAdapter:
         async with self._lock:
             self.coordinator.begin_loading(partitions)
             self._flush()
+            self._unsynced.forget(partitions)
             replayed = await self._replay(partitions)
             self.coordinator.finish_loading(self.state.clock(), partitions)
         self._timers.wake()
@@ -231,6 +235,7 @@ class GroupCoordinatorAdapter:
         async with self._lock:
             self._flush()
             dropped = self.coordinator.disown(partitions, self.state.clock())
+            self._unsynced.forget(partitions)
         if dropped:
             log.info("group coordinator unloaded %d groups of %s partitions %s", len(dropped), OFFSETS_TOPIC, partitions)
 
@@ -322,7 +327,13 @@ class GroupCoordinatorAdapter:
         return cast(LeaveGroupResponse, await self.call(lambda now: self.coordinator.leave_group(ctx, request, now)))
 
     async def offset_fetch(self, ctx: CoordinatorContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
-        return cast(OffsetFetchResponse, await self.call(lambda now: self.coordinator.offset_fetch(ctx, request, now)))
+        return cast(OffsetFetchResponse, await self.call(lambda now: self._offset_fetch(ctx, request, now)))
+
+    def _offset_fetch(self, ctx: CoordinatorContext, request: OffsetFetchRequest, now: int) -> CoordinatorResult:
+        result = self.coordinator.offset_fetch(ctx, request, now)
+        if self._unsynced and isinstance(result.response, OffsetFetchResponse):
+            self._unsynced.show_durable(ctx.api_version, request, result.response)
+        return result
 
     async def offset_delete(self, ctx: CoordinatorContext, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
         return cast(OffsetDeleteResponse, await self.call(lambda now: self.coordinator.offset_delete(ctx, request, now)))
@@ -466,7 +477,7 @@ class GroupCoordinatorAdapter:
                 return error
             if plog is not None and self.state.config.syncs_before_ack:
                 try:
-                    await self.state.committer.sync(plog)
+                    await self._sync(plog)
                 except OSError as exc:
                     log.error("syncing %s failed: %s", OFFSETS_TOPIC, exc)
                     return ErrorCode.KAFKA_STORAGE_ERROR
@@ -491,11 +502,19 @@ class GroupCoordinatorAdapter:
             log.error("writing %s failed: %s", OFFSETS_TOPIC, exc)
             return ErrorCode.KAFKA_STORAGE_ERROR, None
         self.appends += 1
+        if self.state.config.syncs_before_ack:
+            self._unsynced.written(plog, partition, records, self.coordinator.offset_manager.committed)
         apply = self.coordinator.apply
         for record in records:
             apply(record, now)
         self.state.notifier.notify((OFFSETS_TOPIC, partition))
         return ErrorCode.NONE, plog
+
+    async def _sync(self, plog: PartitionLog) -> None:
+        """The durability barrier for an offsets partition; what it covered is durable now."""
+        mark = self._unsynced.sync_mark()
+        await self.state.committer.sync(plog)
+        self._unsynced.synced(plog, mark)
 
     # ---------------------------------------------------------------- timers
 
