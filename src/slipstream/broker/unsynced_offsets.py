@@ -33,7 +33,6 @@ so its outcome was unknown to the client.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..coordinator import Record
@@ -56,23 +55,31 @@ TopicPartition = tuple[str, int]
 Committed = Callable[[str, str, int], OffsetAndMetadata | None]
 
 
-@dataclass(slots=True)
 class _Unsynced:
     """One (group, topic, partition) with writes not yet known durable."""
 
-    group_id: str
-    tp: TopicPartition
-    offsets_partition: int
-    # The value as of the newest sync that covered every earlier write of it.
-    durable: OffsetAndMetadata | None
-    # (write number, value written; None = tombstone), oldest first.
-    writes: list[tuple[int, OffsetAndMetadata | None]] = field(default_factory=list)
+    __slots__ = ("durable", "group_id", "offsets_partition", "tp", "writes")
+
+    def __init__(
+        self,
+        group_id: str,
+        tp: TopicPartition,
+        offsets_partition: int,
+        durable: OffsetAndMetadata | None,
+        writes: list[tuple[int, OffsetAndMetadata | None]],
+    ) -> None:
+        self.group_id = group_id
+        self.tp = tp
+        self.offsets_partition = offsets_partition
+        # The value as of the newest sync that covered every earlier write of it.
+        self.durable = durable
+        # (write number, value written; None = tombstone), oldest first.
+        self.writes = writes
 
 
 def _offset_write(record: Record) -> tuple[str, str, int, OffsetAndMetadata | None] | None:
-    """(group, topic, partition, value) if ``record`` sets or deletes a committed offset."""
-    if record.commit is not None:
-        return record.commit
+    """(group, topic, partition, value) if ``record``, not one the coordinator built as an
+    offset commit (``Record.commit``), sets or deletes a committed offset."""
     if record.producer is not None or record.consumer is not None:
         return None  # transactional offsets (pending until their marker) / consumer-group records
     try:
@@ -99,19 +106,34 @@ class UnsyncedOffsets:
     def written(self, plog: PartitionLog, partition: int, records: list[Record], committed: Committed) -> None:
         """``records`` were appended to ``plog`` (offsets partition ``partition``) and are
         about to be applied: ``committed`` still answers with the values before them."""
-        self._writes += 1
-        number = self._writes
+        # On every group-committed batch with the fsync policy: kept to plain loops and dicts.
+        self._writes = number = self._writes + 1
+        by_group = self._by_group
+        new: list[_Unsynced] = []
         for record in records:
-            write = _offset_write(record)
+            write: tuple[str, str, int, OffsetAndMetadata | None] | None = record.commit
             if write is None:
-                continue
+                write = _offset_write(record)
+                if write is None:
+                    continue
             group_id, topic, index, value = write
-            by_tp = self._by_group.setdefault(group_id, {})
-            entry = by_tp.get((topic, index))
+            by_tp = by_group.get(group_id)
+            if by_tp is None:
+                by_tp = by_group[group_id] = {}
+            tp = (topic, index)
+            entry = by_tp.get(tp)
             if entry is None:
-                entry = by_tp[(topic, index)] = _Unsynced(group_id, (topic, index), partition, committed(group_id, topic, index))
-                self._by_log.setdefault(plog, []).append(entry)
-            entry.writes.append((number, value))
+                durable = committed(group_id, topic, index)
+                by_tp[tp] = entry = _Unsynced(group_id, tp, partition, durable, [(number, value)])
+                new.append(entry)
+            else:
+                entry.writes.append((number, value))
+        if new:
+            entries = self._by_log.get(plog)
+            if entries is None:
+                self._by_log[plog] = new
+            else:
+                entries.extend(new)
 
     def sync_mark(self) -> int:
         """Taken just before asking for a sync: what that sync will cover."""
@@ -125,16 +147,16 @@ class UnsyncedOffsets:
         left = []
         for entry in entries:
             writes = entry.writes
+            if writes[-1][0] <= mark:  # the usual case: every write of it covered
+                self._drop(entry)
+                continue
             covered = 0
-            while covered < len(writes) and writes[covered][0] <= mark:
+            while writes[covered][0] <= mark:
                 covered += 1
             if covered:
                 entry.durable = writes[covered - 1][1]
                 del writes[:covered]
-            if writes:
-                left.append(entry)
-            else:
-                self._drop(entry)
+            left.append(entry)
         if left:
             self._by_log[plog] = left
         else:
