@@ -301,11 +301,15 @@ class GroupCoordinatorAdapter:
             except OSError as exc:
                 log.error("writing a transaction marker to %s failed: %s", OFFSETS_TOPIC, exc)
                 return ErrorCode.KAFKA_STORAGE_ERROR
+            if commit and self.state.config.syncs_before_ack:
+                offsets = self.coordinator.offset_manager
+                pending = offsets.pending_txn.get(producer_id, {})
+                self._unsynced.transaction_committed(plog, partition, pending, offsets.committed)
             self.coordinator.replay_end_transaction(producer_id, commit, now, producer_epoch)
             self.state.notifier.notify((OFFSETS_TOPIC, partition))
             if self.state.config.syncs_before_ack:
                 try:
-                    await self.state.committer.sync(plog)
+                    await self._sync(plog)
                 except LogFenced as exc:  # the lease moved on: the new leader gets it
                     log.info("a transaction marker to %s-%d was refused: %s", OFFSETS_TOPIC, partition, exc)
                     return ErrorCode.NOT_LEADER_OR_FOLLOWER

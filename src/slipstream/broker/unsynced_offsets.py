@@ -15,8 +15,17 @@ and every other reader - OffsetDelete, DeleteGroups, retention, ListGroups - run
 under the adapter's lock, which the un-batched writes hold through their sync). The
 only reader that runs while a write's sync is outstanding is whatever follows a
 group-committed OffsetCommit, whose sync runs outside the lock; of those, only
-OffsetFetch reads offsets. So the durable view is a few keys deep and touches one
-answer.
+OffsetFetch reads offsets (the admin console's lag view reads the applied values: a
+gauge, nobody resumes from it). So the durable view is a few keys deep and touches
+one answer. After a failed sync the other readers act on the applied value (OffsetDelete
+or expiry write a tombstone for it, ListGroups counts it): each only adds records whose
+own sync decides what OffsetFetch shows.
+
+Writes are offset commits and their tombstones (OffsetCommit, OffsetDelete,
+DeleteGroups, expiry) and a transaction's COMMIT marker, which makes its offsets
+committed; offsets still inside an open transaction are not committed offsets
+(OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for them, and for a
+group-committed OffsetCommit still waiting for its answer).
 
 The rule, easy to check: each write is numbered when appended; a sync of a partition
 log requested after write ``n`` covers every write up to ``n`` to that log (the group
@@ -32,7 +41,7 @@ so its outcome was unknown to the client.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..coordinator import Record
@@ -53,6 +62,7 @@ GROUPS_VERSION = 8  # OffsetFetch v8+ answers several groups
 
 TopicPartition = tuple[str, int]
 Committed = Callable[[str, str, int], OffsetAndMetadata | None]
+OffsetWrite = tuple[str, str, int, OffsetAndMetadata | None]  # group, topic, partition, value
 
 
 class _Unsynced:
@@ -77,7 +87,7 @@ class _Unsynced:
         self.writes = writes
 
 
-def _offset_write(record: Record) -> tuple[str, str, int, OffsetAndMetadata | None] | None:
+def _offset_write(record: Record) -> OffsetWrite | None:
     """(group, topic, partition, value) if ``record``, not one the coordinator built as an
     offset commit (``Record.commit``), sets or deletes a committed offset."""
     if record.producer is not None or record.consumer is not None:
@@ -106,16 +116,18 @@ class UnsyncedOffsets:
     def written(self, plog: PartitionLog, partition: int, records: list[Record], committed: Committed) -> None:
         """``records`` were appended to ``plog`` (offsets partition ``partition``) and are
         about to be applied: ``committed`` still answers with the values before them."""
+        writes = [w for r in records if (w := r.commit or _offset_write(r)) is not None]
+        if writes:
+            self.wrote(plog, partition, writes, committed)
+
+    def wrote(self, plog: PartitionLog, partition: int, writes: Sequence[OffsetWrite], committed: Committed) -> None:
+        """``written`` for what an appended record does to committed offsets, given as
+        (group, topic, partition, value; None = deleted) - e.g. a transaction's COMMIT marker."""
         # On every group-committed batch with the fsync policy: kept to plain loops and dicts.
         self._writes = number = self._writes + 1
         by_group = self._by_group
         new: list[_Unsynced] = []
-        for record in records:
-            write: tuple[str, str, int, OffsetAndMetadata | None] | None = record.commit
-            if write is None:
-                write = _offset_write(record)
-                if write is None:
-                    continue
+        for write in writes:
             group_id, topic, index, value = write
             by_tp = by_group.get(group_id)
             if by_tp is None:
@@ -134,6 +146,19 @@ class UnsyncedOffsets:
                 self._by_log[plog] = new
             else:
                 entries.extend(new)
+
+    def transaction_committed(
+        self,
+        plog: PartitionLog,
+        partition: int,
+        offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]],
+        committed: Committed,
+    ) -> None:
+        """A COMMIT marker was appended to ``plog``: the transaction's ``offsets`` (group ->
+        (topic, partition) -> value) are about to become committed offsets."""
+        writes = [(g, t, p, om) for g, by_tp in offsets.items() for (t, p), om in by_tp.items()]
+        if writes:
+            self.wrote(plog, partition, writes, committed)
 
     def sync_mark(self) -> int:
         """Taken just before asking for a sync: what that sync will cover."""

@@ -24,6 +24,7 @@ from slipstream.log.memory import MemoryLog
 from slipstream.protocol.apis import delete_groups as dg
 from slipstream.protocol.apis import offset_commit as oc
 from slipstream.protocol.apis import offset_fetch as of
+from slipstream.protocol.apis import txn_offset_commit as toc
 from slipstream.protocol.errors import ErrorCode
 
 COMMIT_V9 = RequestContext(api_version=9, client_id="test", client_host="/127.0.0.1")
@@ -218,6 +219,37 @@ async def test_offsets_of_a_deleted_group_stay_visible_while_its_tombstones_fail
         gate.fail = False
         assert await every(adapter, 8) == {("t", 0): 5, ("t", 2): 6}
         assert await named(adapter, 7, 0, 1, 2) == [(5, "m", 0), (-1, "", 0), (6, "m", 0)]
+    finally:
+        await broker.stop()
+
+
+async def test_offsets_a_transaction_commits_are_shown_once_its_marker_is_synced(tmp_path: Path) -> None:
+    broker, adapter, gate = await gated(tmp_path)
+    try:
+        assert codes(await adapter.offset_commit(COMMIT_V9, commit("g", 0, 5))) == [0]
+        pid = 4242
+        request = toc.TxnOffsetCommitRequest(
+            transactional_id="tx",
+            group_id="g",
+            producer_id=pid,
+            producer_epoch=0,
+            topics=[
+                toc.TxnOffsetCommitRequestTopic(
+                    name="t", partitions=[toc.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=7)]
+                )
+            ],
+        )
+        assert codes(await adapter.txn_offset_commit(ctx(3), request)) == [0]
+        partition = adapter.coordinator.partition_for("g")
+        gate.fail = True
+        error = await adapter.complete_transaction(partition, pid, 0, True, 3)
+        assert error == ErrorCode.KAFKA_STORAGE_ERROR
+        gate.fail = False
+        assert adapter.coordinator.committed_offsets("g")[("t", 0)].offset == 7  # applied, not durable
+        assert await named(adapter, 8, 0) == [(5, "m", 0)]
+        # The marker is in the log: the next sync of that offsets partition makes it durable.
+        assert codes(await adapter.offset_commit(COMMIT_V9, commit("g", 1, 3))) == [0]
+        assert await every(adapter, 8) == {("t", 0): 7, ("t", 1): 3}
     finally:
         await broker.stop()
 
