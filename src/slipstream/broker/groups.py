@@ -13,8 +13,8 @@ OffsetCommit is group-committed (offset_commit_queue.py): the records of every
 commit handled in the same event-loop turn go to the log as one batch per offsets
 partition, replayed, and (fsync policy) synced, before those commits are answered,
 in order; until the sync, OffsetFetch shows the offsets as of the last one
-(unsynced_offsets.py). Any other operation first writes out the queue, so it always sees every
-earlier commit replayed. A commit takes the lock-free path only when nobody holds or
+(unsynced_offsets.py). Any other operation first writes out the queue, so it always
+sees every earlier commit replayed. A commit takes the lock-free path only when nobody holds or
 waits for the lock; otherwise it queues for the lock behind them (FIFO), so commits
 pipelined on one connection apply in arrival order.
 At start the offsets topic is replayed in the background (offsets_replay.py); until
