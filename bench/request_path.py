@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from slipstream import Broker
 from slipstream.broker.dispatch import Dispatcher, _frame
@@ -125,7 +125,7 @@ async def join(dispatcher: Dispatcher, group: str) -> tuple[str, int]:
         )
         parts = await dispatcher.dispatch(bytearray(frame_of(jg.SPEC, 7, request)), PEER)
         assert parts is not None
-        raw = memoryview(b"".join(parts))
+        raw = memoryview(b"".join(cast(list[bytes], parts)))  # no connection: no file regions
         reply: Any = jg.SPEC.decode_response(raw, 4 + 4 + 1, 7)  # size, correlation id, tags
         if reply.error_code == 79:  # MEMBER_ID_REQUIRED
             member = reply.member_id
