@@ -1,8 +1,8 @@
 """Writing responses that hold file regions straight to a plaintext socket.
 
 A Fetch answer's record batches can stay in their segment files (``FileRegion``) and
-go out with ``os.sendfile``: page cache to socket in the kernel, where the transport
-would need them copied into Python first. Neither asyncio's selector loop nor uvloop
+go out by ``os.splice`` through a pipe: page cache to socket in the kernel, where the
+transport would need them copied into Python first. Neither asyncio's selector loop nor uvloop
 sends a region as part of a transport's stream (uvloop has no ``loop.sendfile``), so a
 connection hands such responses here, and this writes them to the socket itself:
 
@@ -11,6 +11,11 @@ connection hands such responses here, and this writes them to the socket itself:
 - everything given after it here too, until all of it is written, so responses keep
   their order (the connection starts no request while this is busy, which bounds it);
 - the in-memory parts between regions with one gathered write (``os.writev``);
+- a region through a pipe of up to 1 MiB, made for the busy spell and closed after it
+  (bytes spliced into it are sent before anything else): measured on loopback, that
+  costs about half the system time of a copy, and fewer context switches than
+  ``os.sendfile``, whose internal 64 KiB pipe lets the woken reader preempt the broker
+  every 64 KiB; ``os.sendfile`` is the fallback when no pipe can be had;
 - when the socket is full, it waits for it to be writable through a duplicate of the
   socket's descriptor (the loop refuses a second watcher on a transport's own one).
 
@@ -20,6 +25,7 @@ TLS connections never get here (the bytes must be encrypted in Python).
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import logging
 import os
 from collections.abc import Callable, Iterable
@@ -29,6 +35,10 @@ from ..protocol.file_region import FileRegion
 from .send_queue import SendQueue
 
 log = logging.getLogger(__name__)
+
+PIPE_BYTES = 1 << 20  # asked for; a pipe may get less (fs.pipe-max-size, per-user limits)
+_F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
+_SPLICE_FLAGS = getattr(os, "SPLICE_F_NONBLOCK", 2)
 
 
 class DirectSender:
@@ -40,6 +50,9 @@ class DirectSender:
         on_drained: Callable[[], None],
         on_failed: Callable[[str], None],
     ) -> None:
+        """``on_drained``: everything is written after a wait for the socket (``send``
+        returning with nothing busy needs no call). ``on_failed(reason)``: a write failed,
+        what was queued is dropped."""
         self._loop = loop
         self._transport = transport
         self._fd = socket_fd
@@ -48,6 +61,9 @@ class DirectSender:
         self._queue = SendQueue()
         self._watch_fd = -1  # the duplicate the loop watches for writability (made at the first wait)
         self._watching = False
+        # (read end, write end, capacity) while busy with regions; -1s: none (yet, or to be had)
+        self._pipe = (-1, -1, 0)
+        self._in_pipe = 0  # bytes of the head region in the pipe, not yet in the socket
 
     @property
     def busy(self) -> bool:
@@ -57,51 +73,95 @@ class DirectSender:
     def send(self, parts: Iterable[Part]) -> None:
         self._queue.add(parts)
         if not self._watching:
-            self._advance()
+            self._write()
 
     def abandon(self) -> None:
         """Drop what is queued and stop watching (the connection is closing or gone)."""
         self._queue.clear()
         self._stop_watching()
+        self._close_pipe()
         fd, self._watch_fd = self._watch_fd, -1
         if fd >= 0:
             os.close(fd)
 
-    def _advance(self) -> None:
+    def _writable(self) -> None:
+        if self._write():
+            self._on_drained()
+
+    def _write(self) -> bool:
+        """Write what the socket takes now; True once nothing is left to wait for."""
         queue = self._queue
         if self._transport.is_closing():
             self.abandon()
-            return
+            return False
         if self._transport.get_write_buffer_size():
             self._watch()  # the transport's earlier bytes go first
-            return
+            return False
         fd = self._fd
         try:
             while queue:
                 item = queue.next_write()
                 if isinstance(item, FileRegion):
-                    count = os.sendfile(fd, item.file.fileno(), item.offset, item.length)
-                    if not count:
-                        # The file ended inside the region: the frame cannot be completed.
-                        raise OSError(f"file ended inside {item!r}")
+                    count = self._send_region(item)
                 else:
                     count = os.writev(fd, item)
                 queue.sent(count)
         except BlockingIOError:
             self._watch()
-            return
+            return False
         except OSError as exc:
             self.abandon()
             self._on_failed(f"sending a response failed: {exc}")
-            return
+            return False
         self._stop_watching()
-        self._on_drained()
+        self._close_pipe()
+        return True
+
+    def _send_region(self, region: FileRegion) -> int:
+        """Bytes of ``region`` (the rest of the head) the socket took."""
+        reader, writer, capacity = self._pipe
+        if reader < 0:
+            reader, writer, capacity = self._pipe = self._open_pipe()
+            if reader < 0:
+                count = os.sendfile(self._fd, region.file.fileno(), region.offset, region.length)
+                if not count:
+                    raise OSError(f"file ended inside {region!r}")
+                return count
+        if not self._in_pipe:
+            self._in_pipe = os.splice(
+                region.file.fileno(), writer, min(region.length, capacity), offset_src=region.offset, flags=_SPLICE_FLAGS
+            )
+            if not self._in_pipe:
+                # The file ended inside the region: the frame cannot be completed.
+                raise OSError(f"file ended inside {region!r}")
+        count = os.splice(reader, self._fd, self._in_pipe, flags=_SPLICE_FLAGS)
+        self._in_pipe -= count
+        return count
+
+    def _open_pipe(self) -> tuple[int, int, int]:
+        try:
+            reader, writer = os.pipe()
+        except OSError:
+            return (-1, -1, 0)  # out of descriptors: sendfile needs none
+        try:
+            capacity = fcntl.fcntl(writer, _F_SETPIPE_SZ, PIPE_BYTES)
+        except OSError:
+            capacity = 65536  # the default size, which a pipe keeps when refused a larger one
+        return (reader, writer, capacity)
+
+    def _close_pipe(self) -> None:
+        reader, writer, _ = self._pipe
+        if reader >= 0:
+            os.close(reader)
+            os.close(writer)
+            self._pipe = (-1, -1, 0)
+        self._in_pipe = 0
 
     def _watch(self) -> None:
         if not self._watching:
             if self._watch_fd < 0:
                 self._watch_fd = os.dup(self._fd)
-            self._loop.add_writer(self._watch_fd, self._advance)
+            self._loop.add_writer(self._watch_fd, self._writable)
             self._watching = True
 
     def _stop_watching(self) -> None:

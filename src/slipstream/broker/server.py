@@ -372,7 +372,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._pump()
 
     def _sent(self) -> None:
-        """The direct sender has written all it held: requests may start again."""
+        """The direct sender, after waiting for the socket, has written all it held:
+        requests may start again."""
         self._pump()
 
     def _send_failed(self, reason: str) -> None:
@@ -380,9 +381,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     @property
     def busy(self) -> bool:
-        """Requests read and not yet answered or not yet written (an idle sweep leaves
-        such a connection be)."""
-        return bool(self._frames or self._in_flight) or (self._sender is not None and self._sender.busy)
+        """Requests read and not yet answered (an idle sweep leaves such a connection be;
+        one whose client stopped reading is closed, whoever holds the unsent bytes)."""
+        return bool(self._frames or self._in_flight)
 
     def _drop_pending(self) -> None:
         self._frames.clear()

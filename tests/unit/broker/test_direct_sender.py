@@ -2,7 +2,8 @@
 small buffers (so sendfile and writev come back short and the sender must wait), on
 asyncio's own loop and on uvloop: bytes the transport holds go first, regions and the
 bytes around them in order, a region whose segment is deleted meanwhile is still sent,
-and the connection waits for the sender before a half-closed client is closed."""
+and the connection waits for the sender before a half-closed client is closed. Regions
+go through a pipe (splice), or with sendfile when no pipe can be had."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 import uvloop
 
+from slipstream.broker.direct_sender import DirectSender
 from slipstream.broker.dispatch import Buffers
 from slipstream.broker.server import KafkaConnection
 from slipstream.log.api import LogConfig
@@ -76,14 +78,19 @@ def fill_log(directory: Path, batches: int, config: LogConfig) -> DiskLog:
 
 
 @pytest.mark.parametrize("loop_name", list(LOOPS))
+@pytest.mark.parametrize("through", ["pipe", "sendfile"])
 def test_regions_follow_the_transports_bytes_and_survive_their_deleted_segment(
-    loop_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    loop_name: str, through: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from slipstream.broker.direct_sender import DirectSender
-
     monkeypatch.setattr(segment_module, "REGION_MIN_BYTES", 0)
     short_sends: list[int] = []
-    sendfile = os.sendfile
+    splice, sendfile = os.splice, os.sendfile
+
+    def counting_splice(src: int, dst: int, count: int, **kwargs: Any) -> int:
+        sent = splice(src, dst, count, **kwargs)
+        if sent < count:
+            short_sends.append(sent)
+        return sent
 
     def counting_sendfile(out_fd: int, in_fd: int, offset: int, count: int) -> int:
         sent = sendfile(out_fd, in_fd, offset, count)
@@ -91,7 +98,10 @@ def test_regions_follow_the_transports_bytes_and_survive_their_deleted_segment(
             short_sends.append(sent)
         return sent
 
+    monkeypatch.setattr(os, "splice", counting_splice)
     monkeypatch.setattr(os, "sendfile", counting_sendfile)
+    if through == "sendfile":  # no pipe to be had (out of descriptors): the fallback
+        monkeypatch.setattr(DirectSender, "_open_pipe", lambda self: (-1, -1, 0))
     batch_size = len(build_batch([ProducerRecord(None, b"A" * 20_000, timestamp_ms=0)]))
     log = fill_log(tmp_path, 6, LogConfig(segment_bytes=3 * batch_size, retention_bytes=3 * batch_size))
     expected_records = b"".join(bytes(c) for c in log.read(0, 1 << 30).chunks)
@@ -127,9 +137,12 @@ def test_regions_follow_the_transports_bytes_and_survive_their_deleted_segment(
 
 
 @pytest.mark.parametrize("loop_name", list(LOOPS))
-def test_a_region_beyond_the_end_of_its_file_fails_the_send(loop_name: str, tmp_path: Path) -> None:
-    from slipstream.broker.direct_sender import DirectSender
-
+@pytest.mark.parametrize("through", ["pipe", "sendfile"])
+def test_a_region_beyond_the_end_of_its_file_fails_the_send(
+    loop_name: str, through: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if through == "sendfile":
+        monkeypatch.setattr(DirectSender, "_open_pipe", lambda self: (-1, -1, 0))
     path = tmp_path / "short"
     path.write_bytes(b"x" * 100)
     file = SharedDescriptor(os.open(path, os.O_RDONLY))
