@@ -15,6 +15,7 @@ from broker_helpers import raw_connection
 from txn_helpers import txn_batch
 
 from slipstream.broker.broker import Broker
+from slipstream.broker.handlers import fetch as fetch_handler
 from slipstream.broker.txn_markers import TxnMarker, write_txn_markers
 from slipstream.log.disk import segment as segment_module
 from slipstream.protocol.apis import fetch as f
@@ -36,6 +37,7 @@ def storage(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.
         return {"storage": "memory"}
     if request.param == "disk-regions":
         monkeypatch.setattr(segment_module, "REGION_MIN_BYTES", 0)
+        monkeypatch.setattr(fetch_handler, "REGION_ANSWER_MIN_BYTES", 0)
     return {"storage": "disk", "data_dir": str(tmp_path)}
 
 
