@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# A response's parts in order; a FileRegion among them is sent by the connection (sendfile).
+# A response's parts in order; a FileRegion among them is sent by the connection (direct_sender.py).
 Buffers = list[codec.Part]
 
 # After a failed authentication the answer goes out and the connection closes this much

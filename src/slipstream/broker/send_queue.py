@@ -2,7 +2,7 @@
 
 Pure bookkeeping for ``direct_sender.py``: the parts in order, and how far the writes
 got. ``next_write`` says what to write now (a run of in-memory parts for one gathered
-write, or the rest of a file region for one sendfile); ``sent`` records what a write
+write, or the rest of a file region for one splice); ``sent`` records what a write
 took, which may be any part of what was offered.
 """
 

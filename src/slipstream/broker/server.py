@@ -21,7 +21,7 @@ pipelining client gets its commits batched. The rule, per connection:
 
 On a plaintext listener a Fetch may answer with file regions (record batches left in
 their segment files); such a response, and everything after it until it is all out,
-is written by ``direct_sender.py`` (sendfile) instead of the transport, and no request
+is written by ``direct_sender.py`` (splice through a pipe) instead of the transport, and no request
 starts meanwhile, as when the transport pauses writing.
 
 Reading is a ``BufferedProtocol``: the transport receives into a per-thread scratch
@@ -176,7 +176,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _direct_sender(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> DirectSender | None:
         """A sender of file regions when the bytes may go to the socket as they are: a
-        stream socket without TLS, on a system with sendfile."""
+        stream socket without TLS, on a system with sendfile (the fallback when no pipe is had)."""
         if not hasattr(os, "sendfile") or transport.get_extra_info("sslcontext") is not None:
             return None
         if self.session is not None and self.session.listener.uses_tls:

@@ -42,7 +42,7 @@ class AppendInfo:
 @dataclass(slots=True)
 class ReadResult(Generic[Chunk]):
     # Each chunk holds one or more whole batches; chunks are in offset order and can be
-    # written to a socket as they are (a FileRegion by sendfile: see read_regions).
+    # written to a socket as they are (a FileRegion by splice or sendfile: see read_regions).
     chunks: list[Chunk]
     size: int  # total bytes in chunks
     log_start_offset: int
@@ -125,7 +125,7 @@ class PartitionLog(Protocol):
     ) -> ReadResult[bytes | memoryview | FileRegion]:
         """``read``, except that a disk log answers a large enough span of a segment
         file as a ``FileRegion`` instead of its bytes, for a writer that sends it with
-        sendfile. The region stays readable while held, whatever happens to its segment."""
+        splice or sendfile. The region stays readable while held, whatever happens to its segment."""
         ...
 
     def add_aborted_txn(self, txn: AbortedTxn) -> None:

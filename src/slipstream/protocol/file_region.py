@@ -2,10 +2,10 @@
 
 A Fetch answer's record batches already sit in segment files exactly as they go on
 the wire. Handing the encoder a ``FileRegion`` instead of the bytes lets the connection
-send them with ``sendfile``: page cache to socket inside the kernel, never copied into
-Python. The encoder passes a region through as its own part (it never inlines one);
-whoever writes the parts must know how to send it. This module only describes the span:
-the I/O belongs to the ``RegionFile`` the log layer supplies.
+send them with ``splice`` or ``sendfile``: page cache to socket inside the kernel, never
+copied into Python. The encoder passes a region through as its own part (it never
+inlines one); whoever writes the parts must know how to send it. This module only
+describes the span: the I/O belongs to the ``RegionFile`` the log layer supplies.
 """
 
 from __future__ import annotations

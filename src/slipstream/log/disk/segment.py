@@ -5,7 +5,7 @@ Batches are appended with ``os.write`` on an O_APPEND descriptor (page-cache dur
 index gives a nearby batch start, a short forward walk over batch headers finds the
 exact one, and the end of a read is cut at a whole-batch boundary the same way.
 A read for sending (``file_regions``) answers a large span as a ``FileRegion`` of a
-shared descriptor instead, which the connection writes with sendfile.
+shared descriptor instead, which the connection sends in the kernel (splice or sendfile).
 """
 
 from __future__ import annotations

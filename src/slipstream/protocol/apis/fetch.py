@@ -15,7 +15,7 @@ replaces replica_id with the tagged replica_state (KIP-903); v16 adds the
 tagged node_endpoints (KIP-951). Kafka 3.9 also defines v17 (tagged
 replica_directory_id, KIP-853), which only replicas send; it is not declared.
 Response records are written as given: bytes, a memoryview, or a list of
-buffers (log chunks, which may be file regions the connection sends with sendfile),
+buffers (log chunks, which may be file regions the connection sends in the kernel),
 never re-encoded.
 """
 
