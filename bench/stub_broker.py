@@ -53,6 +53,7 @@ from slipstream.protocol.apis.produce import (
     ProduceResponsePartition,
     ProduceResponseTopic,
 )
+from slipstream.protocol.file_region import FileRegion
 from slipstream.protocol.record_batch import CRC_OFFSET, HEADER_SIZE, compute_crc, split_batches
 from slipstream.protocol.records import ProducerRecord, build_batch
 from slipstream.protocol.uniform_records import first_record_shape
@@ -172,7 +173,7 @@ class Stub:
         spec.encode_response(body, version, w)  # type: ignore[arg-type]
         parts = w.finish()
         p.INT32.pack_into(first, 0, sum(len(x) for x in parts) - 4)
-        return b"".join(parts)
+        return w.getvalue()
 
     def on_apiversions(self, _request: object, _version: int) -> ApiVersionsResponse:
         return ApiVersionsResponse(error_code=0, api_keys=self.versions)
@@ -305,8 +306,8 @@ class Stub:
             out.append(ListOffsetsResponseTopic(name=t.name, partitions=parts))
         return ListOffsetsResponse(topics=out)
 
-    def _read(self, stub: StubPartition, offset: int, max_bytes: int) -> list[bytes | memoryview]:
-        out: list[bytes | memoryview] = []
+    def _read(self, stub: StubPartition, offset: int, max_bytes: int) -> list[bytes | memoryview | FileRegion]:
+        out: list[bytes | memoryview | FileRegion] = []
         size = 0
         while offset < stub.end:
             batch = self.templates.batch(min(RECORDS_PER_BATCH, stub.end - offset), stub.value_size)

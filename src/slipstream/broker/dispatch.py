@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Buffers = list[bytes | bytearray | memoryview]
+# A response's parts in order; a FileRegion among them is sent by the connection (direct_sender.py).
+Buffers = list[codec.Part]
 
 # After a failed authentication the answer goes out and the connection closes this much
 # later, so the client reads the error before it sees the close (Kafka delays by
@@ -92,12 +93,12 @@ class Dispatcher:
         ]
 
     async def dispatch(
-        self, frame: bytearray, client_host: str, session: ConnectionSession | None = None
+        self, frame: bytearray, client_host: str, session: ConnectionSession | None = None, file_regions: bool = False
     ) -> Buffers | None:
         if session is not None and session.raw_tokens:
             # After a v0 SaslHandshake: a bare SASL token, answered bare (no Kafka header).
             try:
-                return raw_sasl_token(session, frame)
+                return list(raw_sasl_token(session, frame))
             except AuthenticationFailed as exc:
                 raise CloseConnection(f"SASL authentication failed: {exc.message}") from None
         view = memoryview(frame)
@@ -146,7 +147,9 @@ class Dispatcher:
             request = spec.decode_request(view, pos, api_version)
         except p.DecodeError as exc:
             raise CloseConnection(f"malformed {spec.name} v{api_version} request: {exc}") from None
-        ctx = RequestContext(self.state, self.groups, header, api_version, client_host, self.transactions, session)
+        ctx = RequestContext(
+            self.state, self.groups, header, api_version, client_host, self.transactions, session, file_regions=file_regions
+        )
         started = perf_counter()
         try:
             response = await handler.handle(ctx, request)

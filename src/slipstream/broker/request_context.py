@@ -37,6 +37,8 @@ class RequestContext:
     transactions_or_none: TransactionCoordinatorAdapter | None
     # None for requests made without a connection (tests): a PLAINTEXT, anonymous one.
     session: ConnectionSession | None = None
+    # The connection sends FileRegion parts itself (direct_sender.py): a Fetch may answer with them.
+    file_regions: bool = False
     # Decisions already taken for this request (a long-polled Fetch asks again and again).
     _decisions: dict[tuple[Operation, ResourceType, str], bool] = field(default_factory=dict, repr=False)
 
