@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cluster_group_run import GROUP_SESSION_MS, HEARTBEAT_MS, GroupRun, group_run
+from cluster_group_run import GROUP_PROTOCOLS, GROUP_SESSION_MS, HEARTBEAT_MS, GroupRun, group_run
 from conformance_helpers import ck_consume, ck_create_topic, ck_produce, verify_records
 
 from slipstream.broker.cluster import database
@@ -680,3 +680,52 @@ def test_java_client_produces_through_one_broker_and_consumes_through_another(
         three.bootstrap, "consume", topic_name, "60", "--from-beginning", "--timeout-ms", "30000"
     )
     verify_records(java_records(consumed), range(60), acks=acks)
+
+
+@pytest.mark.java
+@pytest.mark.parametrize("group_protocol", GROUP_PROTOCOLS)
+def test_java_consumer_group_spread_over_brokers(
+    cluster: Cluster, java_driver: object, topic_name: str, group_protocol: str
+) -> None:
+    """Three Java members, each bootstrapped through a different broker (so one of them
+    through the group's coordinator), fetching from leaders spread over all three, while
+    a producer writes: every partition is assigned to exactly one member, every record is
+    processed by its partition's owner, and the offsets the members committed are what an
+    admin client bootstrapped through a broker other than the coordinator reads."""
+    from test_groups_harness import (
+        TOPIC_PARTITIONS,
+        PacedProducer,
+        admin_client,
+        finish_and_verify,
+        mono_ns,
+        progressed,
+        start_java_member,
+        wait_stable,
+    )
+
+    ck_create_topic(cluster.brokers[0].bootstrap, topic_name, partitions=TOPIC_PARTITIONS)
+    leaders = cluster.wait_settled({1, 2, 3}, topic_name, TOPIC_PARTITIONS)
+    assert {leaders[(topic_name, p)] for p in range(TOPIC_PARTITIONS)} == {1, 2, 3}
+    group = f"{topic_name}-group"
+    coordinator = leaders[(OFFSETS_TOPIC, partition_for(group, OFFSETS_PARTITIONS))]
+    observer = cluster.by_node(next(n for n in (1, 2, 3) if n != coordinator))
+    admin = admin_client(observer.bootstrap)
+    producer = PacedProducer(cluster.bootstrap, topic_name, rate=100).start()
+    members = []
+    try:
+        for node in (1, 2, 3):
+            members.append(start_java_member(
+                java_driver, f"member-{node}", cluster.by_node(node).bootstrap, topic_name, group,
+                session_ms=GROUP_SESSION_MS, heartbeat_ms=HEARTBEAT_MS, group_protocol=group_protocol,
+            ))  # fmt: skip
+        wait_stable(admin, group, members, timeout=60)
+        assert all(m.owned() for m in members), {m.name: m.owned() for m in members}
+        progressed(members, mono_ns())  # records flow to each member through its own broker
+        acks = producer.stop()
+        committed, report = finish_and_verify(admin, observer, group, topic_name, members, acks)
+        print(f"{group_protocol}: coordinator {coordinator}, committed {committed}; {report}")
+    finally:
+        with contextlib.suppress(AssertionError):
+            producer.stop()
+        for m in members:
+            m.reap()
