@@ -6,7 +6,10 @@ broker, running until the test stops them, in one of three clients:
 - ``java``: the Java client in driver processes (``produce-until-stopped`` and
   ``group-consume``, see java/SlipstreamDriver.java), classic or consumer protocol;
 - ``slipstream``: Slipstream's ``Producer`` and poll ``Consumer``, in threads, classic or
-  consumer protocol.
+  consumer protocol;
+- ``slipstream-asyncio``: Slipstream's ``AIOProducer`` and ``ConsumerGroup`` (the handler
+  API: messages marked, the marks committed every 200 ms), each on an event loop of its
+  own thread, classic or consumer protocol.
 
 Record i is sent with key and value ``str(i)``. Whatever the client, the run keeps one
 account of what happened (``GroupRun``): what was acknowledged where, what the group
@@ -16,6 +19,9 @@ processes stamp their lines with ``System.nanoTime()``, the same clock on Linux)
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import functools
 import signal
 import threading
 import time
@@ -27,7 +33,9 @@ from test_groups_harness import Member, start_java_member
 # Imported here, not in the threads: two threads importing the client package at once
 # can each see it half-initialized.
 from slipstream.client.consumer import Consumer
-from slipstream.client.producer import Producer
+from slipstream.client.consumer_group import ConsumerGroup
+from slipstream.client.consumer_group_session import ConsumerGroupClaim, ConsumerGroupSession
+from slipstream.client.producer import AIOProducer, Producer, RecordMetadata
 from slipstream.protocol.errors import KafkaError
 
 GROUP_SESSION_MS = 6000  # the classic members' session; the cluster sets the consumer protocol's to it
@@ -113,6 +121,29 @@ class GroupRun:
             if not missing or time.monotonic() > deadline:
                 return missing
             time.sleep(0.2)
+
+    def missing_report(self, missing: set[int]) -> str:
+        """Where the records the group never consumed are, against what it did consume and
+        commit per partition (for a failure message)."""
+        with self._lock:
+            where: dict[int, list[int | None]] = {}
+            for v in missing:
+                partition, offset = self.acked[v]
+                where.setdefault(partition, []).append(offset)
+            read: dict[int, int] = {}
+            committed: dict[int, int] = {}
+            for kind, partition, offset in self.events:
+                seen = read if kind == "consumed" else committed
+                seen[partition] = max(seen.get(partition, -1), offset)
+        lines = []
+        for partition, offsets in sorted(where.items()):
+            known = sorted(o for o in offsets if o is not None)
+            span = f"offsets {known[0]}..{known[-1]}" if known else "offsets unknown"
+            lines.append(
+                f"partition {partition}: {len(offsets)} missing ({span}); highest consumed "
+                f"{read.get(partition)}, highest committed {committed.get(partition)}"
+            )
+        return "; ".join(lines) + self.diagnosis()
 
     def wait_progress(self, after: float, timeout: float) -> float:
         """The first time after ``after`` at which a record was consumed AND a commit
@@ -238,13 +269,7 @@ class SlipstreamGroupRun(_ThreadedRun):
             producer.close(10)
 
     def _consume(self, bootstrap: str) -> None:
-        options: dict[str, Any] = {"group_protocol": self.group_protocol}
-        if self.group_protocol == "classic":
-            options.update(session_timeout_ms=GROUP_SESSION_MS, heartbeat_interval_ms=HEARTBEAT_MS)
-        consumer = Consumer(
-            bootstrap, group_id=self.group, auto_offset_reset="earliest", enable_auto_commit=False,
-            fetch_max_wait_ms=100, **options,
-        )  # fmt: skip
+        consumer = Consumer(bootstrap, group_id=self.group, **_consumer_options(self.group_protocol))
         try:
             consumer.subscribe([self.topic])
             while not self._stop.is_set():
@@ -259,6 +284,112 @@ class SlipstreamGroupRun(_ThreadedRun):
                 self.note_committed(time.monotonic(), [(partition, o) for (_, partition), o in stored.items()])
         finally:
             consumer.close()
+
+
+def _consumer_options(group_protocol: str) -> dict[str, Any]:
+    """Slipstream's consumer settings of a member: the classic session is the client's."""
+    options: dict[str, Any] = {
+        "group_protocol": group_protocol, "auto_offset_reset": "earliest", "enable_auto_commit": False,
+        "fetch_max_wait_ms": 100,
+    }  # fmt: skip
+    if group_protocol == "classic":
+        options.update(session_timeout_ms=GROUP_SESSION_MS, heartbeat_interval_ms=HEARTBEAT_MS)
+    return options
+
+
+class SlipstreamAsyncioGroupRun(_ThreadedRun):
+    """Slipstream's ``AIOProducer`` and ``ConsumerGroup`` members, each on its own loop."""
+
+    COMMIT_INTERVAL_S = 0.2
+
+    def _produce(self) -> None:
+        asyncio.run(self._produce_on_loop())
+
+    async def _produce_on_loop(self) -> None:
+        producer = AIOProducer(
+            self.bootstrap, enable_idempotence=True, acks="all", linger_ms=5, delivery_timeout_ms=120_000
+        )
+        await producer.start()
+        try:
+            i = 0
+            while self._producing():
+                ack = await producer.send(self.topic, str(i).encode(), key=str(i).encode())
+                ack.add_done_callback(functools.partial(self._delivered, i))
+                i += 1
+                await asyncio.sleep(0.01)
+            await producer.flush(120)
+        finally:
+            await producer.close(10)
+
+    def _delivered(self, value: int, ack: asyncio.Future[RecordMetadata]) -> None:
+        if ack.cancelled():
+            self.note_failure(f"delivery of {value}: cancelled")
+        elif (error := ack.exception()) is not None:
+            self.note_failure(f"delivery of {value}: {error!r}")
+        else:
+            meta = ack.result()
+            self.note_ack(value, meta.partition, meta.offset)
+
+    def _consume(self, bootstrap: str) -> None:
+        asyncio.run(self._consume_on_loop(bootstrap))
+
+    async def _consume_on_loop(self, bootstrap: str) -> None:
+        group = ConsumerGroup(bootstrap, self.group, **_consumer_options(self.group_protocol))
+
+        async def close_when_stopped() -> None:
+            while not self._stop.is_set():
+                await asyncio.sleep(0.1)
+            await group.close()
+
+        closer = asyncio.create_task(close_when_stopped())
+        handler = _MarkingHandler(self)
+        try:
+            while not group.closed:
+                try:
+                    await group.consume([self.topic], handler)
+                except (KafkaError, TimeoutError, ConnectionError) as e:
+                    # Not a failure of the run by itself: the group must consume again in time.
+                    print(f"{bootstrap}: a session ended with {e!r}")
+                    await asyncio.sleep(0.2)
+        finally:
+            closer.cancel()
+            await group.close()
+
+
+class _MarkingHandler:
+    """Marks every message; a task of the session commits the marks every 200 ms."""
+
+    def __init__(self, run: GroupRun) -> None:
+        self.run = run
+        self._committer: asyncio.Task[None] | None = None
+
+    async def setup(self, session: ConsumerGroupSession) -> None:
+        self._committer = asyncio.create_task(self._commit_periodically(session))
+
+    async def cleanup(self, session: ConsumerGroupSession) -> None:
+        if self._committer is not None:
+            self._committer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._committer
+
+    async def consume_claim(self, session: ConsumerGroupSession, claim: ConsumerGroupClaim) -> None:
+        async for msg in claim.messages():
+            assert msg.value is not None
+            self.run.note_consumed(time.monotonic(), [(msg.partition, msg.offset, int(msg.value))])
+            session.mark_message(msg)
+
+    async def _commit_periodically(self, session: ConsumerGroupSession) -> None:
+        while not session.ended:
+            await asyncio.sleep(SlipstreamAsyncioGroupRun.COMMIT_INTERVAL_S)
+            # Read with no await before the commit takes the same marks: exactly what it sends.
+            offsets = [(partition, om.offset) for (_, partition), om in session.pending_commits().items()]
+            if not offsets:
+                continue
+            try:
+                await session.commit()
+            except (KafkaError, TimeoutError, ConnectionError):
+                continue  # the coordinator moved: the next commit goes to the new one
+            self.run.note_committed(time.monotonic(), offsets)
 
 
 class JavaGroupRun(GroupRun):
@@ -334,8 +465,11 @@ def group_run(
     client: str, bootstrap: str, member_bootstraps: Sequence[str], topic: str,
     group_protocol: str = "classic", java_driver: Any = None,
 ) -> GroupRun:  # fmt: skip
-    """A run of ``client`` ("confluent", "java" or "slipstream"); start it with ``with``."""
+    """A run of ``client`` ("confluent", "java", "slipstream" or "slipstream-asyncio");
+    start it with ``with``."""
     if client == "java":
         return JavaGroupRun(bootstrap, member_bootstraps, topic, group_protocol, java_driver)
-    runs: dict[str, type[_ThreadedRun]] = {"confluent": ConfluentGroupRun, "slipstream": SlipstreamGroupRun}
+    runs: dict[str, type[_ThreadedRun]] = {
+        "confluent": ConfluentGroupRun, "slipstream": SlipstreamGroupRun, "slipstream-asyncio": SlipstreamAsyncioGroupRun,
+    }  # fmt: skip
     return runs[client](bootstrap, member_bootstraps, topic, group_protocol)

@@ -1,9 +1,11 @@
 """Three stateless brokers over one PostgreSQL database (issue 16).
 
-Produce through one broker and consume through another (confluent-kafka and
-Slipstream's client); a consumer group spread over the brokers; kill -9 of the
-group's coordinator and of a partition leader while an idempotent acks=all producer
-and the group run; a paused (SIGSTOP) broker whose lease expired cannot write.
+Produce through one broker and consume through another (confluent-kafka, the Java
+client and Slipstream's client); a consumer group spread over the brokers (the Java
+client, both group protocols); kill -9 of the group's coordinator and of a partition
+leader while an idempotent acks=all producer and the group run (confluent-kafka, the
+Java client and Slipstream's client; the clients are in cluster_group_run.py); a paused
+(SIGSTOP) broker whose lease expired cannot write.
 """
 
 from __future__ import annotations
@@ -290,6 +292,8 @@ def run_of(client: str, group_protocol: str, cluster: Cluster, topic: str, reque
         pytest.param("java", "consumer", marks=pytest.mark.java),
         ("slipstream", "classic"),
         ("slipstream", "consumer"),
+        ("slipstream-asyncio", "classic"),
+        ("slipstream-asyncio", "consumer"),
     ],
 )
 def test_kill_9_of_the_coordinator_and_of_a_leader_loses_nothing(
@@ -323,7 +327,7 @@ def test_kill_9_of_the_coordinator_and_of_a_leader_loses_nothing(
         time.sleep(2)
         run.stop_producing()
         missing = run.wait_all_consumed(30)
-        assert not missing, f"the group never consumed {len(missing)} acknowledged records, e.g. {sorted(missing)[:5]}"
+        assert not missing, f"the group never consumed {len(missing)} acknowledged records: {run.missing_report(missing)}"
     assert run.acked, run.errors
     assert_acked_once_in_log(cluster, run)
 
