@@ -7,8 +7,10 @@ moves a group with members from one protocol to the other while it runs:
   (protocol type "consumer") turns it into a consumer group. Each classic member
   becomes a member of the consumer group that still speaks the classic protocol
   (its JoinGroup protocols and session timeout kept as ``ClassicMemberMetadata``),
-  at the classic generation as its epoch, with its last assignment as both its
-  current and its target assignment. Written as Kafka writes it: the classic
+  at the classic generation as its epoch, with what it may hold as both its
+  current and its target assignment: its last assignment and the partitions its
+  last JoinGroup said it owns (Kafka takes only the former; see
+  ``consumer_group_from_classic``). Written as Kafka writes it: the classic
   group's tombstone, then every member's subscription, the group epoch, every
   target assignment, the target epoch and every current assignment.
 - downgrade: when the last member speaking the consumer protocol leaves (or is
@@ -28,6 +30,7 @@ from . import consumer_records as crec
 from . import records as rec
 from .consumer import ConsumerGroup, ConsumerGroupMember, MemberState, PartitionMap
 from .consumer.member import ClassicMemberMetadata
+from .consumer.partitions import union
 from .group import ClassicGroup
 from .member import Member
 from .result import Record
@@ -66,7 +69,15 @@ def consumer_group_from_classic(classic: ClassicGroup, image: TopicsImage) -> Co
             assigned_topics = cp.decode_assignment(m.assignment)[1].assigned_partitions if m.assignment else []
         except (ValueError, KeyError, IndexError) as exc:
             raise ConversionError(f"member {m.member_id}: {exc}") from exc
-        assigned = to_partition_map(image, assigned_topics)
+        # What the member may hold, not only its recorded assignment (all Kafka copies):
+        # a group sent back from CompletingRebalance to PreparingRebalance has emptied
+        # the recorded assignments, and in Stable a member may not have read its SyncGroup
+        # answer yet, while a cooperative member keeps until then what its JoinGroup
+        # listed as owned. Taking both, a partition stays with its holder until it
+        # revokes it, whatever state the group was in; an eager member listed nothing.
+        assigned = union(
+            to_partition_map(image, assigned_topics), to_partition_map(image, subscription.owned_partitions)
+        )
         member = ConsumerGroupMember(
             member_id=m.member_id,
             member_epoch=generation,

@@ -200,6 +200,36 @@ def test_cooperative_classic_members_revoke_before_anyone_gets_their_partitions(
     assert partitions_of(c) == set(group.target_assignment_of(c.member_id)[c_topic(ctx)]) != set()
 
 
+def test_an_upgrade_mid_rebalance_keeps_the_partitions_cooperative_members_still_hold() -> None:
+    """A classic group sent back from CompletingRebalance to PreparingRebalance has emptied
+    its recorded assignments, yet its cooperative members still hold their partitions: the
+    upgrade converts what they hold (their JoinGroup's owned partitions), so the new member
+    gets none of them before they are revoked (seeds 239 and 691 of the migrate simulation)."""
+    ctx = new_context()
+    a, b = classic_group(ctx, cooperative=True)
+    protocol = a.protocol
+    d = ctx.join_new("g", protos=[(protocol, subscription(["t"]))])
+    rejoins = [ctx.join("g", x.member_id, protos=[(protocol, subscription(["t"], {"t": x.owned}))]) for x in (a, b)]
+    ctx.advance_until_done(d, *rejoins)
+    assert ctx.state("g") is GroupState.COMPLETING_REBALANCE
+    # d leaves before the leader syncs: back to PreparingRebalance, assignments emptied.
+    assert ctx.leave("g", (d.response.member_id, None)).error == ErrorCode.NONE
+    assert ctx.state("g") is GroupState.PREPARING_REBALANCE
+    assert {m.assignment for m in ctx.coordinator.group("g").members.values()} == {b""}
+    for x in (a, b):
+        x.generation = rejoins[0].response.generation_id
+    c = Member(ctx, "g", topics=["t"])
+    assert c.join().error_code == ErrorCode.NONE
+    check_single_owner([a, b], [c])
+    group = ctx.coordinator.consumer_group("g")
+    assert {m: set(group.member(m).assigned_partitions.get(c_topic(ctx), ())) for m in (a.member_id, b.member_id)} == {
+        a.member_id: a.owned,
+        b.member_id: b.owned,
+    }
+    settle([a, b], [c])
+    assert a.owned | b.owned | partitions_of(c) == {0, 1, 2, 3} and partitions_of(c)
+
+
 def test_the_group_downgrades_when_its_last_consumer_member_leaves() -> None:
     ctx = new_context()
     a, b = classic_group(ctx)
