@@ -16,8 +16,9 @@ moves a group with members from one protocol to the other while it runs:
 - downgrade: when the last member speaking the consumer protocol leaves (or is
   fenced) and classic members remain, the group becomes a classic group again:
   the consumer group's tombstones, then a classic group record (Stable, the
-  group epoch as its generation, each member's target assignment as its
-  assignment), and a rebalance starts so the members rejoin it.
+  group epoch as its generation, each member's partitions as its assignment:
+  assigned and pending revocation, where Kafka writes the target), and a
+  rebalance starts so the members rejoin it.
 
 This module builds the converted groups and their records; protocol_migration.py
 decides when, and replaying the records is what switches the group's type.
@@ -135,7 +136,14 @@ def classic_group_from_consumer(
 ) -> ClassicGroup:
     """The classic group a downgrade makes of ``group`` without ``leaving_member_id``
     (Kafka's ``ClassicGroup.fromConsumerGroup``): Stable at the group epoch, each member
-    holding its target assignment."""
+    with what it may hold as its assignment.
+
+    Kafka records the target assignment. But a member may not have revoked what the target
+    moved away from it yet, and a partition in its target may still be held by another
+    member; an upgrade before the rebalance settles converts the recorded assignments,
+    and a SyncGroup in the Stable group (after a restart between the records and the
+    rebalance) answers them. What each member holds (assigned and pending revocation;
+    disjoint across members) is right in both."""
     classic = ClassicGroup(
         group.group_id, now_ms, GroupState.STABLE, generation_id=group.group_epoch, protocol_type=cp.PROTOCOL_TYPE
     )
@@ -159,7 +167,7 @@ def classic_group_from_consumer(
     classic.subscribed_topics = classic.compute_subscribed_topics()
     for member in classic.members.values():
         member.assignment = to_assignment_bytes(
-            image, group.target_assignment_of(member.member_id), member.metadata(classic.protocol_name)
+            image, group.members[member.member_id].owned_partitions(), member.metadata(classic.protocol_name)
         )
     return classic
 

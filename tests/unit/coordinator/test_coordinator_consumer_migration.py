@@ -230,6 +230,30 @@ def test_an_upgrade_mid_rebalance_keeps_the_partitions_cooperative_members_still
     assert a.owned | b.owned | partitions_of(c) == {0, 1, 2, 3} and partitions_of(c)
 
 
+def test_an_upgrade_right_after_a_downgrade_keeps_the_partitions_members_still_revoke() -> None:
+    """The last consumer member leaves while classic members still hold partitions the target
+    moved away from them; the classic group they become records what they hold, so another
+    consumer member upgrading it again gets none of those before they are revoked."""
+    ctx = new_context()
+    a, b = classic_group(ctx, cooperative=True)
+    c = Member(ctx, "g", topics=["t"])
+    assert c.join().error_code == ErrorCode.NONE  # the target moves some of a's and b's partitions to c
+    assert c.leave().error_code == ErrorCode.NONE  # before a and b revoked them: downgraded
+    assert ctx.state("g") is GroupState.PREPARING_REBALANCE
+    e = Member(ctx, "g", topics=["t"])
+    assert e.join().error_code == ErrorCode.NONE  # upgraded again
+    check_single_owner([a, b], [e])
+    for x in (a, b):
+        # Still at the first generation, in a group now at the epoch c made: like the Java
+        # client, each loses its partitions and rejoins.
+        assert x.heartbeat() == ErrorCode.ILLEGAL_GENERATION
+        x.owned = set()
+        x.rejoin()
+        check_single_owner([a, b], [e])
+    settle([a, b], [e])
+    assert a.owned | b.owned | partitions_of(e) == {0, 1, 2, 3} and partitions_of(e)
+
+
 def test_the_group_downgrades_when_its_last_consumer_member_leaves() -> None:
     ctx = new_context()
     a, b = classic_group(ctx)
