@@ -301,6 +301,33 @@ def test_the_group_downgrades_when_its_last_consumer_member_is_fenced() -> None:
     assert a.heartbeat() == ErrorCode.REBALANCE_IN_PROGRESS
 
 
+def test_a_downgrade_that_fails_to_write_is_tried_again() -> None:
+    """The last consumer member's session expires while appends fail: the downgrade is not
+    written, the group stays a consumer group with its timers running, and the fence is
+    tried again until it is written (simulation seeds 1191, 1305 and 1307 of migrate)."""
+    ctx = new_context()
+    a, b = classic_group(ctx)
+    c = Member(ctx, "g", topics=["t"])
+    c.join()
+    settle([a, b], [c])
+    ctx.fail_appends_with = ErrorCode.NOT_LEADER_OR_FOLLOWER
+    # c stops heartbeating; its session expires while nothing can be written.
+    for _ in range(ctx.config.consumer_group_session_timeout_ms // 1_000 + 2):
+        ctx.advance(1_000)
+        for m in (a, b):
+            assert m.heartbeat() in (ErrorCode.NONE, ErrorCode.REBALANCE_IN_PROGRESS)
+    group = ctx.coordinator.consumer_group("g")
+    assert group is not None and group.has_member(c.member_id)
+    ctx.fail_appends_with = None
+    ctx.advance(1_000)
+    assert ctx.coordinator.consumer_group("g") is None
+    assert ctx.state("g") is GroupState.PREPARING_REBALANCE
+    # The classic members' sessions run in the classic group: one that stops is removed.
+    joins = [ctx.join("g", a.member_id, protos=[("range", subscription(["t"]))])]
+    ctx.advance_until_done(*joins)
+    assert set(ctx.coordinator.group("g").members) == {a.member_id}
+
+
 def test_static_classic_members_keep_their_instance_across_the_upgrade() -> None:
     ctx = new_context()
     calls = [ctx.join("g", protos=[("range", subscription(["t"]))], instance_id=f"i{i}", client_id=f"c{i}")
