@@ -58,6 +58,9 @@ FIXED_REAL_BUGS: dict[tuple[str, int, str], str] = {
     ("consumer", 156, "append-heavy"): diagnosis.ACK_WITHOUT_APPEND,
     ("classic", 239, "migrate"): "an online upgrade mid-rebalance converted emptied assignments, not what members held",
     ("classic", 691, "migrate"): "an online upgrade mid-rebalance converted emptied assignments, not what members held",
+    ("classic", 1191, "migrate"): "a downgrade that failed to append was never tried again (timers cancelled)",
+    ("classic", 1305, "migrate"): "a downgrade that failed to append was never tried again (timers cancelled)",
+    ("classic", 1802, "migrate"): "a downgrade that failed to append was never tried again; ids not replayable",
 }
 
 
