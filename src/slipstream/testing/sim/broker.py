@@ -103,6 +103,7 @@ class SimBroker:
         self._timer_event: Event | None = None
         self._conns: dict[int, _ConnState] = {}
         self._parked: dict[Pending, Origin | None] = {}
+        self._contexts: dict[tuple[str, int], RequestContext] = {}
         network.broker = self
         self.timer = ManualTimer(clock=lambda: self.queue.now_ms)
         self.coordinator = factory(self.timer)
@@ -128,7 +129,10 @@ class SimBroker:
                 self.last_commit_was_orphaned = not conn.open
             origin = Origin(conn, corr, api, request, self.observer.request_started(api, request))
             state.busy = True
-            ctx = RequestContext(api_version=version, client_id=conn.owner, client_host="/10.0.0.1")
+            ctx = self._contexts.get((conn.owner, version))
+            if ctx is None:  # immutable: one per client and version
+                ctx = RequestContext(api_version=version, client_id=conn.owner, client_host="/10.0.0.1")
+                self._contexts[(conn.owner, version)] = ctx
             result = getattr(self.coordinator, api)(ctx, request, self.queue.now_ms)
             answered = self._carry_out(result, origin)
             if answered:
@@ -179,7 +183,8 @@ class SimBroker:
                         self.coordinator.apply(record, now)
                         if record.key[0] == 0 and record.key[1] < 2:
                             self.offset_writes += 1  # key versions 0 and 1: an offset commit
-                    self.unwritten_classic.difference_update(_classic_groups(result.records))
+                    if self.unwritten_classic:
+                        self.unwritten_classic.difference_update(_classic_groups(result.records))
                     if self.restart_after_append is not None:
                         # Crash before the answer leaves (answers take >= 1 ms on the wire).
                         crash = functools.partial(self.restart, *self.restart_after_append)

@@ -113,14 +113,22 @@ class OffsetWatch:
         if coordinator.is_group_loading(self.group_id):
             return None
         now = {tp: om.offset for tp, om in coordinator.committed_offsets(self.group_id).items()}
-        for tp, high in sorted(self.high.items()):
+        for tp, was in self.high.items():
+            offset = now.get(tp)
+            if offset is None or offset < was:
+                break
+        else:
+            self.high.update(now)
+            return None
+        # Something went back: name the first such partition in sorted order (the message
+        # must not depend on hashing).
+        for tp, was in sorted(self.high.items()):
             offset = now.get(tp)
             if offset is None:
-                return f"committed offset of {tp} vanished (was {high})"
-            if offset < high:
-                return f"committed offset of {tp} went back from {high} to {offset}"
-        self.high.update(now)
-        return None
+                return f"committed offset of {tp} vanished (was {was})"
+            if offset < was:
+                return f"committed offset of {tp} went back from {was} to {offset}"
+        raise AssertionError("unreachable: a partition went back")
 
 
 # ---------------------------------------------------------------- fencing of commits

@@ -344,7 +344,10 @@ def _answer_codes(api: str, response: Any) -> Iterable[int]:
         return (code,) if code else ()
     codes = {getattr(response, "error_code", 0)}
     if api == "offset_commit":
-        codes.update(p.error_code for t in response.topics for p in t.partitions)
+        for t in response.topics:
+            for p in t.partitions:
+                if p.error_code:
+                    codes.add(p.error_code)
     elif api == "offset_fetch":
         for g in response.groups:
             codes.add(g.error_code)
