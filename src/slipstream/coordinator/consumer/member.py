@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Mapping, Set
+from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass, field
+from typing import Any
 
 from .partitions import PartitionMap, TopicId, normalize
 
@@ -91,12 +92,12 @@ class ConsumerGroupMember:
         copy costs a field-by-field rebuild with normalization."""
         for name, value in changes.items():
             if getattr(self, name) != value:
-                return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+                return _copy_with(self, changes)
         return self
 
     def with_epoch(self, epoch: int) -> ConsumerGroupMember:
         """Move to ``epoch``; the current epoch becomes the previous one (``updateMemberEpoch``)."""
-        return dataclasses.replace(self, member_epoch=epoch, previous_member_epoch=self.member_epoch)
+        return _copy_with(self, {"member_epoch": epoch, "previous_member_epoch": self.member_epoch})
 
     @property
     def is_static(self) -> bool:
@@ -159,7 +160,37 @@ def replacement_for_static_member(old: ConsumerGroupMember, new_member_id: str) 
     """The member that takes over ``old``'s place when its instance id rejoins under
     ``new_member_id``: same subscription and assignment, epochs reset to 0 so it
     reconciles again from the join epoch."""
-    return dataclasses.replace(old, member_id=new_member_id, member_epoch=0, previous_member_epoch=0)
+    return _copy_with(old, {"member_id": new_member_id, "member_epoch": 0, "previous_member_epoch": 0})
+
+
+_FIELDS = tuple(f.name for f in dataclasses.fields(ConsumerGroupMember))
+# What ``__post_init__`` normalizes, field by field.
+_NORMALIZE: dict[str, Callable[[Any], object]] = {
+    "subscribed_topic_names": frozenset,
+    "assigned_partitions": normalize,
+    "partitions_pending_revocation": normalize,
+}
+
+
+def _copy_with(member: ConsumerGroupMember, changes: Mapping[str, object]) -> ConsumerGroupMember:
+    """``dataclasses.replace(member, **changes)`` without the rebuild: the fields that do not
+    change are copied as they are (already normalized, and immutable), only the changed
+    ones are normalized. Members are copied on most heartbeats that move one."""
+    copy = object.__new__(ConsumerGroupMember)
+    setattr_ = object.__setattr__
+    for name in _FIELDS:
+        setattr_(copy, name, getattr(member, name))
+    for name, value in changes.items():
+        if name not in _NORMALIZE:
+            if name not in _FIELD_SET:
+                raise TypeError(f"ConsumerGroupMember has no field {name!r}")
+            setattr_(copy, name, value)
+        else:
+            setattr_(copy, name, _NORMALIZE[name](value))
+    return copy
+
+
+_FIELD_SET = frozenset(_FIELDS)
 
 
 def topic_partitions(assignment: Mapping[TopicId, frozenset[int]]) -> list[tuple[TopicId, list[int]]]:

@@ -103,6 +103,7 @@ class SimBroker:
         self._timer_event: Event | None = None
         self._conns: dict[int, _ConnState] = {}
         self._parked: dict[Pending, Origin | None] = {}
+        self._contexts: dict[tuple[int, int], RequestContext] = {}
         network.broker = self
         self.timer = ManualTimer(clock=lambda: self.queue.now_ms)
         self.coordinator = factory(self.timer)
@@ -128,9 +129,12 @@ class SimBroker:
                 self.last_commit_was_orphaned = not conn.open
             origin = Origin(conn, corr, api, request, self.observer.request_started(api, request))
             state.busy = True
-            ctx = RequestContext(
-                api_version=version, client_id=conn.owner, client_host="/10.0.0.1", connection=conn.id
-            )
+            ctx = self._contexts.get((conn.id, version))
+            if ctx is None:  # immutable: one per connection and version
+                ctx = RequestContext(
+                    api_version=version, client_id=conn.owner, client_host="/10.0.0.1", connection=conn.id
+                )
+                self._contexts[(conn.id, version)] = ctx
             result = getattr(self.coordinator, api)(ctx, request, self.queue.now_ms)
             answered = self._carry_out(result, origin)
             if answered:
@@ -181,7 +185,8 @@ class SimBroker:
                         self.coordinator.apply(record, now)
                         if record.key[0] == 0 and record.key[1] < 2:
                             self.offset_writes += 1  # key versions 0 and 1: an offset commit
-                    self.unwritten_classic.difference_update(_classic_groups(result.records))
+                    if self.unwritten_classic:
+                        self.unwritten_classic.difference_update(_classic_groups(result.records))
                     if self.restart_after_append is not None:
                         # Crash before the answer leaves (answers take >= 1 ms on the wire).
                         crash = functools.partial(self.restart, *self.restart_after_append)

@@ -11,6 +11,7 @@ import heapq
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from heapq import heappush
 
 # What an event says in the trace: a string, or parts joined only when a trace is kept
 # (formatting every label of every event costs more than many events do).
@@ -51,16 +52,39 @@ class EventQueue:
             at_ms = self.now_ms
         seq = next(self._seq)
         event = Event(at_ms, seq, label, action)
-        heapq.heappush(self._heap, (at_ms, seq, event))
+        heappush(self._heap, (at_ms, seq, event))
         return event
 
     def after(self, delay_ms: int, label: Label, action: Callable[[], None]) -> Event:
-        return self.at(self.now_ms + delay_ms if delay_ms > 0 else self.now_ms, label, action)
+        # ``at`` inlined: most events are scheduled relative to now.
+        at_ms = self.now_ms + delay_ms if delay_ms > 0 else self.now_ms
+        seq = next(self._seq)
+        event = Event(at_ms, seq, label, action)
+        heappush(self._heap, (at_ms, seq, event))
+        return event
 
     def next_time(self) -> int | None:
-        while self._heap and self._heap[0][2].cancelled:
-            heapq.heappop(self._heap)
-        return self._heap[0][0] if self._heap else None
+        heap = self._heap
+        while heap and heap[0][2].cancelled:
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
+
+    def peek(self) -> Event | None:
+        """The next live event, left in the queue (cancelled ones before it are dropped)."""
+        heap = self._heap
+        while heap:
+            event = heap[0][2]
+            if not event.cancelled:
+                return event
+            heapq.heappop(heap)
+        return None
+
+    def pop_peeked(self) -> Event:
+        """Take the event ``peek`` just returned (nothing was scheduled since); the clock moves to it."""
+        event = heapq.heappop(self._heap)[2]
+        if event.at_ms > self.now_ms:
+            self.now_ms = event.at_ms
+        return event
 
     def pop(self) -> Event | None:
         """The next live event (the clock moves to its time), or None when nothing is left."""

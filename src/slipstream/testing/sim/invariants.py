@@ -22,8 +22,9 @@ from typing import Any
 
 from ...client.membership_types import MemberState
 from ...coordinator import GroupCoordinator, GroupState
-from ...coordinator.consumer import ConsumerGroupState
+from ...coordinator.consumer import ConsumerGroup, ConsumerGroupState
 from ...coordinator.consumer.member import MemberState as CgMemberState
+from ...coordinator.group import ClassicGroup
 from ...protocol.consumer_protocol import decode_assignment
 from .members import SimMember, TopicPartition
 from .topics import Topics
@@ -112,14 +113,22 @@ class OffsetWatch:
         if coordinator.is_group_loading(self.group_id):
             return None
         now = {tp: om.offset for tp, om in coordinator.committed_offsets(self.group_id).items()}
-        for tp, high in sorted(self.high.items()):
+        for tp, was in self.high.items():
+            offset = now.get(tp)
+            if offset is None or offset < was:
+                break
+        else:
+            self.high.update(now)
+            return None
+        # Something went back: name the first such partition in sorted order (the message
+        # must not depend on hashing).
+        for tp, was in sorted(self.high.items()):
             offset = now.get(tp)
             if offset is None:
-                return f"committed offset of {tp} vanished (was {high})"
-            if offset < high:
-                return f"committed offset of {tp} went back from {high} to {offset}"
-        self.high.update(now)
-        return None
+                return f"committed offset of {tp} vanished (was {was})"
+            if offset < was:
+                return f"committed offset of {tp} went back from {was} to {offset}"
+        raise AssertionError("unreachable: a partition went back")
 
 
 # ---------------------------------------------------------------- fencing of commits
@@ -127,10 +136,14 @@ class OffsetWatch:
 
 def valid_credentials(coordinator: GroupCoordinator, group_id: str) -> set[tuple[str, int]]:
     """The (member id, generation/epoch) pairs the coordinator would take a commit from now."""
-    classic = coordinator.group(group_id)
+    return credentials_of(coordinator.group(group_id), coordinator.consumer_group(group_id))
+
+
+def credentials_of(classic: ClassicGroup | None, group: ConsumerGroup | None) -> set[tuple[str, int]]:
+    """``valid_credentials`` of a group id whose classic and consumer groups are these."""
     if classic is not None and classic.state is not GroupState.DEAD:
-        return {(member_id, classic.generation_id) for member_id in classic.members}
-    group = coordinator.consumer_group(group_id)
+        generation = classic.generation_id
+        return {(member_id, generation) for member_id in classic.members}
     if group is not None:
         return {(m.member_id, m.member_epoch) for m in group.members.values()}
     return set()
@@ -147,7 +160,10 @@ class CommitFencing:
     def observe(self, coordinator: GroupCoordinator) -> None:
         if coordinator.is_group_loading(self.group_id):
             return
-        now = valid_credentials(coordinator, self.group_id)
+        self.observe_credentials(valid_credentials(coordinator, self.group_id))
+
+    def observe_credentials(self, now: set[tuple[str, int]]) -> None:
+        """``observe`` with the group's ``valid_credentials`` (its group not loading)."""
         if now != self.valid:
             self.fenced |= self.valid - now
             self.fenced -= now

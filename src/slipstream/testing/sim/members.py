@@ -171,7 +171,7 @@ class SimMember:
         fn(*args)
 
     def after(self, delay_ms: int, label: str, fn: Callable[[], None]) -> Event:
-        return self.world.queue.after(delay_ms, (self.label, " ", label), self.guard(fn))
+        return self.world.queue.after(delay_ms, (self.label, " ", label), functools.partial(self._guarded, fn))
 
     def backoff_ms(self, attempt: int) -> int:
         backoff = Backoff(RETRY_BACKOFF_MS, RETRY_BACKOFF_MAX_MS, rand=self.rng.random)

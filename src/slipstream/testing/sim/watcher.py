@@ -16,6 +16,7 @@ from typing import Any
 
 from ...client.consumer_member_core import Phase
 from ...coordinator import GroupCoordinator, GroupState
+from ...coordinator.consumer import ConsumerGroup
 from ...coordinator.group import ClassicGroup
 from ...protocol.errors import ErrorCode
 from ...protocol.errors import name as error_name
@@ -31,9 +32,11 @@ from .invariants import (
     compare_views,
     consumer_ownership,
     consumer_quiet_problems,
+    credentials_of,
     durable_view,
     live,
 )
+from .members import SimMember
 from .probes import REFUSAL, check_answer, converts_with_members, group_has_members
 from .state import WorldState
 
@@ -58,6 +61,8 @@ class Watcher(BrokerObserver):
         self._last_held: dict[str, frozenset[tuple[str, int]]] = {}
         self._last_member_state: dict[str, enum.Enum] = {}
         self._last_identity: dict[str, tuple[object, ...]] = {}
+        # The coordinator's reconciliation state of each KIP-848 member, by member id.
+        self._coordinator_member_state: dict[str, enum.Enum] = {}
 
     # ------------------------------------------------------------ broker observer
 
@@ -141,79 +146,45 @@ class Watcher(BrokerObserver):
         world = self.world
         touched = world.touched_members
         broker = world.broker
-        if not touched and broker.activity == self._seen_activity:
+        served = broker.activity != self._seen_activity
+        if not touched and not served:
             return  # nobody ran and the coordinator did not: nothing to look at
-        world.touched_members = []
-        someone_gone = False
-        for m in touched:
-            m.touched = False
-            someone_gone = someone_gone or m.gone
-        if someone_gone:
-            for m in world.members:
-                if m.gone and m.label in self._last_held and self._last_held.pop(m.label):
-                    world.note(f"   {m.label} holds []")
-            world.members = [m for m in world.members if not m.gone]
         # Ownership can only break when what someone holds (or, classic, the generation
         # it holds it in) changed, or (consumer protocol) the coordinator's members did.
         changed: set[str] = set()  # groups whose members' holdings or identities changed
-        for m in touched:
-            if m.gone:
-                continue
-            now_held = m.held()
-            if self._last_held.get(m.label) != now_held:
-                self._last_held[m.label] = frozenset(now_held)
-                if world.tracing:
-                    world.note(f"   {m.label} holds {sorted(now_held)}")
-                changed.add(m.group_id)
-            if isinstance(m, ClassicMember):
-                core = m.core
-                state = core.state
-                before = self._last_member_state.get(m.label)
-                if before is not state:
-                    self._last_member_state[m.label] = state
-                    world.coverage.member_state("classic", state.value)
-                    if before is not None:
-                        world.coverage.transition("classic-member", before, state)
-                ident: tuple[object, ...] = (state, core.member_id, core.generation_id)
-                if self._last_identity.get(m.label) != ident:
-                    self._last_identity[m.label] = ident
-                    if world.tracing:
-                        world.note(f"   {m.label} is {state.value} as {core.member_id or '-'} in generation {core.generation_id}")
-                    changed.add(m.group_id)
-            elif isinstance(m, ConsumerMember):
-                phase = m.core.phase
-                # A core starts unjoined (and joins within the step that starts it).
-                before = self._last_member_state.get(m.label, Phase.UNJOINED)
-                if before is not phase:
-                    self._last_member_state[m.label] = phase
-                    world.coverage.transition("consumer-client", before, phase)
-                ident = (m.member_id, m.epoch)
-                if self._last_identity.get(m.label) != ident:
-                    self._last_identity[m.label] = ident
-                    if world.tracing:
-                        world.note(f"   {m.label} at epoch {m.epoch}")
-        served = broker.activity != self._seen_activity
+        if touched:
+            world.touched_members = []
+            self._look_at_members(touched, changed)
+        # The groups as the coordinator has them now (looked up once: the checks below
+        # only read them).
+        coordinator = broker.coordinator
+        groups: list[tuple[GroupWatch, ClassicGroup | None, ConsumerGroup | None]] = []
         if served:
             self._seen_activity = broker.activity
+            consumer = world.protocol == "consumer"
             for watch in self.watches.values():
+                classic = coordinator.group(watch.group_id)
+                group = coordinator.consumer_group(watch.group_id)
+                groups.append((watch, classic, group))
                 # Consumer protocol: the coordinator may also have fenced (or, replayed,
                 # restored) a holder; every such change moves the group's epoch or size.
-                if self._observe_group(broker.coordinator, watch) and world.protocol == "consumer":
+                if self._observe_group(watch, classic, group) and consumer:
                     changed.add(watch.group_id)
-        for group_id in sorted(changed):
-            members = world.members if len(world.group_ids) == 1 else [m for m in world.members if m.group_id == group_id]
-            if world.protocol == "classic":
-                problem, zombies = classic_ownership(members)
-            else:
-                problem, zombies = consumer_ownership(members, broker.coordinator, group_id)
-            world.coverage.zombie_overlaps += zombies
-            if problem:
-                world.violate("ownership", world.in_group(group_id, problem))
+        if changed:
+            for group_id in sorted(changed):
+                members = world.members if len(world.group_ids) == 1 else [m for m in world.members if m.group_id == group_id]
+                if world.protocol == "classic":
+                    problem, zombies = classic_ownership(members)
+                else:
+                    problem, zombies = consumer_ownership(members, coordinator, group_id)
+                world.coverage.zombie_overlaps += zombies
+                if problem:
+                    world.violate("ownership", world.in_group(group_id, problem))
         if not served or not broker.up:
             return
-        coordinator = broker.coordinator
-        for watch in self.watches.values():
-            log_mark = (broker.incarnation, broker.offset_writes, coordinator.is_group_loading(watch.group_id))
+        for watch, classic, group in groups:
+            loading = coordinator.is_group_loading(watch.group_id)
+            log_mark = (broker.incarnation, broker.offset_writes, loading)
             if log_mark != watch.seen_log:
                 # Committed offsets change only with an offset record written (or a replay; the
                 # check waits for the load to finish).
@@ -221,44 +192,104 @@ class Watcher(BrokerObserver):
                 problem = watch.offsets.check(coordinator)
                 if problem:
                     world.violate("offsets", world.in_group(watch.group_id, problem))
-            watch.fencing.observe(coordinator)
+            if not loading:
+                watch.fencing.observe_credentials(credentials_of(classic, group))
 
-    def _observe_group(self, coordinator: GroupCoordinator, watch: GroupWatch) -> bool:
+    def _look_at_members(self, touched: list[SimMember], changed: set[str]) -> None:
+        """Notes and coverage for the members that ran; their groups go into ``changed``
+        when what they hold or who they are changed."""
+        world = self.world
+        tracing = world.tracing
+        coverage = world.coverage
+        last_held = self._last_held
+        last_state = self._last_member_state
+        last_identity = self._last_identity
+        someone_gone = False
+        for m in touched:
+            m.touched = False
+            someone_gone = someone_gone or m.gone
+        if someone_gone:
+            for m in world.members:
+                if m.gone and m.label in last_held and last_held.pop(m.label):
+                    world.note(f"   {m.label} holds []")
+            world.members = [m for m in world.members if not m.gone]
+        for m in touched:
+            if m.gone:
+                continue
+            label = m.label
+            now_held = m.held()
+            if last_held.get(label) != now_held:
+                last_held[label] = frozenset(now_held)
+                if tracing:
+                    world.note(f"   {label} holds {sorted(now_held)}")
+                changed.add(m.group_id)
+            if isinstance(m, ConsumerMember):
+                core = m.core
+                phase = core.phase
+                # A core starts unjoined (and joins within the step that starts it).
+                before = last_state.get(label, Phase.UNJOINED)
+                if before is not phase:
+                    last_state[label] = phase
+                    coverage.transition("consumer-client", before, phase)
+                ident: tuple[object, ...] = (core.member_id, core.member_epoch)
+                if last_identity.get(label) != ident:
+                    last_identity[label] = ident
+                    if tracing:
+                        world.note(f"   {label} at epoch {core.member_epoch}")
+            elif isinstance(m, ClassicMember):
+                classic_core = m.core
+                state = classic_core.state
+                was = last_state.get(label)
+                if was is not state:
+                    last_state[label] = state
+                    coverage.member_state("classic", state.value)
+                    if was is not None:
+                        coverage.transition("classic-member", was, state)
+                ident = (state, classic_core.member_id, classic_core.generation_id)
+                if last_identity.get(label) != ident:
+                    last_identity[label] = ident
+                    if tracing:
+                        world.note(
+                            f"   {label} is {state.value} as {classic_core.member_id or '-'} "
+                            f"in generation {classic_core.generation_id}"
+                        )
+                    changed.add(m.group_id)
+
+    def _observe_group(self, watch: GroupWatch, classic: ClassicGroup | None, group: ConsumerGroup | None) -> bool:
         """Note and cover a group's state; True when it (epoch, size, state) changed."""
         world = self.world
-        classic = coordinator.group(watch.group_id)
-        group = coordinator.consumer_group(watch.group_id)
+        # The states stay enum members here (cheaper than their values); see ``_key_text``.
         key: tuple[object, ...]
         if classic is not None:
-            key = ("classic", classic.state.value, classic.generation_id, len(classic.members))
+            key = ("classic", classic.state, classic.generation_id, len(classic.members))
         elif group is not None:
-            key = ("consumer", group.state.value, group.group_epoch, group.target_assignment_epoch, len(group.members))
+            key = ("consumer", group.state, group.group_epoch, group.target_assignment_epoch, len(group.members))
+            states = self._coordinator_member_state
             for m in group.members.values():
-                name = "cg:" + m.member_id
-                before = self._last_member_state.get(name)
+                before = states.get(m.member_id)
                 if before is not m.state:
-                    self._last_member_state[name] = m.state
+                    states[m.member_id] = m.state
                     world.coverage.member_state("coordinator", m.state.name)
                     if before is not None:
                         world.coverage.transition("consumer-member", before, m.state)
         else:
             key = ("none",)
         last = watch.last_key
-        if key != last:
-            if key[:2] != last[:2] and len(key) > 1:
-                world.coverage.group_state(str(key[0]), str(key[1]))
-                if key[0] == "consumer" and last[:1] == ("consumer",):
-                    world.coverage.transition("consumer-group", last[1], key[1])
-                if key[0] != "none" and watch.last_type not in ("none", key[0]):
-                    world.coverage.transition("group-type", watch.last_type, key[0])
-                if key[0] != "none":
-                    watch.last_type = str(key[0])
-            watch.last_key = key
-            if world.tracing:
-                named = "" if len(world.group_ids) == 1 else f" {watch.group_id}"
-                world.note(f"   group{named}: {' '.join(map(str, key))}")
-            return True
-        return False
+        if key == last:
+            return False
+        if key[:2] != last[:2] and len(key) > 1:
+            kind = str(key[0])
+            world.coverage.group_state(kind, _value(key[1]))
+            if kind == "consumer" and last[:1] == ("consumer",):
+                world.coverage.transition("consumer-group", last[1], key[1])
+            if watch.last_type not in ("none", kind):
+                world.coverage.transition("group-type", watch.last_type, kind)
+            watch.last_type = kind
+        watch.last_key = key
+        if world.tracing:
+            named = "" if len(world.group_ids) == 1 else f" {watch.group_id}"
+            world.note(f"   group{named}: {' '.join(_value(part) for part in key)}")
+        return True
 
     def quiet_problems(self) -> list[str]:
         world = self.world
@@ -297,11 +328,26 @@ class Watcher(BrokerObserver):
             ClassicGroup.transition_to = original  # type: ignore[method-assign]
 
 
+def _value(part: object) -> str:
+    """A group key's part as the trace and the coverage spell it (a state: its value)."""
+    return str(part.value) if isinstance(part, enum.Enum) else str(part)
+
+
+# The APIs whose answers carry error codes below the top level.
+_NESTED_CODES = frozenset({"offset_commit", "offset_fetch", "leave_group"})
+
+
 def _answer_codes(api: str, response: Any) -> Iterable[int]:
     """The distinct error codes in one answer: top level, and per group, member or partition."""
+    if api not in _NESTED_CODES:
+        code = getattr(response, "error_code", 0)
+        return (code,) if code else ()
     codes = {getattr(response, "error_code", 0)}
     if api == "offset_commit":
-        codes.update(p.error_code for t in response.topics for p in t.partitions)
+        for t in response.topics:
+            for p in t.partitions:
+                if p.error_code:
+                    codes.add(p.error_code)
     elif api == "offset_fetch":
         for g in response.groups:
             codes.add(g.error_code)

@@ -154,14 +154,18 @@ class World(WorldState):
             self.queue.at(action.at_ms, ("action ", action.describe()), functools.partial(self._do, action))
         history = History(self.seed, self.protocol, steps, plant_name, list(self.actions), profile=self.profile)
         events = 0
+        queue = self.queue
         after_step = self.watcher.after_step
+        violations = self.violations
+        tracing = self.tracing
         same_ms, last_ms = 0, -1
         next_quiet_check = 0
         problems: list[str] = []
-        while not self.violations:
-            upcoming = self.queue.next_time()
-            now = self.queue.now_ms
-            if upcoming is None or upcoming > self.faults_until:
+        while not violations:
+            event = queue.peek()
+            now = queue.now_ms
+            if event is None or event.at_ms > self.faults_until:
+                upcoming = None if event is None else event.at_ms
                 # Nothing changes until the next event: judge quietness on the state as it is.
                 if now >= next_quiet_check or upcoming is None or upcoming > now + 50:
                     next_quiet_check = now + 50
@@ -172,13 +176,13 @@ class World(WorldState):
                         break
                 deadline = self.faults_until + self.timing.liveness_ms
                 if upcoming is None or upcoming > deadline:
-                    self.queue.advance_to(deadline)
+                    queue.advance_to(deadline)
                     self.violate("liveness", f"not quiet {self.timing.liveness_ms} ms after the faults: {problems}")
                     break
-            event = self.queue.pop()
-            if event is None:
-                break
-            now = self.queue.now_ms
+                if event is None:
+                    break
+            queue.pop_peeked()
+            now = queue.now_ms
             if now == last_ms:
                 same_ms += 1
                 if same_ms > STORM_LIMIT:
@@ -187,7 +191,7 @@ class World(WorldState):
             else:
                 same_ms, last_ms = 0, now
             events += 1
-            if self.tracing:
+            if tracing:
                 text = event.text
                 if not text.endswith("tick"):
                     self.note(text)
