@@ -101,9 +101,7 @@ def database_counters(database_url: str) -> tuple[int, int]:
     async def read() -> tuple[int, int]:
         conn = await asyncpg.connect(database_url)
         try:
-            commits = await conn.fetchval(
-                "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
-            )
+            commits = await conn.fetchval("SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()")
             syncs = await conn.fetchval("SELECT wal_sync FROM pg_stat_wal")
         finally:
             await conn.close()
@@ -146,9 +144,7 @@ class BrokerSet:
             self.kill(node)
 
 
-def wait_led(
-    bootstrap: str, topic: str, partitions: int, brokers: int, timeout: float = 60
-) -> None:
+def wait_led(bootstrap: str, topic: str, partitions: int, brokers: int, timeout: float = 60) -> None:
     """Until Metadata names ``brokers`` brokers and a leader for every partition of ``topic``."""
     from confluent_kafka.admin import AdminClient
 
@@ -165,9 +161,7 @@ def wait_led(
         ):
             return
         time.sleep(0.2)
-    raise BenchError(
-        f"{topic}: not every partition has a leader among {brokers} brokers after {timeout:.0f}s"
-    )
+    raise BenchError(f"{topic}: not every partition has a leader among {brokers} brokers after {timeout:.0f}s")
 
 
 def throughput(
@@ -285,8 +279,7 @@ def failover_rounds(brokers: BrokerSet, database_url: str, rounds: int) -> Failo
     nodes = sorted(brokers.procs)
     threads = [threading.Thread(target=produce, daemon=True)]
     threads += [
-        threading.Thread(target=consume, args=(f"127.0.0.1:{brokers.ports[n]}",), daemon=True)
-        for n in nodes[:2]
+        threading.Thread(target=consume, args=(f"127.0.0.1:{brokers.ports[n]}",), daemon=True) for n in nodes[:2]
     ]
     for t in threads:
         t.start()
@@ -305,14 +298,10 @@ def failover_rounds(brokers: BrokerSet, database_url: str, rounds: int) -> Failo
             deadline = killed + 60
             while not any(t > killed for t in commits):
                 if time.monotonic() > deadline:
-                    raise BenchError(
-                        f"round {round_ + 1}: no commit within 60 s of killing broker {victim}"
-                    )
+                    raise BenchError(f"round {round_ + 1}: no commit within 60 s of killing broker {victim}")
                 time.sleep(0.02)
             took = next(t for t in commits if t > killed) - killed
-            log(
-                f"failover round {round_ + 1}: coordinator {victim} killed, next commit after {took:.2f}s"
-            )
+            log(f"failover round {round_ + 1}: coordinator {victim} killed, next commit after {took:.2f}s")
             times.append(took)
             brokers.start(victim)
     finally:
@@ -336,10 +325,7 @@ def read_all(bootstrap: str, topic: str, partitions: int) -> list[int]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-read-{os.getpid()}",
                          "enable.auto.commit": False, "fetch.queue.backoff.ms": 10})  # fmt: skip
     try:
-        ends = {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
-            for p in range(partitions)
-        }
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)}
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         values: list[int] = []
         done = {p for p, end in ends.items() if end == 0}
@@ -379,24 +365,16 @@ def share(rate: Rate, of: Rate) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smoke size")
     parser.add_argument("--count", type=int, help="records per run (default 100000, quick 10000)")
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--rounds", type=int, help="coordinator kills (default 3, quick 1)")
     parser.add_argument("--sizes", default="1,2,3", help="cluster sizes to measure (default 1,2,3)")
-    parser.add_argument(
-        "--repeat", type=int, default=1, help="runs of every size, in turn; medians reported"
-    )
-    parser.add_argument(
-        "--no-disk", action="store_true", help="skip the disk broker (vs disk shows n/a)"
-    )
+    parser.add_argument("--repeat", type=int, default=1, help="runs of every size, in turn; medians reported")
+    parser.add_argument("--no-disk", action="store_true", help="skip the disk broker (vs disk shows n/a)")
     parser.add_argument("--no-failover", action="store_true", help="skip the kill -9 rounds")
-    parser.add_argument(
-        "--costs", action="store_true", help="log CPU, commits and WAL syncs of each produce"
-    )
+    parser.add_argument("--costs", action="store_true", help="log CPU, commits and WAL syncs of each produce")
     opts = parser.parse_args(argv)
     sizes = [int(n) for n in opts.sizes.split(",")]
     opts.count = opts.count or (10_000 if opts.quick else 100_000)
@@ -413,9 +391,7 @@ def main(argv: list[str] | None = None) -> int:
                     disk = BrokerSet(Path(tmp) / f"disk-{run}", ["--storage", "disk"])
                     stack.callback(disk.close)
                     disk.start(1)
-                    runs.setdefault("disk, 1 broker", []).append(
-                        throughput("disk", disk, opts.count, opts.partitions)
-                    )
+                    runs.setdefault("disk, 1 broker", []).append(throughput("disk", disk, opts.count, opts.partitions))
                     disk.close()
             pg = stack.enter_context(PostgresServer())
             for run, size in ((run, size) for run in range(opts.repeat) for size in sizes):
@@ -452,9 +428,7 @@ def main(argv: list[str] | None = None) -> int:
         f"acks=all, idempotent, linger.ms=5; median of {opts.repeat} run(s); all brokers, PostgreSQL and the client on one machine "
         f"({platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}), {time.strftime('%Y-%m-%d')}.\n"
     )
-    print(
-        "| brokers | produce msg/s | produce MB/s | vs disk | consume msg/s | consume MB/s | vs disk |"
-    )
+    print("| brokers | produce msg/s | produce MB/s | vs disk | consume msg/s | consume MB/s | vs disk |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for name, (produced, consumed) in results.items():
         print(
@@ -479,8 +453,7 @@ def main(argv: list[str] | None = None) -> int:
         limit = GROUP_SESSION_MS / 1000 + 5
         print(
             f"Failover (kill -9 of the group's coordinator -> the group's next commit), {len(failover.seconds)} "
-            "rounds: "
-            + ", ".join(f"{t:.1f} s" for t in failover.seconds)
+            "rounds: " + ", ".join(f"{t:.1f} s" for t in failover.seconds)
             + f"; target <= session timeout + 5 s = {limit:.0f} s: {'met' if worst <= limit else 'NOT met'}."
         )
         clean = failover.lost == 0 and failover.duplicated == 0

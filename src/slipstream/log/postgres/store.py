@@ -58,9 +58,6 @@ from slipstream.log.segmented import Buffer, Segment, SegmentedLog
 from slipstream.protocol.record_batch import BatchHeader, parse_header
 
 _BATCH_COLUMNS = ["partition_id", "base_offset", "last_offset", "segment_base", "max_timestamp", "data"]
-_ABORTED_COLUMNS = [
-    "partition_id", "segment_base", "producer_id", "first_offset", "last_offset", "last_stable_offset",
-]  # fmt: skip
 
 _log = logging.getLogger(__name__)
 
@@ -411,35 +408,33 @@ class PostgresLogStore:
                 return
 
     async def _store(self, conn: Any, *, work: list[Any]) -> None:
-        batch_rows = [row for _, batches, *_ in work for row in batches]
-        aborted_rows = [row for _, _, aborted, *_ in work for row in aborted]
-        ids = [log.partition_id for log, *_ in work]
-        async with conn.transaction():
-            if await self._fence_lost_leases(conn, [log for log, *_ in work]):
-                raise _Fenced()
-            moved = await conn.fetch(
-                "UPDATE log_partitions AS p SET next_offset = u.new_end, "
-                "log_start_offset = GREATEST(p.log_start_offset, u.log_start) "
-                "FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[]) "
-                "AS u(id, expected, new_end, log_start) "
-                "WHERE p.id = u.id AND p.next_offset = u.expected RETURNING p.id",
-                ids,
-                [w[3] for w in work],
-                [w[4] for w in work],
-                [w[5] for w in work],
-            )
-            if len(moved) != len(work):
-                raise _Stale(set(ids) - {r["id"] for r in moved})
-            if batch_rows:
-                await conn.copy_records_to_table("log_batches", records=batch_rows, columns=_BATCH_COLUMNS)
-            if aborted_rows:
-                # May repeat rows of a commit whose answer was lost (``_reconciled`` keeps
-                # its rows apart from the batches, which are rare and small): stored once.
-                await conn.executemany(
-                    "INSERT INTO log_aborted_txns (" + ", ".join(_ABORTED_COLUMNS) + ") "
-                    "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
-                    aborted_rows,
-                )
+        """One transaction in one round trip (``slipstream_commit``, schema migration 4):
+        a commit waits on the database, and on a loaded host every trip to it also
+        waits for both processes to be scheduled."""
+        logs: list[PostgresLog] = [w[0] for w in work]
+        leased = [log for log in logs if log.lease_epoch >= 0]
+        batches = [row for w in work for row in w[1]]
+        aborted = [row for w in work for row in w[2]]
+        lost, stale = await conn.fetchrow(
+            "SELECT lost_leases, stale_ids FROM slipstream_commit("
+            "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)",
+            self.node_id if self.node_id is not None else -1,
+            [log.topic for log in leased],
+            [log.partition for log in leased],
+            [log.lease_epoch for log in leased],
+            [log.partition_id for log in logs],
+            [w[3] for w in work],
+            [w[4] for w in work],
+            [w[5] for w in work],
+            *_columns(batches, len(_BATCH_COLUMNS)),
+            *_columns(aborted, 6),
+        )
+        if lost:
+            for index in lost:
+                _mark_lease_lost(leased[index - 1])
+            raise _Fenced()
+        if stale:
+            raise _Stale(set(stale))
 
     def _reconciled(self, work: tuple[Any, ...]) -> tuple[Any, ...]:
         """``work`` of a partition whose next offset in the database is not the one
@@ -502,10 +497,7 @@ class PostgresLogStore:
         held = {(r["topic"], r["partition"]) for r in valid}
         lost = [log for log in leased if (log.topic, log.partition) not in held]
         for log in lost:
-            log.fenced = (
-                f"{log.topic}-{log.partition}: this broker's lease (epoch {log.lease_epoch}) "
-                "has expired or passed to another broker"
-            )
+            _mark_lease_lost(log)
         return lost
 
     async def _check_lease(self, conn: Any, log: PostgresLog | None) -> None:
@@ -577,3 +569,15 @@ class PostgresLogStore:
                     await conn.copy_records_to_table("log_batches", records=rows, columns=_BATCH_COLUMNS)
 
         self._db.with_connection(work)
+
+
+def _mark_lease_lost(log: PostgresLog) -> None:
+    log.fenced = (
+        f"{log.topic}-{log.partition}: this broker's lease (epoch {log.lease_epoch}) "
+        "has expired or passed to another broker"
+    )
+
+
+def _columns(rows: Sequence[tuple[Any, ...]], width: int) -> list[list[Any]]:
+    """Rows as ``width`` column lists (the arrays of one statement's parameters)."""
+    return [list(column) for column in zip(*rows, strict=True)] if rows else [[] for _ in range(width)]
