@@ -111,6 +111,12 @@ class PostgresLog(MemoryLog):
         self._batch_rows: list[BatchRow] = []
         self._aborted_rows: list[AbortedRow] = []
         self._committed_end = self.log_end_offset
+        # Writes queued (batches and aborted txns, a running count), taken by the commit
+        # in flight, committed: a group-commit round skips this log's flush when a commit
+        # for another log already took the round's writes (api.SharedCommitLog).
+        self._queued_writes = 0
+        self._taken_writes = 0
+        self._committed_writes = 0
         self.fenced: str | None = None
 
     # -- queueing -------------------------------------------------------------------
@@ -129,6 +135,7 @@ class PostgresLog(MemoryLog):
         )
         with self._lock:
             self._batch_rows.append(row)
+            self._queued_writes += 1
         self._store.mark_dirty(self)
 
     def add_aborted_txn(self, txn: AbortedTxn) -> None:
@@ -143,6 +150,7 @@ class PostgresLog(MemoryLog):
         )
         with self._lock:
             self._aborted_rows.append(row)
+            self._queued_writes += 1
         self._store.mark_dirty(self)
 
     def take_pending(self) -> tuple[list[BatchRow], list[AbortedRow], int, int, int]:
@@ -150,11 +158,24 @@ class PostgresLog(MemoryLog):
         with self._lock:
             batches, self._batch_rows = self._batch_rows, []
             aborted, self._aborted_rows = self._aborted_rows, []
+            self._taken_writes = self._queued_writes
             new_end = batches[-1][2] + 1 if batches else self._committed_end
             return batches, aborted, self._committed_end, new_end, self._log_start
 
     def committed(self, new_end: int) -> None:
         self._committed_end = new_end
+
+    def taken_committed(self) -> None:
+        """The commit that took this log's pending writes succeeded."""
+        self._committed_writes = self._taken_writes
+
+    @property
+    def queued_writes(self) -> int:
+        return self._queued_writes
+
+    @property
+    def committed_writes(self) -> int:
+        return self._committed_writes
 
     @property
     def committed_end(self) -> int:
@@ -405,6 +426,7 @@ class PostgresLogStore:
                     raise
                 for log, _, _, _, new_end, _ in work:
                     log.committed(new_end)
+                    log.taken_committed()
                 return
 
     async def _store(self, conn: Any, *, work: list[Any]) -> None:
