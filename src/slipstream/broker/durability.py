@@ -40,9 +40,12 @@ class GroupCommitter:
         with self._lock:
             self._waiters.append((plog, mark, fut))
             start, self._running = not self._running, True
-        if start:
-            self._worker = loop.run_in_executor(None, self._rounds, loop)
+        if start:  # after this loop turn: syncs asked in it (a request's partitions) go in one round
+            loop.call_soon(self._start, loop)
         await fut
+
+    def _start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._worker = loop.run_in_executor(None, self._rounds, loop)
 
     def _rounds(self, loop: asyncio.AbstractEventLoop) -> None:
         """On a worker thread: one round per batch of waiters, until none is left."""
