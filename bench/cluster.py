@@ -5,6 +5,8 @@
     python bench/cluster.py --quick    # smoke run
     python bench/cluster.py --count 30000 --repeat 3 --no-disk --no-failover --costs
                                        # 1 vs 2 vs 3 brokers only, medians of 3, with costs
+    git worktree add /tmp/before main && python bench/cluster.py --against /tmp/before/src ...
+                                       # before/after: each cluster also from that tree
 
 One PostgreSQL server (started here in a temporary directory, fsync on) and Slipstream
 broker subprocesses: first one ``--storage disk`` broker, then 1, 2 and 3 brokers
@@ -113,8 +115,10 @@ def database_counters(database_url: str) -> tuple[int, int]:
 class BrokerSet:
     """Broker subprocesses on free ports; all killed on exit."""
 
-    def __init__(self, tmp: Path, args: list[str]) -> None:
+    def __init__(self, tmp: Path, args: list[str], source: str | None = None) -> None:
+        """``source``: another tree's ``src`` directory the brokers run from."""
         self.tmp, self.args = tmp, args
+        self.env = None if source is None else dict(os.environ, PYTHONPATH=source)
         tmp.mkdir(parents=True, exist_ok=True)
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self.ports: dict[int, int] = {}
@@ -127,7 +131,7 @@ class BrokerSet:
             "--set", f"node.id={node}", *self.args,
         ]  # fmt: skip
         with open(self.tmp / f"broker-{node}.log", "ab") as out:
-            self.procs[node] = subprocess.Popen(command, stdin=subprocess.DEVNULL, stderr=out)
+            self.procs[node] = subprocess.Popen(command, stdin=subprocess.DEVNULL, stderr=out, env=self.env)
         wait_until_accepting(f"x@127.0.0.1:{port}/", timeout_s=60)
 
     def kill(self, node: int) -> None:
@@ -375,6 +379,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-disk", action="store_true", help="skip the disk broker (vs disk shows n/a)")
     parser.add_argument("--no-failover", action="store_true", help="skip the kill -9 rounds")
     parser.add_argument("--costs", action="store_true", help="log CPU, commits and WAL syncs of each produce")
+    parser.add_argument(
+        "--against", metavar="SRC", help="also run every cluster from another tree's src directory, interleaved"
+    )
     opts = parser.parse_args(argv)
     sizes = [int(n) for n in opts.sizes.split(",")]
     opts.count = opts.count or (10_000 if opts.quick else 100_000)
@@ -394,27 +401,29 @@ def main(argv: list[str] | None = None) -> int:
                     runs.setdefault("disk, 1 broker", []).append(throughput("disk", disk, opts.count, opts.partitions))
                     disk.close()
             pg = stack.enter_context(PostgresServer())
-            for run, size in ((run, size) for run in range(opts.repeat) for size in sizes):
+            sources: list[str | None] = [None] if opts.against is None else [None, opts.against]
+            for run, size, source in ((r, n, s) for r in range(opts.repeat) for n in sizes for s in sources):
                 url = fresh_database(pg.url)
-                cluster = BrokerSet(Path(tmp) / f"pg-{size}-{run}", [
+                cluster = BrokerSet(Path(tmp) / f"pg-{size}-{run}{'-against' if source else ''}", [
                     "--storage", "postgres", "--database-url", url,
                     "--set", f"cluster.broker.session.ms={SESSION_MS}",
                     "--set", f"offsets.topic.num.partitions={OFFSETS_PARTITIONS}",
                     "--set", "group.initial.rebalance.delay.ms=0",
-                ])  # fmt: skip
+                ], source)  # fmt: skip
                 stack.callback(cluster.close)
                 for node in range(1, size + 1):
                     cluster.start(node)
-                runs.setdefault(f"postgres, {size} broker{'s' if size > 1 else ''}", []).append(
+                name = f"postgres, {size} broker{'s' if size > 1 else ''}{' (--against)' if source else ''}"
+                runs.setdefault(name, []).append(
                     throughput(
-                        f"pg{size}",
+                        f"pg{size}{'-against' if source else ''}",
                         cluster,
                         opts.count,
                         opts.partitions,
                         (pg, url) if opts.costs else None,
                     )
                 )
-                if size == 3 and run == opts.repeat - 1 and not opts.no_failover:
+                if size == 3 and run == opts.repeat - 1 and not opts.no_failover and source is None:
                     failover = failover_rounds(cluster, url, opts.rounds)
                 cluster.close()
     except BenchError as exc:
