@@ -54,8 +54,9 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
     txn_denied = transactional and not ctx.authorized(
         Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id or ""
     )
-    # Every partition is appended before any waits for its durability barrier, so they
-    # all share one group commit (one fsync or database commit, not one per partition).
+    # Every partition is appended before the first await (Produce is pipelined: see
+    # server.PIPELINED_APIS), then they wait for the durability barrier together, so
+    # they share one group commit (one fsync or database commit, not one per partition).
     appends: list[tuple[str, ProduceResponsePartition, Coroutine[Any, Any, AppendInfo]]] = []
     for topic_data in request.topic_data:
         partitions: list[ProduceResponsePartition] = []
@@ -85,10 +86,14 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                 resp.error_code = ErrorCode.INVALID_RECORD
                 resp.error_message = "produce request carried no records"
             else:
-                appends.append(
-                    (topic_data.name, resp, state.append(topic_data.name, part.index, part.records, acks=acks,
-                                                         transactional=transactional))
-                )  # fmt: skip
+                try:
+                    appended = state.start_append(
+                        topic_data.name, part.index, part.records, acks=acks, transactional=transactional
+                    )
+                except KafkaError as exc:
+                    _refused(ctx, topic_data.name, resp, exc, endpoints)
+                else:
+                    appends.append((topic_data.name, resp, appended))
             partitions.append(resp)
         topics.append(
             ProduceResponseTopic(name=topic_data.name, topic_id=topic_data.topic_id, partition_responses=partitions)
@@ -103,8 +108,8 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
             except KafkaError as exc:
                 outcomes.append(exc)
             except BaseException:
-                for _, _, unstarted in appends[i + 1 :]:
-                    unstarted.close()
+                for _, _, unawaited in appends[i + 1 :]:
+                    unawaited.close()
                 raise
     for (topic, resp, _), outcome in zip(appends, outcomes, strict=True):
         if isinstance(outcome, AppendInfo):
