@@ -33,11 +33,11 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from slipstream import Broker
-from slipstream.broker.dispatch import Dispatcher, _frame
-from slipstream.broker.handlers import HANDLERS
+from slipstream.broker.dispatch import Buffers, Dispatcher, _frame
+from slipstream.broker.handlers import load_handler
 from slipstream.broker.request_context import RequestContext
 from slipstream.broker.server import KafkaConnection
 from slipstream.protocol import api
@@ -53,6 +53,11 @@ PEER = "127.0.0.1:40000"
 TOPIC = "path-bench"
 PARTITIONS = 8
 _SIZE = struct.Struct(">i")
+
+
+def joined(parts: Buffers) -> bytes:
+    """A response dispatched without a connection: bytes only (no file regions)."""
+    return b"".join(cast(list[bytes], parts))
 
 
 def frame_of(spec: Any, version: int, request: Any, correlation_id: int = 1) -> bytes:
@@ -125,7 +130,7 @@ async def join(dispatcher: Dispatcher, group: str) -> tuple[str, int]:
         )
         parts = await dispatcher.dispatch(bytearray(frame_of(jg.SPEC, 7, request)), PEER)
         assert parts is not None
-        raw = memoryview(b"".join(parts))
+        raw = memoryview(joined(parts))
         reply: Any = jg.SPEC.decode_response(raw, 4 + 4 + 1, 7)  # size, correlation id, tags
         if reply.error_code == 79:  # MEMBER_ID_REQUIRED
             member = reply.member_id
@@ -159,7 +164,7 @@ async def join_consumer_group(dispatcher: Dispatcher, group: str) -> tuple[str, 
     for _ in range(20):
         parts = await dispatcher.dispatch(bytearray(frame_of(cgh.SPEC, 1, request)), PEER)
         assert parts is not None
-        reply: Any = cgh.SPEC.decode_response(memoryview(b"".join(parts)), 4 + 4 + 1, 1)
+        reply: Any = cgh.SPEC.decode_response(memoryview(joined(parts)), 4 + 4 + 1, 1)
         assert reply.error_code == 0, reply.error_code
         epoch = reply.member_epoch
         if reply.assignment is not None:
@@ -181,7 +186,7 @@ async def join_consumer_group(dispatcher: Dispatcher, group: str) -> tuple[str, 
 class Stages:
     def __init__(self, dispatcher: Dispatcher, key: int, version: int, frame: bytes) -> None:
         self.dispatcher = dispatcher
-        self.handler = HANDLERS[key]
+        self.handler = load_handler(key)
         self.spec = self.handler.SPEC
         self.version = version
         self.frame = frame

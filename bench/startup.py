@@ -35,6 +35,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import psutil
 
@@ -48,8 +49,10 @@ from harness import (
     BrokerSpec,
     child_env,
     discover_brokers,
+    free_port,
     load_average,
     log,
+    metadata_probe,
     on_signal,
     spec_broker,
     work_directory,
@@ -108,6 +111,61 @@ cli._serve = _serve
 sys.exit(cli.main(sys.argv[1:]))
 """
 
+# `slipstream serve` in this interpreter up to its first Metadata answer (the bench polls
+# it), then an immediate exit: what a client waits for, without the rest of the start
+# (the coordinators load in a worker thread after the listener opens).
+SERVE_UNTIL_FIRST_ANSWER = """
+import os, sys
+import slipstream.cli as cli
+
+real_serve = cli._serve
+
+def _serve(args):
+    from slipstream.broker import dispatch
+
+    real_frame = dispatch._frame
+
+    def frame_then_exit(spec, version, correlation_id, body):
+        out = real_frame(spec, version, correlation_id, body)
+        if spec.key == 3:  # Metadata
+            os._exit(0)
+        return out
+
+    dispatch._frame = frame_then_exit
+    return real_serve(args)
+
+cli._serve = _serve
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def count_instructions_to_first_answer(data: Path, env: dict[str, str], timeout: float) -> int | None:
+    """Instructions of `slipstream serve` from its start to its first Metadata answer
+    (callgrind; None without valgrind). The bench polls the broker meanwhile."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        return None
+    port = free_port()
+    args = [sys.executable, "-c", SERVE_UNTIL_FIRST_ANSWER, "serve", "--port", str(port), "--host", HOST,
+            "--data-dir", str(data), "--log-level", "WARNING"]
+    for tool in ([], [valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null"]):  # warm-up, count
+        shutil.rmtree(data, ignore_errors=True)
+        proc = subprocess.Popen([*tool, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.perf_counter() + timeout
+        while proc.poll() is None and time.perf_counter() < deadline:
+            if metadata_probe(port, timeout=5.0):
+                break
+            time.sleep(0.01)
+        try:
+            stderr = proc.communicate(timeout=max(1.0, deadline - time.perf_counter()))[1]
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise BenchError("the broker under callgrind did not answer Metadata in time") from None
+    for line in stderr.splitlines():
+        if "Collected :" in line:
+            return int(line.split()[-1])
+    raise BenchError(f"callgrind reported no count; stderr tail:\n{stderr[-2000:]}")
+
 
 def count_instructions(args: list[str], env: dict[str, str], timeout: float) -> int | None:
     """Instructions one Python run executes (valgrind's callgrind; None without valgrind)."""
@@ -146,6 +204,10 @@ def instructions_report(opts: Options) -> str:
         if count is None:
             return "Instructions: not measured (valgrind not found)."
         lines.append(f"| {label} | {count / 1e6:,.0f} M |")
+    log("instructions: `slipstream serve` up to its first Metadata answer")
+    count = count_instructions_to_first_answer(data, env, 600.0)
+    if count is not None:
+        lines.append(f"| `slipstream serve` up to its first Metadata answer (fresh data dir) | {count / 1e6:,.0f} M |")
     return "\n".join(lines)
 
 

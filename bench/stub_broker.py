@@ -26,7 +26,7 @@ import struct
 import uuid
 from dataclasses import dataclass
 
-from slipstream.broker.handlers import HANDLERS
+from slipstream.broker.handlers import API_TABLE, load_handler
 from slipstream.protocol import api, codec
 from slipstream.protocol import primitives as p
 from slipstream.protocol.apis.api_versions import ApiVersionsResponse, ApiVersionsResponseApiVersion
@@ -53,6 +53,7 @@ from slipstream.protocol.apis.produce import (
     ProduceResponsePartition,
     ProduceResponseTopic,
 )
+from slipstream.protocol.file_region import FileRegion
 from slipstream.protocol.record_batch import CRC_OFFSET, HEADER_SIZE, compute_crc, split_batches
 from slipstream.protocol.records import ProducerRecord, build_batch
 from slipstream.protocol.uniform_records import first_record_shape
@@ -136,11 +137,12 @@ class Stub:
         self.versions = [
             ApiVersionsResponseApiVersion(
                 api_key=key,
-                min_version=HANDLERS[key].MIN_VERSION,
-                max_version=HANDLERS[key].MAX_VERSION,
+                min_version=API_TABLE[key].min_version,
+                max_version=API_TABLE[key].max_version,
             )
             for key in sorted(SERVED)
         ]
+        self.specs = {key: load_handler(key).SPEC for key in SERVED}
 
     # ----------------------------------------------------------------- requests
 
@@ -149,7 +151,7 @@ class Stub:
         ``fetch_may_wait``) the seconds to wait before asking again."""
         view = memoryview(frame)
         key, version, correlation_id = api.decode_request_header_prefix(view)
-        spec = HANDLERS[key].SPEC
+        spec = self.specs[key]
         _, pos = api.decode_request_header_rest(
             view, spec.request_header_version(version), key, version, correlation_id
         )
@@ -171,7 +173,7 @@ class Stub:
         spec.encode_response(body, version, w)  # type: ignore[arg-type]
         parts = w.finish()
         p.INT32.pack_into(first, 0, sum(len(x) for x in parts) - 4)
-        return b"".join(parts)
+        return w.getvalue()
 
     def on_apiversions(self, _request: object, _version: int) -> ApiVersionsResponse:
         return ApiVersionsResponse(error_code=0, api_keys=self.versions)
@@ -304,8 +306,8 @@ class Stub:
             out.append(ListOffsetsResponseTopic(name=t.name, partitions=parts))
         return ListOffsetsResponse(topics=out)
 
-    def _read(self, stub: StubPartition, offset: int, max_bytes: int) -> list[bytes | memoryview]:
-        out: list[bytes | memoryview] = []
+    def _read(self, stub: StubPartition, offset: int, max_bytes: int) -> list[bytes | memoryview | FileRegion]:
+        out: list[bytes | memoryview | FileRegion] = []
         size = 0
         while offset < stub.end:
             batch = self.templates.batch(min(RECORDS_PER_BATCH, stub.end - offset), stub.value_size)

@@ -32,8 +32,10 @@ __all__ = ["Broker", "BrokerConfig", "__version__"]
 def __getattr__(name: str) -> Any:
     # Imported lazily so `import slipstream` stays cheap for client-only users.
     if name == "Broker":
-        from .broker.broker import Broker
+        from .broker.broker import Broker, load_all_modules
 
+        # All of the broker now, so an embedded start does not wait for its coordinators.
+        load_all_modules()
         return Broker
     if name == "BrokerConfig":
         from .broker.config import BrokerConfig

@@ -1,9 +1,11 @@
 """Three stateless brokers over one PostgreSQL database (issue 16).
 
-Produce through one broker and consume through another (confluent-kafka and
-Slipstream's client); a consumer group spread over the brokers; kill -9 of the
-group's coordinator and of a partition leader while an idempotent acks=all producer
-and the group run; a paused (SIGSTOP) broker whose lease expired cannot write.
+Produce through one broker and consume through another (confluent-kafka, the Java
+client and Slipstream's client); a consumer group spread over the brokers (the Java
+client, both group protocols); kill -9 of the group's coordinator and of a partition
+leader while an idempotent acks=all producer and the group run (confluent-kafka, the
+Java client and Slipstream's client; the clients are in cluster_group_run.py); a paused
+(SIGSTOP) broker whose lease expired cannot write.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cluster_group_run import GROUP_PROTOCOLS, GROUP_SESSION_MS, HEARTBEAT_MS, GroupRun, group_run
 from conformance_helpers import ck_consume, ck_create_topic, ck_produce, verify_records
 
 from slipstream.broker.cluster import database
@@ -30,7 +33,6 @@ pytestmark = pytest.mark.conformance
 
 SESSION_MS = 3000  # cluster.broker.session.ms: failover within ~SESSION_MS + one heartbeat
 OFFSETS_PARTITIONS = 6
-GROUP_SESSION_MS = 6000
 
 
 class Cluster:
@@ -91,6 +93,11 @@ def running_cluster(tmp_path: Path, url: str, extra: tuple[str, ...] = ()) -> It
                 "--set", f"cluster.broker.session.ms={SESSION_MS}",
                 "--set", f"offsets.topic.num.partitions={OFFSETS_PARTITIONS}",
                 "--set", "group.initial.rebalance.delay.ms=0",
+                # consumer-protocol (KIP-848) groups get the classic members' session
+                "--set", "group.consumer.min.session.timeout.ms=1000",
+                "--set", f"group.consumer.session.timeout.ms={GROUP_SESSION_MS}",
+                "--set", "group.consumer.min.heartbeat.interval.ms=100",
+                "--set", f"group.consumer.heartbeat.interval.ms={HEARTBEAT_MS}",
                 *extra,
             ),
         )
@@ -258,116 +265,6 @@ def leader_epoch_answers(cluster: Cluster, topic: str) -> None:
     }
 
 
-class GroupRun:
-    """An idempotent acks=all producer and a two-member confluent group, each member
-    bootstrapped through a different broker, until ``stop``."""
-
-    def __init__(self, cluster: Cluster, topic: str) -> None:
-        self.cluster, self.topic, self.group = cluster, topic, f"{topic}-group"
-        # value -> (partition, offset); the offset is None for an implicit ack: librdkafka
-        # reports a batch whose answer was an error as delivered once a later batch of
-        # the same idempotent producer is acknowledged (the broker had kept it).
-        self.acked: dict[int, tuple[int, int | None]] = {}
-        self.consumed: list[tuple[float, int]] = []  # (monotonic time, value)
-        self.commits: list[float] = []  # times of successful commits
-        # In the order seen: ("consumed" | "committed", partition, offset); a commit's
-        # offset is the next one to consume.
-        self.events: list[tuple[str, int, int]] = []
-        self.errors: list[str] = []
-        self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._produce, daemon=True)]
-        self._threads += [
-            threading.Thread(target=self._consume, args=(b.bootstrap,), daemon=True) for b in cluster.brokers[:2]
-        ]
-        self._lock = threading.Lock()
-
-    def __enter__(self) -> GroupRun:
-        for t in self._threads:
-            t.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        for t in self._threads:
-            t.join(timeout=60)
-
-    def stop_producing(self) -> None:
-        self._producing_done = True
-        self._threads[0].join(timeout=130)
-
-    def wait_all_consumed(self, timeout: float) -> set[int]:
-        """Until the group consumed every acknowledged record; the ones it never got."""
-        deadline = time.monotonic() + timeout
-        while True:
-            with self._lock:
-                missing = set(self.acked) - {v for _, v in self.consumed}
-            if not missing or time.monotonic() > deadline:
-                return missing
-            time.sleep(0.2)
-
-    def _produce(self) -> None:
-        from confluent_kafka import Producer
-
-        producer = Producer({
-            "bootstrap.servers": self.cluster.bootstrap, "enable.idempotence": True, "acks": "all",
-            "linger.ms": 5, "message.timeout.ms": 120_000,
-        })  # fmt: skip
-
-        def delivered(err: object, msg: object) -> None:
-            value = int(msg.value())  # type: ignore[attr-defined]
-            if err is None:
-                with self._lock:
-                    self.acked[value] = (msg.partition(), msg.offset())  # type: ignore[attr-defined]
-            else:
-                self.errors.append(f"delivery of {value}: {err}")
-
-        i = 0
-        while not self._stop.is_set() and not getattr(self, "_producing_done", False):
-            producer.produce(self.topic, str(i).encode(), key=str(i).encode(), on_delivery=delivered)
-            i += 1
-            producer.poll(0.01)
-        producer.flush(120)
-
-    def _consume(self, bootstrap: str) -> None:
-        from confluent_kafka import Consumer, KafkaException
-
-        consumer = Consumer({
-            "bootstrap.servers": bootstrap, "group.id": self.group, "auto.offset.reset": "earliest",
-            "enable.auto.commit": False, "session.timeout.ms": GROUP_SESSION_MS, "heartbeat.interval.ms": 500,
-        })  # fmt: skip
-        consumer.subscribe([self.topic])
-        while not self._stop.is_set():
-            msgs = consumer.consume(100, 0.5)
-            now = time.monotonic()
-            records = [m for m in msgs if m.error() is None]
-            got = [int(m.value()) for m in records]
-            with self._lock:
-                self.consumed.extend((now, v) for v in got)
-                self.events.extend(("consumed", m.partition(), m.offset()) for m in records)
-            if got:
-                try:
-                    stored = consumer.commit(asynchronous=False)
-                    with self._lock:
-                        self.commits.append(time.monotonic())
-                        self.events.extend(("committed", tp.partition, tp.offset) for tp in stored or ())
-                except KafkaException:
-                    pass  # the coordinator moved: the next commit goes to the new one
-        consumer.close()
-
-    def wait_progress(self, after: float, timeout: float) -> float:
-        """The first time after ``after`` at which a record was consumed AND a commit
-        succeeded (the group works again); AssertionError past ``timeout``."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self._lock:
-                consumed = next((t for t, _ in self.consumed if t > after), None)
-                committed = next((t for t in self.commits if t > after), None)
-            if consumed is not None and committed is not None:
-                return max(consumed, committed)
-            time.sleep(0.1)
-        raise AssertionError(f"the group did not consume and commit within {timeout}s")
-
-
 def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
     from confluent_kafka import Consumer, TopicPartition
 
@@ -379,11 +276,33 @@ def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -
         consumer.close()
 
 
-def test_kill_9_of_the_coordinator_and_of_a_leader_loses_nothing(cluster: Cluster, topic_name: str) -> None:
+def run_of(client: str, group_protocol: str, cluster: Cluster, topic: str, request: pytest.FixtureRequest) -> GroupRun:
+    """``client``'s producer over every broker, and its two members bootstrapped through
+    brokers 1 and 2."""
+    java_driver = request.getfixturevalue("java_driver") if client == "java" else None
+    members = [b.bootstrap for b in cluster.brokers[:2]]
+    return group_run(client, cluster.bootstrap, members, topic, group_protocol, java_driver)
+
+
+@pytest.mark.parametrize(
+    ("client", "group_protocol"),
+    [
+        ("confluent", "classic"),
+        pytest.param("java", "classic", marks=pytest.mark.java),
+        pytest.param("java", "consumer", marks=pytest.mark.java),
+        ("slipstream", "classic"),
+        ("slipstream", "consumer"),
+        ("slipstream-asyncio", "classic"),
+        ("slipstream-asyncio", "consumer"),
+    ],
+)
+def test_kill_9_of_the_coordinator_and_of_a_leader_loses_nothing(
+    cluster: Cluster, topic_name: str, client: str, group_protocol: str, request: pytest.FixtureRequest
+) -> None:
     ck_create_topic(cluster.brokers[0].bootstrap, topic_name, partitions=3)
     cluster.wait_settled({1, 2, 3}, topic_name, 3)
     group_partition = partition_for(f"{topic_name}-group", OFFSETS_PARTITIONS)
-    with GroupRun(cluster, topic_name) as run:
+    with run_of(client, group_protocol, cluster, topic_name, request) as run:
         run.wait_progress(0, 30)
         time.sleep(1)
         # 1. the group's coordinator
@@ -408,7 +327,7 @@ def test_kill_9_of_the_coordinator_and_of_a_leader_loses_nothing(cluster: Cluste
         time.sleep(2)
         run.stop_producing()
         missing = run.wait_all_consumed(30)
-        assert not missing, f"the group never consumed {len(missing)} acknowledged records, e.g. {sorted(missing)[:5]}"
+        assert not missing, f"the group never consumed {len(missing)} acknowledged records: {run.missing_report(missing)}"
     assert run.acked, run.errors
     assert_acked_once_in_log(cluster, run)
 
@@ -470,14 +389,13 @@ def test_brokers_reconnect_after_the_database_restarts_and_lose_nothing(
     with running_cluster(tmp_path, pg.url) as cluster:
         ck_create_topic(cluster.brokers[0].bootstrap, topic_name, partitions=3)
         cluster.wait_settled({1, 2, 3}, topic_name, 3)
-        with GroupRun(cluster, topic_name) as run:
+        with group_run("confluent", cluster.bootstrap, [b.bootstrap for b in cluster.brokers[:2]], topic_name) as run:
             run.wait_progress(0, 30)
             time.sleep(1)
             before = committed_offsets(cluster.bootstrap, run.group, topic_name, 3)
             assert sum(o for o in before.values() if o > 0) > 0
             pg.halt("fast")
-            with run._lock:
-                acked_at_halt = {p: max((o for q, o in run.acked.values() if q == p and o is not None), default=-1) for p in range(3)}
+            acked_at_halt = run.last_acked_offsets(3)
             time.sleep(down_s)
             pg.resume()
             resumed_at = time.monotonic()
@@ -489,7 +407,7 @@ def test_brokers_reconnect_after_the_database_restarts_and_lose_nothing(
             missing = run.wait_all_consumed(30)
             assert not missing, f"the group never consumed {len(missing)} acknowledged records, e.g. {sorted(missing)[:5]}"
         assert not run.errors, run.errors[:5]  # every failure the brokers answered was retriable
-        acked_last = {p: max((o for q, o in run.acked.values() if q == p and o is not None), default=-1) for p in range(3)}
+        acked_last = run.last_acked_offsets(3)
         assert all(acked_last[p] > acked_at_halt[p] for p in range(3)), (acked_at_halt, acked_last)  # every leader writes again
         assert_group_read_in_order(run.events)
         after = committed_offsets(cluster.bootstrap, run.group, topic_name, 3)
@@ -766,3 +684,52 @@ def test_java_client_produces_through_one_broker_and_consumes_through_another(
         three.bootstrap, "consume", topic_name, "60", "--from-beginning", "--timeout-ms", "30000"
     )
     verify_records(java_records(consumed), range(60), acks=acks)
+
+
+@pytest.mark.java
+@pytest.mark.parametrize("group_protocol", GROUP_PROTOCOLS)
+def test_java_consumer_group_spread_over_brokers(
+    cluster: Cluster, java_driver: object, topic_name: str, group_protocol: str
+) -> None:
+    """Three Java members, each bootstrapped through a different broker (so one of them
+    through the group's coordinator), fetching from leaders spread over all three, while
+    a producer writes: every partition is assigned to exactly one member, every record is
+    processed by its partition's owner, and the offsets the members committed are what an
+    admin client bootstrapped through a broker other than the coordinator reads."""
+    from test_groups_harness import (
+        TOPIC_PARTITIONS,
+        PacedProducer,
+        admin_client,
+        finish_and_verify,
+        mono_ns,
+        progressed,
+        start_java_member,
+        wait_stable,
+    )
+
+    ck_create_topic(cluster.brokers[0].bootstrap, topic_name, partitions=TOPIC_PARTITIONS)
+    leaders = cluster.wait_settled({1, 2, 3}, topic_name, TOPIC_PARTITIONS)
+    assert {leaders[(topic_name, p)] for p in range(TOPIC_PARTITIONS)} == {1, 2, 3}
+    group = f"{topic_name}-group"
+    coordinator = leaders[(OFFSETS_TOPIC, partition_for(group, OFFSETS_PARTITIONS))]
+    observer = cluster.by_node(next(n for n in (1, 2, 3) if n != coordinator))
+    admin = admin_client(observer.bootstrap)
+    producer = PacedProducer(cluster.bootstrap, topic_name, rate=100).start()
+    members = []
+    try:
+        for node in (1, 2, 3):
+            members.append(start_java_member(
+                java_driver, f"member-{node}", cluster.by_node(node).bootstrap, topic_name, group,
+                session_ms=GROUP_SESSION_MS, heartbeat_ms=HEARTBEAT_MS, group_protocol=group_protocol,
+            ))  # fmt: skip
+        wait_stable(admin, group, members, timeout=60)
+        assert all(m.owned() for m in members), {m.name: m.owned() for m in members}
+        progressed(members, mono_ns())  # records flow to each member through its own broker
+        acks = producer.stop()
+        committed, report = finish_and_verify(admin, observer, group, topic_name, members, acks)
+        print(f"{group_protocol}: coordinator {coordinator}, committed {committed}; {report}")
+    finally:
+        with contextlib.suppress(AssertionError):
+            producer.stop()
+        for m in members:
+            m.reap()

@@ -16,8 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import slipstream.protocol.apis  # noqa: F401  (registers every API)
-from slipstream.protocol import codec
+from slipstream.protocol import apis, codec
 from slipstream.protocol import primitives as p
 from slipstream.protocol.api import REGISTRY
 from slipstream.protocol.codec import EncodeError, Writer
@@ -41,6 +40,8 @@ from slipstream.protocol.schema import (
     Versions,
     field,
 )
+
+apis.load_all()  # registers every API in REGISTRY
 
 
 def enc(value: Struct, version: int = 0, flexible: bool = False) -> bytes:

@@ -40,8 +40,7 @@ from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
-import slipstream.protocol.apis  # noqa: F401  (registers every API)
-from slipstream.protocol import codec, schema
+from slipstream.protocol import apis, codec, schema
 from slipstream.protocol.api import REGISTRY, ApiSpec
 from slipstream.protocol.primitives import ZERO_UUID
 from slipstream.protocol.schema import (
@@ -51,6 +50,8 @@ from slipstream.protocol.schema import (
     Primitive,
     Struct,
 )
+
+apis.load_all()  # registers every API in REGISTRY
 
 MAX_EXAMPLES = 15
 

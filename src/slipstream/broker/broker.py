@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
+import sys
 import threading
 from dataclasses import replace
 from functools import partial
@@ -21,15 +23,13 @@ from ..log.api import LogFenced
 from ..log.memory import MemoryLogStore
 from ..log.metadata import DirectoryMetadata, MetadataStore
 from ..protocol.record_batch import load_crc32c
-from .cleaner import LogCleaner
-from .cluster.view import ClusterView
 from .config import BrokerConfig
 from .connection_limits import ConnectionLimits
 from .dispatch import Dispatcher
 from .fetch_sessions import FetchSessionCache
 from .gc_tuning import FREEZE_AFTER_S, ServingGC
 from .group_configs import GroupConfigs
-from .groups import GroupCoordinatorAdapter
+from .handlers import all_handlers
 from .listener_settings import ListenerSecurity
 from .listeners import Listener, advertised_endpoint, parse_advertised, parse_listeners
 from .producer_state import ProducerIdAllocator
@@ -41,13 +41,39 @@ from .security.tls import server_context, subject_name
 from .server import KafkaConnection
 from .state import BrokerState, load_cluster_id
 from .topics import OFFSETS_TOPIC, TopicManager
-from .transactions import TransactionCoordinatorAdapter
 
 if TYPE_CHECKING:
     from .admin.listener import AdminListener
+    from .cleaner import LogCleaner
     from .cluster.member import ClusterMember
+    from .groups import GroupCoordinatorAdapter
+    from .transactions import TransactionCoordinatorAdapter
 
 log = logging.getLogger(__name__)
+
+# Most of the broker's code: the group and transaction coordinators (and what they
+# import) and the log cleaner. Not imported with this module: a start imports them in a
+# worker thread while its listener answers ApiVersions and Metadata (Dispatcher).
+# `slipstream.Broker` and the pytest plugin import them up front (load_all_modules).
+COORDINATOR_MODULES = tuple(f"{__package__}.{name}" for name in ("groups", "transactions", "cleaner"))
+
+
+def load_coordinator_modules() -> None:
+    """Import COORDINATOR_MODULES (once; later calls find them loaded)."""
+    for name in COORDINATOR_MODULES:
+        importlib.import_module(name)
+
+
+def coordinator_modules_loaded() -> bool:
+    return all(name in sys.modules for name in COORDINATOR_MODULES)
+
+
+def load_all_modules() -> None:
+    """Import all a broker may run: the coordinator modules and every API's handler. For
+    embedded use (`slipstream.Broker`, the pytest plugin): a start and the first requests
+    then import nothing, as when this module still imported it all."""
+    load_coordinator_modules()
+    all_handlers()
 
 
 class Broker:
@@ -123,18 +149,15 @@ class Broker:
         if config.storage == "postgres":
             # A broker over PostgreSQL is a cluster member (alone or not): it serves only
             # the partitions whose lease it holds.
+            from .cluster.view import ClusterView  # (loads the cluster side only when used)
+
             state.cluster = ClusterView(config.node_id)
-        groups = GroupCoordinatorAdapter(state)
-        self.groups = groups
-        # Loading from here (group requests wait or answer COORDINATOR_LOAD_IN_PROGRESS);
-        # __consumer_offsets is made if missing and replayed in the background.
-        await groups.start()
-        transactions = TransactionCoordinatorAdapter(state, groups)
-        self.transactions = transactions
-        await transactions.start(load=state.cluster is None)
-        dispatcher = Dispatcher(state, groups, transactions)
+        # Answers ApiVersions and Metadata until the coordinators are attached.
+        dispatcher = Dispatcher(state)
         # Up before the Kafka listener, so probes see the broker from its first moment.
         if config.admin_port is not None:
+            # It shows the group coordinator: loaded first here.
+            groups = await self._start_coordinators(state, dispatcher)
             # Imported only when switched on: a broker without it never loads prometheus_client.
             from .admin.listener import AdminListener
 
@@ -145,9 +168,13 @@ class Broker:
         )
         self._limits = limits
         await self._open_listeners(state, dispatcher, metadata)
-        # The listener answers while a worker thread makes a missing __consumer_offsets;
-        # start() still returns with the topic there, as embedded users expect.
+        # The listener answers while the coordinators load and a worker thread makes a
+        # missing __consumer_offsets; start() still returns with both done, as embedded
+        # users expect.
         try:
+            groups = self.groups or await self._start_coordinators(state, dispatcher)
+            transactions = self.transactions
+            assert transactions is not None
             await groups.offsets_topic_ready()
         except BaseException:
             await self.stop()  # the listeners are open already
@@ -158,13 +185,15 @@ class Broker:
             assert config.database_url is not None
             await groups.loaded()  # every offsets partition disowned until its lease is held
             self.cluster = ClusterMember(state, store, config.database_url, state.cluster)
-            await self.cluster.start(groups)
-            transactions.load()  # what this broker leads of __transaction_state is loaded now
+            # (__transaction_state partitions are loaded as their leases are gained.)
+            await self.cluster.start(groups, transactions)
             for server in self._servers:
                 await server.start_serving()
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._retention_loop()))
         self._tasks.append(loop.create_task(limits.sweep_idle(self._connections)))
+        from .cleaner import LogCleaner  # (loaded with the coordinators)
+
         self.cleaner = LogCleaner(
             topics,
             state.clock,
@@ -182,6 +211,26 @@ class Broker:
             data_dir if config.storage != "postgres" else _redacted(config.database_url or ""),
         )
         return self
+
+    async def _start_coordinators(self, state: BrokerState, dispatcher: Dispatcher) -> GroupCoordinatorAdapter:
+        """Make and start the group and transaction coordinators and hand them to the
+        dispatcher; their modules are imported by a worker thread the first time, so an
+        open listener goes on answering meanwhile."""
+        if not coordinator_modules_loaded():
+            await asyncio.get_running_loop().run_in_executor(None, load_coordinator_modules)
+        from .groups import GroupCoordinatorAdapter
+        from .transactions import TransactionCoordinatorAdapter
+
+        groups = GroupCoordinatorAdapter(state)
+        self.groups = groups
+        # Loading from here (group requests wait or answer COORDINATOR_LOAD_IN_PROGRESS);
+        # __consumer_offsets is made if missing and replayed in the background.
+        await groups.start()
+        transactions = TransactionCoordinatorAdapter(state, groups)
+        self.transactions = transactions
+        await transactions.start(load=state.cluster is None)
+        dispatcher.attach_coordinators(groups, transactions)
+        return groups
 
     async def _open_listeners(
         self, state: BrokerState, dispatcher: Dispatcher, metadata: MetadataStore | None

@@ -14,10 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from ..coordinator.config import MigrationPolicy
+from . import inter_broker
+from .inter_broker import InterBrokerClient
 from .listener_settings import (
     CLIENT_AUTH_MODES,
     OVERRIDABLE,
     ListenerSecurity,
+    jaas_configs,
     mechanisms_of,
     resolve,
     split_key,
@@ -137,6 +140,15 @@ class BrokerConfig:
     super_users: str = ""
     # With the authorizer on: whether a resource no ACL names is open to everyone.
     allow_everyone_if_no_acl_found: bool = False
+    # How this broker connects to its peers (inter_broker.py): the listener they are
+    # reached on (default: the first), the SASL mechanism there (default: its first
+    # enabled one) and the credentials, ours or in Kafka's listener.name.<l>.<mechanism>.
+    # sasl.jaas.config; whether to check the peer's host name on TLS ("https": yes, "": no).
+    inter_broker_listener_name: str = ""
+    sasl_mechanism_inter_broker_protocol: str = ""
+    inter_broker_sasl_username: str | None = None
+    inter_broker_sasl_password: str | None = field(default=None, repr=False)
+    ssl_endpoint_identification_algorithm: str = "https"
     # listener.name.<LISTENER>.<setting> overrides of the TLS/SASL settings (listener_settings.py).
     listener_overrides: dict[str, dict[str, str]] = field(default_factory=dict)
     extra: dict[str, str] = field(default_factory=dict)
@@ -220,6 +232,28 @@ class BrokerConfig:
                 )
             if lst.uses_sasl and not own.mechanisms:
                 raise ValueError(f"{where} uses SASL and needs at least one mechanism in sasl.enabled.mechanisms")
+        for name, overrides in self.listener_overrides.items():
+            for mechanism in jaas_configs(overrides):
+                if mechanism not in inter_broker.SASL_MECHANISMS:
+                    raise ValueError(
+                        f"listener.name.{name.lower()}.{mechanism.lower()}.sasl.jaas.config: unsupported mechanism "
+                        f"{mechanism} ({', '.join(inter_broker.SASL_MECHANISMS)})"
+                    )
+        mechanism = self.sasl_mechanism_inter_broker_protocol.strip().upper()
+        if mechanism and mechanism not in inter_broker.SASL_MECHANISMS:
+            raise ValueError(
+                f"sasl.mechanism.inter.broker.protocol must be one of {', '.join(inter_broker.SASL_MECHANISMS)}, "
+                f"not {self.sasl_mechanism_inter_broker_protocol!r}"
+            )
+        inter_broker.inter_broker_listener(listeners, self.inter_broker_listener_name)
+        if self.ssl_endpoint_identification_algorithm.strip().lower() not in ("https", ""):
+            raise ValueError(
+                "ssl.endpoint.identification.algorithm must be https (check peers' host names) or empty, "
+                f"not {self.ssl_endpoint_identification_algorithm!r}"
+            )
+        if self.storage == "postgres":
+            # Only a cluster's brokers connect to each other; check now, not at the first marker.
+            self.inter_broker_client()
         if self.authorizer.strip().lower() not in ("", "none") and not self.uses_acl_authorizer:
             raise ValueError(f"authorizer must be empty (none) or 'acl', not {self.authorizer!r}")
         unknown = [a for a in self.consumer_group_assignors() if a not in ("uniform", "range")]
@@ -242,6 +276,21 @@ class BrokerConfig:
         """The TLS/SASL settings ``listener`` runs with (its listener.name.* overrides applied)."""
         broker_wide = {name: getattr(self, name) for name in set(OVERRIDABLE.values())}
         return resolve(broker_wide, self.listener_overrides.get(listener.name, {}), listener)
+
+    def inter_broker_client(self) -> InterBrokerClient:
+        """How this broker connects to its peers (ValueError when the settings cannot work)."""
+        listeners = parse_listeners(self.listeners, self.listener_security_protocol_map, self.host, self.port)
+        listener = inter_broker.inter_broker_listener(listeners, self.inter_broker_listener_name)
+        return inter_broker.resolve(
+            listeners,
+            listener_name=self.inter_broker_listener_name,
+            security_of=self.listener_security,
+            mechanism=self.sasl_mechanism_inter_broker_protocol,
+            username=self.inter_broker_sasl_username,
+            password=self.inter_broker_sasl_password,
+            jaas_by_mechanism=jaas_configs(self.listener_overrides.get(listener.name, {})),
+            endpoint_identification=self.ssl_endpoint_identification_algorithm,
+        )
 
     @property
     def syncs_before_ack(self) -> bool:

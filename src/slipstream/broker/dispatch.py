@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from time import perf_counter
+from typing import TYPE_CHECKING
 
 from ..protocol import api, codec
 from ..protocol import primitives as p
@@ -13,18 +15,22 @@ from ..protocol.apis.api_versions import (
     ApiVersionsResponseApiVersion,
 )
 from ..protocol.errors import ErrorCode
-from .groups import GroupCoordinatorAdapter
-from .handlers import HANDLERS, Handler
+from .handlers import API_TABLE, Handler, load_handler
 from .request_context import RequestContext
 from .security.sasl_answers import AuthenticationFailed, raw_sasl_token
 from .security.session import SASL_HANDSHAKE as SASL_HANDSHAKE_KEY
 from .security.session import ConnectionSession
 from .state import BrokerState
-from .transactions import TransactionCoordinatorAdapter
+
+if TYPE_CHECKING:
+    # Type-only: the coordinators load after the listener opens (Broker.start).
+    from .groups import GroupCoordinatorAdapter
+    from .transactions import TransactionCoordinatorAdapter
 
 log = logging.getLogger(__name__)
 
-Buffers = list[bytes | bytearray | memoryview]
+# A response's parts in order; a FileRegion among them is sent by the connection (direct_sender.py).
+Buffers = list[codec.Part]
 
 # After a failed authentication the answer goes out and the connection closes this much
 # later, so the client reads the error before it sees the close (Kafka delays by
@@ -46,30 +52,53 @@ class CloseConnection(Exception):
 
 
 class Dispatcher:
+    """Decodes a request, runs its API's handler, encodes the answer.
+
+    Made without coordinators, it answers only SERVED_WHILE_STARTING: a starting broker
+    opens its listener before it loads the group and transaction coordinators (most of
+    its code), and every other request waits until ``attach_coordinators``.
+    """
+
+    SERVED_WHILE_STARTING = frozenset((api.API_VERSIONS_KEY, api.METADATA_KEY))
+
     def __init__(
-        self, state: BrokerState, groups: GroupCoordinatorAdapter, transactions: TransactionCoordinatorAdapter
+        self,
+        state: BrokerState,
+        groups: GroupCoordinatorAdapter | None = None,
+        transactions: TransactionCoordinatorAdapter | None = None,
     ) -> None:
         self.state = state
+        self.groups: GroupCoordinatorAdapter | None = None
+        self.transactions: TransactionCoordinatorAdapter | None = None
+        self._coordinators_attached = asyncio.Event()
+        # Handler modules by API key, each imported on its API's first request; those
+        # answered while starting are imported now, so that answer imports nothing.
+        self.handlers: dict[int, Handler] = {key: load_handler(key) for key in self.SERVED_WHILE_STARTING}
+        state.api_versions = self.supported_versions()
+        if groups is not None and transactions is not None:
+            self.attach_coordinators(groups, transactions)
+
+    def attach_coordinators(self, groups: GroupCoordinatorAdapter, transactions: TransactionCoordinatorAdapter) -> None:
+        """From now on every API is served (requests waiting for the coordinators go on)."""
         self.groups = groups
         self.transactions = transactions
-        self.handlers: dict[int, Handler] = HANDLERS
-        state.api_versions = self.supported_versions()
+        self._coordinators_attached.set()
 
     def supported_versions(self) -> list[ApiVersionsResponseApiVersion]:
         return [
             ApiVersionsResponseApiVersion(
-                api_key=key, min_version=m.MIN_VERSION, max_version=m.MAX_VERSION
+                api_key=key, min_version=entry.min_version, max_version=entry.max_version
             )
-            for key, m in sorted(self.handlers.items())
+            for key, entry in sorted(API_TABLE.items())
         ]
 
     async def dispatch(
-        self, frame: bytearray, client_host: str, session: ConnectionSession | None = None
+        self, frame: bytearray, client_host: str, session: ConnectionSession | None = None, file_regions: bool = False
     ) -> Buffers | None:
         if session is not None and session.raw_tokens:
             # After a v0 SaslHandshake: a bare SASL token, answered bare (no Kafka header).
             try:
-                return raw_sasl_token(session, frame)
+                return list(raw_sasl_token(session, frame))
             except AuthenticationFailed as exc:
                 raise CloseConnection(f"SASL authentication failed: {exc.message}") from None
         view = memoryview(frame)
@@ -90,7 +119,14 @@ class Dispatcher:
                 )
         handler = self.handlers.get(api_key)
         if handler is None:
-            raise CloseConnection(f"unknown API key {api_key}")
+            if api_key not in API_TABLE:
+                raise CloseConnection(f"unknown API key {api_key}")
+            if self.groups is None:
+                # Still starting: this API is not in SERVED_WHILE_STARTING (those are loaded).
+                await self._coordinators_attached.wait()
+            handler = self.handlers.get(api_key)  # (a request that waited too may have loaded it)
+            if handler is None:
+                handler = self.handlers[api_key] = load_handler(api_key)
         spec: api.ApiSpec = handler.SPEC
         if not handler.MIN_VERSION <= api_version <= handler.MAX_VERSION:
             if api_key == api.API_VERSIONS_KEY:
@@ -111,7 +147,9 @@ class Dispatcher:
             request = spec.decode_request(view, pos, api_version)
         except p.DecodeError as exc:
             raise CloseConnection(f"malformed {spec.name} v{api_version} request: {exc}") from None
-        ctx = RequestContext(self.state, self.groups, header, api_version, client_host, self.transactions, session)
+        ctx = RequestContext(
+            self.state, self.groups, header, api_version, client_host, self.transactions, session, file_regions=file_regions
+        )
         started = perf_counter()
         try:
             response = await handler.handle(ctx, request)

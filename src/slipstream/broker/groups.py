@@ -12,8 +12,9 @@ them are delivered only after the append (and, with the fsync policy, the fsync)
 OffsetCommit is group-committed (offset_commit_queue.py): the records of every
 commit handled in the same event-loop turn go to the log as one batch per offsets
 partition, replayed, and (fsync policy) synced, before those commits are answered,
-in order. Any other operation first writes out the queue, so it always sees every
-earlier commit replayed. A commit takes the lock-free path only when nobody holds or
+in order; until the sync, OffsetFetch shows the offsets as of the last one
+(unsynced_offsets.py). Any other operation first writes out the queue, so it always
+sees every earlier commit replayed. A commit takes the lock-free path only when nobody holds or
 waits for the lock; otherwise it queues for the lock behind them (FIFO), so commits
 pipelined on one connection apply in arrival order.
 At start the offsets topic is replayed in the background (offsets_replay.py); until
@@ -44,7 +45,7 @@ from ..coordinator.config import (
     MigrationPolicy,
 )
 from ..coordinator.result import RequestContext as CoordinatorContext
-from ..log.api import PartitionLog
+from ..log.api import LogFenced, PartitionLog
 from ..protocol.apis.consumer_group_describe import (
     ConsumerGroupDescribeRequest,
     ConsumerGroupDescribeResponse,
@@ -78,6 +79,7 @@ from .offsets_batches import RecordTooLarge, batches_by_producer
 from .offsets_replay import replay_group_log
 from .ordered_lock import OrderedLock
 from .state import BrokerState
+from .unsynced_offsets import UnsyncedOffsets
 
 log = logging.getLogger(__name__)
 
@@ -121,9 +123,11 @@ class GroupCoordinatorAdapter:
         # The loop reads state.clock at each wake-up: it may be replaced (a manual clock).
         self._timers = CoordinatorTimerLoop(self.timer, lambda: self.state.clock(), self._run_due_timers)
         self._tasks: list[asyncio.Task[None]] = []
+        # Offsets written but not yet synced (syncs_before_ack): OffsetFetch shows their durable value.
+        self._unsynced = UnsyncedOffsets()
         # Group commit: commits handled but not yet written or answered.
         self._commits = OffsetCommitQueue(
-            state, flush=self._flush, deliver=self._deliver, carry_out_later=self._carry_out_later
+            state, flush=self._flush, deliver=self._deliver, carry_out_later=self._carry_out_later, sync=self._sync
         )
         # Results carried out later on the ordered path (see _carry_out_later).
         self._later: set[asyncio.Task[None]] = set()
@@ -221,6 +225,7 @@ class GroupCoordinatorAdapter:
         async with self._lock:
             self.coordinator.begin_loading(partitions)
             self._flush()
+            self._unsynced.forget(partitions)
             replayed = await self._replay(partitions)
             self.coordinator.finish_loading(self.state.clock(), partitions)
         self._timers.wake()
@@ -231,6 +236,7 @@ class GroupCoordinatorAdapter:
         async with self._lock:
             self._flush()
             dropped = self.coordinator.disown(partitions, self.state.clock())
+            self._unsynced.forget(partitions)
         if dropped:
             log.info("group coordinator unloaded %d groups of %s partitions %s", len(dropped), OFFSETS_TOPIC, partitions)
 
@@ -270,14 +276,18 @@ class GroupCoordinatorAdapter:
     ) -> int:
         """Write a transaction marker into an offsets partition and replay it; an error code.
 
-        Called by the transaction coordinator for transactions that committed offsets
-        (AddOffsetsToTxn put the group's partition in them)."""
+        Called for the transaction coordinator (here, or through WriteTxnMarkers) for
+        transactions that committed offsets (AddOffsetsToTxn put the group's partition
+        in them). In a cluster only the partition's leader writes it: elsewhere
+        NOT_LEADER_OR_FOLLOWER, and the coordinator asks the leader it finds next."""
         await self._loaded.wait()
         async with self._lock:
             self._flush()
             plog = self.state.topics.partition(OFFSETS_TOPIC, partition)
             if plog is None:
                 return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if self.state.not_leader(OFFSETS_TOPIC, partition) or not self.coordinator.owns(partition):
+                return ErrorCode.NOT_LEADER_OR_FOLLOWER
             now = self.state.clock()
             batch = build_control_batch(
                 CONTROL_COMMIT if commit else CONTROL_ABORT,
@@ -291,12 +301,19 @@ class GroupCoordinatorAdapter:
             except OSError as exc:
                 log.error("writing a transaction marker to %s failed: %s", OFFSETS_TOPIC, exc)
                 return ErrorCode.KAFKA_STORAGE_ERROR
+            if commit and self.state.config.syncs_before_ack:
+                offsets = self.coordinator.offset_manager
+                pending = offsets.pending_txn.get(producer_id, {})
+                self._unsynced.transaction_committed(plog, partition, pending, offsets.committed)
             self.coordinator.replay_end_transaction(producer_id, commit, now, producer_epoch)
             self.state.notifier.notify((OFFSETS_TOPIC, partition))
             if self.state.config.syncs_before_ack:
                 try:
-                    await self.state.committer.sync(plog)
-                except OSError as exc:
+                    await self._sync(plog)
+                except LogFenced as exc:  # the lease moved on: the new leader gets it
+                    log.info("a transaction marker to %s-%d was refused: %s", OFFSETS_TOPIC, partition, exc)
+                    return ErrorCode.NOT_LEADER_OR_FOLLOWER
+                except Exception as exc:  # (postgres: the database's own errors too)
                     log.error("syncing %s failed: %s", OFFSETS_TOPIC, exc)
                     return ErrorCode.KAFKA_STORAGE_ERROR
         self._timers.poke()
@@ -315,7 +332,13 @@ class GroupCoordinatorAdapter:
         return cast(LeaveGroupResponse, await self.call(lambda now: self.coordinator.leave_group(ctx, request, now)))
 
     async def offset_fetch(self, ctx: CoordinatorContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
-        return cast(OffsetFetchResponse, await self.call(lambda now: self.coordinator.offset_fetch(ctx, request, now)))
+        return cast(OffsetFetchResponse, await self.call(lambda now: self._offset_fetch(ctx, request, now)))
+
+    def _offset_fetch(self, ctx: CoordinatorContext, request: OffsetFetchRequest, now: int) -> CoordinatorResult:
+        result = self.coordinator.offset_fetch(ctx, request, now)
+        if self._unsynced and isinstance(result.response, OffsetFetchResponse):
+            self._unsynced.show_durable(ctx.api_version, request, result.response)
+        return result
 
     async def offset_delete(self, ctx: CoordinatorContext, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
         return cast(OffsetDeleteResponse, await self.call(lambda now: self.coordinator.offset_delete(ctx, request, now)))
@@ -459,7 +482,7 @@ class GroupCoordinatorAdapter:
                 return error
             if plog is not None and self.state.config.syncs_before_ack:
                 try:
-                    await self.state.committer.sync(plog)
+                    await self._sync(plog)
                 except OSError as exc:
                     log.error("syncing %s failed: %s", OFFSETS_TOPIC, exc)
                     return ErrorCode.KAFKA_STORAGE_ERROR
@@ -484,11 +507,19 @@ class GroupCoordinatorAdapter:
             log.error("writing %s failed: %s", OFFSETS_TOPIC, exc)
             return ErrorCode.KAFKA_STORAGE_ERROR, None
         self.appends += 1
+        if self.state.config.syncs_before_ack:
+            self._unsynced.written(plog, partition, records, self.coordinator.offset_manager.committed)
         apply = self.coordinator.apply
         for record in records:
             apply(record, now)
         self.state.notifier.notify((OFFSETS_TOPIC, partition))
         return ErrorCode.NONE, plog
+
+    async def _sync(self, plog: PartitionLog) -> None:
+        """The durability barrier for an offsets partition; what it covered is durable now."""
+        mark = self._unsynced.sync_mark()
+        await self.state.committer.sync(plog)
+        self._unsynced.synced(plog, mark)
 
     # ---------------------------------------------------------------- timers
 

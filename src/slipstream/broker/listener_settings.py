@@ -2,7 +2,9 @@
 
 A listener takes the broker-wide TLS and SASL settings unless it names its own, e.g.
 ``listener.name.internal.ssl.certfile`` or ``listener.name.external.sasl.enabled.mechanisms``
-(in the config file or with --set). As in Kafka (KIP-684), ``ssl.client.auth`` applies to an
+(in the config file or with --set), and ``listener.name.<listener>.<mechanism>.sasl.jaas.config``,
+whose username and password the broker logs in with on that listener as a client of its
+peers (inter_broker.py). As in Kafka (KIP-684), ``ssl.client.auth`` applies to an
 SSL listener, and to a SASL_SSL listener only when set for that listener by name.
 """
 
@@ -30,6 +32,9 @@ OVERRIDABLE = {
     "sasl.enabled.mechanisms": "sasl_enabled_mechanisms",
     "connections.max.reauth.ms": "connections_max_reauth_ms",
 }
+JAAS_SUFFIX = ".sasl.jaas.config"
+# listener_overrides key of a listener's JAAS config for one mechanism: JAAS_KEY + "SCRAM-SHA-256".
+JAAS_KEY = "sasl_jaas_config:"
 
 
 def split_key(key: str) -> tuple[str, str] | None:
@@ -41,10 +46,13 @@ def split_key(key: str) -> tuple[str, str] | None:
     name, dot, setting = rest.partition(".")
     if not dot or not name:
         raise ValueError(f"{key!r}: expected listener.name.<listener>.<setting>")
+    if setting.lower().endswith(JAAS_SUFFIX) and len(setting) > len(JAAS_SUFFIX):
+        return name.upper(), JAAS_KEY + setting[: -len(JAAS_SUFFIX)].upper()
     target = OVERRIDABLE.get(setting.lower())
     if target is None:
         raise ValueError(
-            f"{key!r}: {setting!r} cannot be set per listener (one of: {', '.join(sorted(OVERRIDABLE))})"
+            f"{key!r}: {setting!r} cannot be set per listener (one of: {', '.join(sorted(OVERRIDABLE))}, "
+            f"<mechanism>{JAAS_SUFFIX})"
         )
     return name.upper(), target
 
@@ -58,6 +66,11 @@ class ListenerSecurity:
     client_auth: str
     mechanisms: tuple[str, ...]
     max_reauth_ms: int
+
+
+def jaas_configs(overrides: Mapping[str, str]) -> dict[str, str]:
+    """Mechanism -> JAAS config text, of one listener's overrides."""
+    return {key[len(JAAS_KEY):]: value for key, value in overrides.items() if key.startswith(JAAS_KEY)}
 
 
 def mechanisms_of(text: str) -> tuple[str, ...]:

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..protocol.apis.fetch import FetchResponseTopic
+from ..protocol.file_region import FileRegion
 from .topics import Topic
 
 # Upper bounds (seconds) of the request latency histogram's buckets; +Inf is implied.
@@ -32,6 +33,9 @@ _COUNT_AT = 57
 # record count (34 bytes after them, at 57).
 _COUNTED_FIELDS = struct.Struct(">i9xh34xi")
 _BATCH_OVERHEAD = 12  # base offset + length field, not counted in the length
+# Bytes of a file region read at a time for its batch headers: one read covers the
+# headers of many small batches, and a large batch costs one small read.
+_REGION_BLOCK = 4096
 
 
 class RequestStats:
@@ -82,7 +86,7 @@ class BrokerMetrics:
         traffic.records_in += records
         traffic.bytes_in += nbytes
 
-    def fetched(self, topic: str, chunks: Sequence[bytes | memoryview], nbytes: int) -> None:
+    def fetched(self, topic: str, chunks: Sequence[bytes | memoryview | FileRegion], nbytes: int) -> None:
         traffic = self._topic(topic)
         traffic.bytes_out += nbytes
         traffic.records_out += count_records(chunks)
@@ -103,12 +107,15 @@ class BrokerMetrics:
         self.topics.pop(topic, None)
 
 
-def count_records(chunks: Sequence[bytes | memoryview]) -> int:
+def count_records(chunks: Sequence[bytes | memoryview | FileRegion]) -> int:
     """Records in whole record batches laid end to end, read from the batch headers only
     (transaction markers, in control batches, are not records of the topic's)."""
     total = 0
     unpack_from = _COUNTED_FIELDS.unpack_from  # one call per batch: this runs for every batch fetched
     for chunk in chunks:
+        if isinstance(chunk, FileRegion):
+            total += _count_in_region(chunk)
+            continue
         pos = 0
         end = len(chunk)
         while end - pos >= _COUNT_AT + 4:
@@ -116,4 +123,24 @@ def count_records(chunks: Sequence[bytes | memoryview]) -> int:
             if not attributes & _CONTROL and count > 0:
                 total += count
             pos += _BATCH_OVERHEAD + length
+    return total
+
+
+def _count_in_region(region: FileRegion) -> int:
+    """count_records for batches still in a file: only their headers are read."""
+    total = 0
+    unpack_from = _COUNTED_FIELDS.unpack_from
+    block = b""
+    block_start = 0
+    pos = 0
+    end = len(region)
+    while end - pos >= _COUNT_AT + 4:
+        rel = pos - block_start
+        if rel + _COUNT_AT + 4 > len(block):
+            block = region.read(pos, _REGION_BLOCK)
+            block_start, rel = pos, 0
+        length, attributes, count = unpack_from(block, rel + _LENGTH_AT)
+        if not attributes & _CONTROL and count > 0:
+            total += count
+        pos += _BATCH_OVERHEAD + length
     return total

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from ..coordinator import OFFSETS_TOPIC, CoordinatorResult
@@ -57,6 +57,7 @@ class OffsetCommitQueue:
         flush: Callable[[], None],
         deliver: Callable[[CoordinatorResult], None],
         carry_out_later: Callable[[CoordinatorResult], None],
+        sync: Callable[[PartitionLog], Awaitable[None]],
     ) -> None:
         self.state = state
         # The adapter's: writes out what ``take`` returns and hands it back to be answered.
@@ -65,6 +66,8 @@ class OffsetCommitQueue:
         self._deliver = deliver
         # The adapter's: a result a commit's callback should not return, carried out in order.
         self._carry_out_later = carry_out_later
+        # The adapter's durability barrier for a written offsets partition.
+        self._sync = sync
         self._queue: list[QueuedCommit] = []
         self._flush_handle: asyncio.Handle | None = None
         # Written batches awaiting their fsync, the last of them answered last.
@@ -108,7 +111,7 @@ class OffsetCommitQueue:
         try:
             for plog, items in written:
                 try:
-                    await self.state.committer.sync(plog)
+                    await self._sync(plog)
                 except Exception as exc:
                     log.error("syncing %s failed: %s", OFFSETS_TOPIC, exc)
                     for item in items:

@@ -7,15 +7,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from ..coordinator.result import RequestContext as CoordinatorContext
 from ..protocol.api import RequestHeader
 from .connection_seq import connection_seq
-from .groups import GroupCoordinatorAdapter
 from .security.acl import CLUSTER_NAME, Operation, ResourceType
 from .security.session import ANONYMOUS, ConnectionSession
 from .state import BrokerState
-from .transactions import TransactionCoordinatorAdapter
+
+if TYPE_CHECKING:
+    from ..coordinator.result import RequestContext as CoordinatorContext
+
+    # Type-only: the coordinators load after the listener opens (Broker.start).
+    from .groups import GroupCoordinatorAdapter
+    from .transactions import TransactionCoordinatorAdapter
 
 _MAX_COORDINATOR_CONTEXTS = 4096
 
@@ -23,15 +28,29 @@ _MAX_COORDINATOR_CONTEXTS = 4096
 @dataclass
 class RequestContext:
     state: BrokerState
-    groups: GroupCoordinatorAdapter
+    # The coordinator adapters: None only for the APIs a starting broker answers before
+    # it has loaded them (Dispatcher.SERVED_WHILE_STARTING), whose handlers use neither.
+    groups_or_none: GroupCoordinatorAdapter | None
     header: RequestHeader
     api_version: int
     client_host: str
-    transactions: TransactionCoordinatorAdapter
+    transactions_or_none: TransactionCoordinatorAdapter | None
     # None for requests made without a connection (tests): a PLAINTEXT, anonymous one.
     session: ConnectionSession | None = None
+    # The connection sends FileRegion parts itself (direct_sender.py): a Fetch may answer with them.
+    file_regions: bool = False
     # Decisions already taken for this request (a long-polled Fetch asks again and again).
     _decisions: dict[tuple[Operation, ResourceType, str], bool] = field(default_factory=dict, repr=False)
+
+    @property
+    def groups(self) -> GroupCoordinatorAdapter:
+        assert self.groups_or_none is not None, "the group coordinator is not loaded yet"
+        return self.groups_or_none
+
+    @property
+    def transactions(self) -> TransactionCoordinatorAdapter:
+        assert self.transactions_or_none is not None, "the transaction coordinator is not loaded yet"
+        return self.transactions_or_none
 
     @property
     def listener(self) -> str:
@@ -105,6 +124,8 @@ class RequestContext:
         found = cache.get(key)
         if found is not None:
             return found
+        from ..coordinator.result import RequestContext as CoordinatorContext  # (first miss only)
+
         host = self.client_host.rsplit(":", 1)[0]
         # Kafka shows client hosts as InetAddress.toString(): "/127.0.0.1".
         made = CoordinatorContext(

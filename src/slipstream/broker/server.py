@@ -19,6 +19,11 @@ pipelining client gets its commits batched. The rule, per connection:
   together go out in one write. While the transport asks us to pause writing no new
   request starts, which bounds what we buffer.
 
+On a plaintext listener a Fetch may answer with file regions (record batches left in
+their segment files); such a response, and everything after it until it is all out,
+is written by ``direct_sender.py`` (splice through a pipe) instead of the transport, and no request
+starts meanwhile, as when the transport pauses writing.
+
 Reading is a ``BufferedProtocol``: the transport receives into a per-thread scratch
 buffer, complete small frames are copied out of it once, and a large frame (from
 ``_OWN_BUFFER_BYTES`` on, e.g. a Produce of big batches) gets a buffer of its own as soon
@@ -39,6 +44,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import os
+import socket
 import struct
 import threading
 from collections import deque
@@ -46,9 +53,11 @@ from collections.abc import Callable, Coroutine
 from functools import partial
 from typing import Any, cast
 
+from ..protocol.file_region import FileRegion
 from .connection_gone import context_for_connection, signal_gone
 from .connection_limits import ConnectionLimits
 from .connection_seq import CONNECTION_SEQ, next_connection_seq
+from .direct_sender import DirectSender
 from .dispatch import Buffers, CloseConnection, Dispatcher
 from .security.session import ConnectionSession
 
@@ -128,6 +137,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # Completed when the client closes or the connection is lost (connection_gone.py).
         self._gone: asyncio.Future[None] | None = None
         self._context: contextvars.Context | None = None
+        # Writes responses holding file regions (plaintext sockets only; None otherwise).
+        self._sender: DirectSender | None = None
 
     @property
     def worker(self) -> asyncio.Future[Any] | None:
@@ -160,7 +171,23 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._context.run(CONNECTION_SEQ.set, next_connection_seq())
         if self.session_factory is not None:
             self.session = self.session_factory(transport)
-            self._dispatch = partial(self.dispatcher.dispatch, session=self.session)
+        self._sender = self._direct_sender(self.transport, self._loop)
+        if self.session is not None or self._sender is not None:
+            self._dispatch = partial(
+                self.dispatcher.dispatch, session=self.session, file_regions=self._sender is not None
+            )
+
+    def _direct_sender(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> DirectSender | None:
+        """A sender of file regions when the bytes may go to the socket as they are: a
+        stream socket without TLS, on a system with sendfile (the fallback when no pipe is had)."""
+        if not hasattr(os, "sendfile") or transport.get_extra_info("sslcontext") is not None:
+            return None
+        if self.session is not None and self.session.listener.uses_tls:
+            return None
+        sock = transport.get_extra_info("socket")
+        if sock is None or sock.type != socket.SOCK_STREAM:
+            return None
+        return DirectSender(loop, transport, sock.fileno(), self._sent, self._send_failed)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._own is not None:
@@ -250,6 +277,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.connections.discard(self)
         signal_gone(self._gone)
         self._drop_pending()
+        if self._sender is not None:
+            self._sender.abandon()
 
     def pause_writing(self) -> None:
         self._writing_paused = True
@@ -266,7 +295,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         frames = self._frames
         in_flight = self._in_flight
-        while frames and not self._writing_paused and len(in_flight) < _MAX_IN_FLIGHT:
+        sender = self._sender
+        sending = sender is not None and sender.busy
+        while frames and not self._writing_paused and not sending and len(in_flight) < _MAX_IN_FLIGHT:
             frame = frames[0]
             pipelined = len(frame) >= 2 and _API_KEY.unpack_from(frame)[0] in PIPELINED_APIS
             if in_flight and not (pipelined and self._in_flight_pipelined):
@@ -283,7 +314,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self._reading_paused and drained and self.transport:
             self._reading_paused = False
             self.transport.resume_reading()
-        if self._eof and not frames and not in_flight:
+        if self._eof and not frames and not in_flight and not sending:
             self.close(None)
 
     def _on_done(self, task: asyncio.Task[Buffers | None]) -> None:
@@ -325,7 +356,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if parts:
                 out.extend(parts)
         if out and self.transport is not None:
-            self.transport.writelines(out)
+            sender = self._sender
+            if sender is not None and (sender.busy or any(part.__class__ is FileRegion for part in out)):
+                sender.send(out)
+            else:
+                self.transport.writelines(cast(list[bytes | bytearray | memoryview], out))  # no regions
             if self.limits is not None:
                 self.last_active_ms = self.limits.clock()
         if failure is not None:
@@ -339,9 +374,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         self._pump()
 
+    def _sent(self) -> None:
+        """The direct sender, after waiting for the socket, has written all it held:
+        requests may start again."""
+        self._pump()
+
+    def _send_failed(self, reason: str) -> None:
+        self.close(reason)
+
     @property
     def busy(self) -> bool:
-        """Requests read and not yet answered (an idle sweep leaves such a connection be)."""
+        """Requests read and not yet answered (an idle sweep leaves such a connection be;
+        one whose client stopped reading is closed, whoever holds the unsent bytes)."""
         return bool(self._frames or self._in_flight)
 
     def _drop_pending(self) -> None:
@@ -356,5 +400,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             log.warning("closing connection from %s: %s", self.peer, reason)
         self._closed = True
         self._drop_pending()
+        if self._sender is not None:
+            self._sender.abandon()  # a close with nothing left to write, or one that gives up on it
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()

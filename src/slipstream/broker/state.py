@@ -6,9 +6,8 @@ import time
 import uuid
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..coordinator.result import RequestContext as CoordinatorContext
 from ..log.api import AppendInfo, LogFenced, PartitionLog
 from ..log.metadata import MetadataStore
 from ..protocol.apis.api_versions import ApiVersionsResponseApiVersion
@@ -25,7 +24,6 @@ from ..protocol.record_batch import (
 from . import topic_config
 from .append_policy import AppendPolicies
 from .batch_checks import CheckedRecords, check_batch_records
-from .cluster.view import ClusterView
 from .config import BrokerConfig
 from .durability import GroupCommitter
 from .fetch_sessions import FetchSessionCache
@@ -39,6 +37,10 @@ from .security.acl_store import AclStore
 from .security.authorizer import Authorizer
 from .security.credentials import CredentialStore
 from .topics import TopicManager
+
+if TYPE_CHECKING:
+    from ..coordinator.result import RequestContext as CoordinatorContext
+    from .cluster.view import ClusterView
 
 
 def wall_clock_ms() -> int:

@@ -14,14 +14,16 @@ import re
 import uuid
 from collections.abc import Collection
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from ..coordinator.consumer.assignors.base import TopicMetadata
-from ..coordinator.topics_image import TopicsImage
 from ..log.api import LogConfig, LogStore, PartitionLog
 from ..log.metadata import MetadataStore
 from ..protocol.errors import ErrorCode, KafkaError
 from . import topic_config
 from .config import BrokerConfig
+
+if TYPE_CHECKING:
+    from ..coordinator.topics_image import TopicsImage
 
 log = logging.getLogger(__name__)
 
@@ -378,6 +380,10 @@ class TopicManager:
     def image(self) -> TopicsImage:
         """The topics as the group coordinator sees them: ids and partition counts, versioned."""
         if self._image is None:
+            # The coordinator's modules: loaded after the listener's first answer (Broker.start).
+            from ..coordinator.consumer.assignors.base import TopicMetadata
+            from ..coordinator.topics_image import TopicsImage
+
             self._image = TopicsImage.of(
                 self._version,
                 (TopicMetadata(t.topic_id, t.name, len(t.partitions)) for t in self.topics.values()),

@@ -3,17 +3,23 @@
 Requests and timer callbacks run one at a time under a lock, each carried out to
 the end (records appended to ``__transaction_state``, replayed, fsynced under the
 fsync policy, then ``after_append``) before the next: the coordinator sees one
-ordered stream. Marker jobs run outside the lock as tasks: data partitions through
-``txn_markers.write_txn_markers``, the ``__consumer_offsets`` partition of a
-transaction's offsets through the group coordinator (which replays its own
-marker); what fails for a reason that may pass is retried with a backoff; once
-every partition has its marker, ``job.on_written`` runs on the ordered path and
-writes CompleteCommit/CompleteAbort.
+ordered stream. Marker jobs run outside the lock as tasks
+(``txn_marker_sender.send_markers``): each partition's marker goes to its current
+leader - written here (data partitions through ``txn_markers``, the
+``__consumer_offsets`` partition of a transaction's offsets through the group
+coordinator, which replays its own marker) or sent to the leader's broker as
+WriteTxnMarkers - and what fails for a reason that may pass is retried with a
+backoff, routed anew; once every partition has its marker, ``job.on_written`` runs
+on the ordered path and writes CompleteCommit/CompleteAbort.
 
 ``__transaction_state`` is created when the first transactional producer arrives
 (as Kafka does); a broker that has one replays it at start, answering
 COORDINATOR_LOAD_IN_PROGRESS meanwhile, then writes again the markers of
-transactions it finds prepared.
+transactions it finds prepared. In a cluster that happens per partition, when this
+broker gains the partition's lease (``load_partitions``, from the cluster member;
+the lease epoch is the coordinator epoch of its markers); losing the lease
+(``unload_partitions``) drops its transactions: their ids answer NOT_COORDINATOR and
+their marker jobs stop, the new owner sends the markers again.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-from ..coordinator import OFFSETS_TOPIC, CoordinatorResult, ManualTimer, Record
+from ..coordinator import CoordinatorResult, ManualTimer, Record
 from ..coordinator.transactions import (
     TRANSACTION_STATE_TOPIC,
     MarkerJob,
@@ -31,28 +37,19 @@ from ..coordinator.transactions import (
     TxnConfig,
     TxnResult,
 )
+from ..log.api import LogFenced
 from ..protocol.errors import ErrorCode
 from ..protocol.records import ProducerRecord, build_batch
 from ..protocol.schema import Struct
 from .coordinator_timers import CoordinatorTimerLoop
 from .groups import GroupCoordinatorAdapter
 from .offsets_replay import replay_transaction_log
+from .peer_connections import PeerConnections
 from .state import BrokerState
-from .txn_markers import TxnMarker, write_txn_markers
+from .txn_marker_sender import send_markers
+from .txn_markers import BrokerMarkerTransport, TxnMarker
 
 log = logging.getLogger(__name__)
-
-MARKER_RETRY_S = 0.1
-MARKER_RETRY_MAX_S = 2.0
-# A marker refused for one of these will never be accepted: the partition is done.
-# (A deleted topic; a newer producer epoch or coordinator already wrote past it.)
-_MARKER_GIVE_UP = frozenset(
-    {
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-        ErrorCode.INVALID_PRODUCER_EPOCH,
-        ErrorCode.TRANSACTION_COORDINATOR_FENCED,
-    }
-)
 
 
 class TransactionCoordinatorAdapter:
@@ -76,14 +73,19 @@ class TransactionCoordinatorAdapter:
         self._tasks: list[asyncio.Task[None]] = []
         self._marker_tasks: set[asyncio.Task[None]] = set()
         self._loaded = asyncio.Event()
+        self.peers = PeerConnections(state)
+        self.marker_transport = BrokerMarkerTransport(state, groups, self.peers)
 
     # ---------------------------------------------------------------- lifecycle
 
     async def start(self, *, load: bool = True) -> None:
-        """``load=False``: the caller calls ``load`` later (a cluster member, once it
-        holds its leases: only then are its partitions read from the database)."""
+        """``load=False``: the caller calls ``load`` later. A cluster member serves no
+        partition until it holds its lease (``load_partitions``)."""
         loop = asyncio.get_running_loop()
-        if self.state.topics.get(TRANSACTION_STATE_TOPIC) is not None:
+        if self.state.cluster is not None:
+            self.coordinator.disown(range(self.config.transaction_state_num_partitions))
+            self._loaded.set()
+        elif self.state.topics.get(TRANSACTION_STATE_TOPIC) is not None:
             self.coordinator.begin_loading()
             if load:
                 self.load()
@@ -104,6 +106,38 @@ class TransactionCoordinatorAdapter:
                 await task
         self._tasks.clear()
         self._marker_tasks.clear()
+        await self.peers.close()
+
+    async def load_partitions(self, epochs: dict[int, int]) -> None:
+        """This broker now leads these ``__transaction_state`` partitions (partition ->
+        lease epoch): replay them, answering COORDINATOR_LOAD_IN_PROGRESS for their ids
+        meanwhile, then finish what they left prepared and time out what ran too long."""
+        topic = self.state.topics.get(TRANSACTION_STATE_TOPIC)
+        if topic is None or not epochs:
+            return
+        partitions = sorted(epochs)
+        max_uncompressed = int(self.state.topics.effective_configs(topic)["max.message.bytes"])
+        async with self._lock:
+            self.coordinator.begin_loading(partitions, epochs)
+            plogs = [topic.partitions[p] for p in partitions if p < len(topic.partitions)]
+            replayed = await replay_transaction_log(self.coordinator, plogs, max_uncompressed, self.state.clock())
+            await self._carry_out(self.coordinator.finish_loading(self.state.clock(), partitions))
+        self._timers.poke()
+        log.info(
+            "transaction coordinator loaded %d records of %s partitions %s",
+            replayed, TRANSACTION_STATE_TOPIC, partitions,
+        )
+
+    async def unload_partitions(self, partitions: list[int]) -> None:
+        """Another broker leads these ``__transaction_state`` partitions now: drop their
+        transactions here (their marker jobs stop at their next round)."""
+        async with self._lock:
+            dropped = self.coordinator.disown(partitions)
+        if dropped:
+            log.info(
+                "transaction coordinator unloaded %d transactional ids of %s partitions %s",
+                len(dropped), TRANSACTION_STATE_TOPIC, partitions,
+            )
 
     def ensure_topic(self) -> None:
         """Create ``__transaction_state`` on first use (a transactional producer arrived)."""
@@ -135,11 +169,13 @@ class TransactionCoordinatorAdapter:
         """Run one coordinator operation and carry its result out; returns its answer.
 
         While ``__transaction_state`` loads, requests are answered at once (the coordinator
-        answers COORDINATOR_LOAD_IN_PROGRESS, which clients retry) instead of queueing."""
+        answers COORDINATOR_LOAD_IN_PROGRESS, which clients retry) instead of queueing. In
+        a cluster one partition may load while others serve: a write for an id of those
+        is computed at once (its id is in flight from then on, so nothing else changes it)
+        and carried out in order under the lock."""
         if self.coordinator.is_loading:
             early = operation(self.state.clock())
             if early.records or early.after_append is not None or (isinstance(early, TxnResult) and early.markers):
-                # (Not what a request gets while loading; carried out in order all the same.)
                 async with self._lock:
                     response = await self._carry_out(early)
                 self._timers.poke()
@@ -173,7 +209,11 @@ class TransactionCoordinatorAdapter:
             by_partition.setdefault(record.partition, []).append(record)
         for partition, group in by_partition.items():
             plog = self.state.topics.partition(TRANSACTION_STATE_TOPIC, partition)
-            if plog is None or self.state.not_leader(TRANSACTION_STATE_TOPIC, partition):
+            if (
+                plog is None
+                or self.state.not_leader(TRANSACTION_STATE_TOPIC, partition)
+                or not self.coordinator.ownership.owns(partition)
+            ):
                 return ErrorCode.NOT_COORDINATOR  # (a cluster: another broker coordinates it)
             try:
                 batch = build_batch([ProducerRecord(r.key, r.value, timestamp_ms=now) for r in group])
@@ -186,7 +226,10 @@ class TransactionCoordinatorAdapter:
             if self.state.config.syncs_before_ack:
                 try:
                     await self.state.committer.sync(plog)
-                except OSError as exc:
+                except LogFenced as exc:  # the lease moved on: the new coordinator answers
+                    log.info("writing %s-%d was refused: %s", TRANSACTION_STATE_TOPIC, partition, exc)
+                    return ErrorCode.NOT_COORDINATOR
+                except Exception as exc:  # (postgres: the database's own errors too)
                     log.error("syncing %s failed: %s", TRANSACTION_STATE_TOPIC, exc)
                     return ErrorCode.KAFKA_STORAGE_ERROR
         return ErrorCode.NONE
@@ -199,38 +242,18 @@ class TransactionCoordinatorAdapter:
         task.add_done_callback(self._marker_tasks.discard)
 
     async def _write_markers(self, job: MarkerJob) -> None:
-        data = {tp for tp in job.partitions if tp[0] != OFFSETS_TOPIC}
-        offsets = {p for t, p in job.partitions if t == OFFSETS_TOPIC}
-        delay = MARKER_RETRY_S
-        while data or offsets:
-            if data:
-                marker = TxnMarker(
-                    job.producer_id, job.producer_epoch, job.commit, job.coordinator_epoch, tuple(sorted(data))
-                )
-                try:
-                    errors = await write_txn_markers(self.state, marker)
-                except Exception:
-                    log.exception("writing transaction markers for %s failed", job.transactional_id)
-                    errors = {}
-                for tp, error in errors.items():
-                    if error == ErrorCode.NONE:
-                        data.discard(tp)
-                    elif error in _MARKER_GIVE_UP:
-                        log.warning(
-                            "transaction %s: %s-%d refused its marker (error %s); skipping it",
-                            job.transactional_id, tp[0], tp[1], error,
-                        )
-                        data.discard(tp)
-            for partition in sorted(offsets):
-                error = await self.groups.complete_transaction(
-                    partition, job.producer_id, job.producer_epoch, job.commit, job.coordinator_epoch
-                )
-                if error == ErrorCode.NONE:
-                    offsets.discard(partition)
-            if data or offsets:
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, MARKER_RETRY_MAX_S)
-        await self.call(job.on_written)
+        marker = TxnMarker(
+            job.producer_id, job.producer_epoch, job.commit, job.coordinator_epoch, tuple(sorted(job.partitions))
+        )
+        outcome = await send_markers(
+            marker,
+            self.marker_transport,
+            local_node=self.state.config.node_id,
+            is_current=lambda: self.coordinator.is_current(job),
+            label=job.transactional_id,
+        )
+        if outcome is not None:
+            await self.call(job.on_written)
 
     async def wait_for_markers(self) -> None:
         """Until every marker job under way is done (tests, orderly stops)."""

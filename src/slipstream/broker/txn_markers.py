@@ -11,6 +11,13 @@ version 0 + coordinator epoch; transactional and control attribute bits; the
 producer's id and epoch), closes the producer's transaction so the LSO moves, wakes
 waiting fetches and, under the fsync durability policy, returns once the markers are
 fsynced (as an acks=all produce).
+
+:func:`write_markers_here` is what this broker does with a marker naming any of its
+partitions: data partitions as above, a ``__consumer_offsets`` partition through the
+group coordinator (which replays its marker: the transaction's offsets commit or
+vanish). ``BrokerMarkerTransport`` is how the coordinator's marker jobs reach
+partitions (``txn_marker_sender.py``): here, or at another broker of the cluster
+through ``peer_connections.py``.
 """
 
 from __future__ import annotations
@@ -18,11 +25,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from ..coordinator import OFFSETS_TOPIC
 from ..log.api import AbortedTxn, PartitionLog
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.records import CONTROL_ABORT, CONTROL_COMMIT, build_control_batch
 from .state import BrokerState
+
+if TYPE_CHECKING:
+    from .groups import GroupCoordinatorAdapter
+    from .peer_connections import PeerConnections
 
 log = logging.getLogger(__name__)
 
@@ -33,11 +46,57 @@ class TxnMarker:
     producer_epoch: int
     commit: bool  # True = COMMIT marker, False = ABORT
     coordinator_epoch: int
-    partitions: tuple[tuple[str, int], ...]  # (topic, partition): data partitions only
+    partitions: tuple[tuple[str, int], ...]  # (topic, partition)
+
+
+async def write_markers_here(
+    state: BrokerState, groups: GroupCoordinatorAdapter, marker: TxnMarker
+) -> dict[tuple[str, int], int]:
+    """Write the marker into each of its partitions on this broker, ``__consumer_offsets``
+    ones through the group coordinator; each partition's error code (0 = ok)."""
+    data = tuple(tp for tp in marker.partitions if tp[0] != OFFSETS_TOPIC)
+    results = await write_txn_markers(state, _with(marker, data)) if data else {}
+    for tp in marker.partitions:
+        if tp[0] == OFFSETS_TOPIC:
+            results[tp] = await groups.complete_transaction(
+                tp[1], marker.producer_id, marker.producer_epoch, marker.commit, marker.coordinator_epoch
+            )
+    return results
+
+
+def _with(marker: TxnMarker, partitions: tuple[tuple[str, int], ...]) -> TxnMarker:
+    return TxnMarker(marker.producer_id, marker.producer_epoch, marker.commit, marker.coordinator_epoch, partitions)
+
+
+class BrokerMarkerTransport:
+    """The transaction coordinator's way to partitions: this broker's own, or (a cluster)
+    another broker's, by WriteTxnMarkers over ``peers``."""
+
+    def __init__(self, state: BrokerState, groups: GroupCoordinatorAdapter, peers: PeerConnections) -> None:
+        self.state = state
+        self.groups = groups
+        self.peers = peers
+
+    @property
+    def node_id(self) -> int:
+        return self.state.config.node_id
+
+    def leader_of(self, topic: str, partition: int) -> int | None:
+        cluster = self.state.cluster
+        if cluster is None:
+            return self.node_id
+        leader = cluster.leader(topic, partition)
+        return None if leader is None else leader[0]
+
+    async def write_here(self, marker: TxnMarker) -> dict[tuple[str, int], int]:
+        return await write_markers_here(self.state, self.groups, marker)
+
+    async def send(self, node_id: int, marker: TxnMarker) -> dict[tuple[str, int], int]:
+        return await self.peers.write_txn_markers(node_id, marker)
 
 
 async def write_txn_markers(state: BrokerState, marker: TxnMarker) -> dict[tuple[str, int], int]:
-    """Append the marker to each partition; returns each partition's error code (0 = ok)."""
+    """Append the marker to each (data) partition; returns each partition's error code (0 = ok)."""
     results: dict[tuple[str, int], int] = {}
     written: list[tuple[tuple[str, int], PartitionLog]] = []
     for topic, partition in marker.partitions:
@@ -101,4 +160,4 @@ def _write_one(state: BrokerState, marker: TxnMarker, topic: str, partition: int
     return plog
 
 
-__all__ = ["TxnMarker", "write_txn_markers"]
+__all__ = ["BrokerMarkerTransport", "TxnMarker", "write_markers_here", "write_txn_markers"]

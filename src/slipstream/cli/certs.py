@@ -3,8 +3,9 @@ development and tests only (never production: the CA key sits beside the certifi
 
 Files written (PEM): ``ca.pem`` (trust this), ``ca-key.pem``, ``broker.pem`` and
 ``broker-key.pem`` (for ``ssl.certfile``/``ssl.keyfile``; valid for the given host
-names, localhost and 127.0.0.1 by default), and per client NAME ``NAME.pem`` and
-``NAME-key.pem`` with subject ``CN=NAME,O=Slipstream Dev`` (its TLS principal is
+names, localhost and 127.0.0.1 by default; subject ``CN=<first host>,O=Slipstream Dev``;
+also the client certificate a cluster's brokers present to each other), and per client
+NAME ``NAME.pem`` and ``NAME-key.pem`` with subject ``CN=NAME,O=Slipstream Dev`` (its TLS principal is
 ``User:CN=NAME,O=Slipstream Dev``). Needs the ``cryptography`` package
 (``pip install 'slipstream[security]'``).
 """
@@ -114,14 +115,14 @@ def make_dev_certs(
     ca_key_path.chmod(0o600)
     written.insert(1, ca_key_path)
 
-    def leaf(common: str, usage: Any, sans: list[x509.GeneralName] | None) -> tuple[x509.Certificate, Any]:
+    def leaf(common: str, usages: list[Any], sans: list[x509.GeneralName] | None) -> tuple[x509.Certificate, Any]:
         key = ec.generate_private_key(ec.SECP256R1())
         builder = (
             x509.CertificateBuilder()
             .subject_name(name(common)).issuer_name(ca_name).public_key(key.public_key())
             .serial_number(x509.random_serial_number()).not_valid_before(start).not_valid_after(end)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
             .add_extension(
                 x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
             )
@@ -136,7 +137,8 @@ def make_dev_certs(
             sans.append(x509.IPAddress(ipaddress.ip_address(host)))
         except ValueError:
             sans.append(x509.DNSName(host))
-    write("broker", *leaf(hosts[0], ExtendedKeyUsageOID.SERVER_AUTH, sans))
+    # Also a client certificate: a cluster's brokers present it to each other (inter-broker TLS).
+    write("broker", *leaf(hosts[0], [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH], sans))
     for client in clients:
-        write(client, *leaf(client, ExtendedKeyUsageOID.CLIENT_AUTH, None))
+        write(client, *leaf(client, [ExtendedKeyUsageOID.CLIENT_AUTH], None))
     return written

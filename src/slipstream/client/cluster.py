@@ -92,13 +92,25 @@ class Cluster:
                 await conn.close()
 
     async def any_connection(self) -> BrokerConnection:
+        """A connection for a request any broker answers (Metadata, FindCoordinator): an
+        open one, else a new one to a broker the metadata names, else to a bootstrap
+        server. The metadata's brokers come before the bootstrap servers (as the Java
+        client's least loaded node): in a cluster the broker a client was bootstrapped
+        through may be gone for good while the others serve on."""
         for conn in self._connections.values():
             if not conn.closed:
                 return conn
         if self._bootstrap_conn is not None and not self._bootstrap_conn.closed:
             return self._bootstrap_conn
-        await self._reap(self._bootstrap_conn)
         errors = []
+        for node_id in list(self.brokers):
+            try:
+                return await self.connection(node_id)
+            except AuthenticationFailed:
+                raise
+            except (ConnectionClosed, OSError, KafkaError) as exc:
+                errors.append(f"broker {node_id}: {exc}")
+        await self._reap(self._bootstrap_conn)
         for host, port in self.bootstrap:
             try:
                 conn = await self._open(host, port)

@@ -19,7 +19,7 @@ import random
 import time
 from typing import Any
 
-from ..protocol import apis as _apis  # noqa: F401  (registers every API)
+from ..protocol import apis
 from ..protocol.api import REGISTRY, ApiSpec
 from ..protocol.apis.api_versions import SPEC as API_VERSIONS
 from ..protocol.apis.api_versions import ApiVersionsRequest
@@ -329,6 +329,7 @@ class BrokerConnection:
 
 
 def spec_by_name(name: str) -> ApiSpec:
+    apis.load_all()  # registers every API in REGISTRY (once; later calls find them loaded)
     for spec in REGISTRY.values():
         if spec.name == name:
             return spec

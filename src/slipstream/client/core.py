@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from ..protocol import api
 from ..protocol import primitives as p
@@ -65,7 +65,8 @@ class ConnectionCore:
         header = RequestHeader(spec.key, version, correlation_id, self.client_id)
         api.encode_request_header(w.buf, header, spec.request_header_version(version))
         spec.encode_request(request, version, w)
-        parts = w.finish()
+        # A request's parts are bytes: only a broker's Fetch answer holds file regions.
+        parts = cast(list[bytes | bytearray | memoryview], w.finish())
         _SIZE.pack_into(first, 0, sum(len(x) for x in parts) - 4)
         if expect_response:
             self._in_flight.append(InFlight(correlation_id, spec, version))

@@ -19,6 +19,7 @@ from ..protocol.apis.fetch import (
 )
 from ..protocol.errors import ErrorCode, KafkaError, is_retriable
 from ..protocol.errors import name as error_name
+from ..protocol.file_region import FileRegion
 from ..protocol.primitives import ZERO_UUID, DecodeError
 from ..protocol.record_batch import (
     CONTROL_MASK,
@@ -529,7 +530,7 @@ class FetchCore:
             view = (
                 memoryview(records)
                 if not isinstance(records, list)
-                else memoryview(b"".join(records))
+                else memoryview(b"".join(c.read() if isinstance(c, FileRegion) else c for c in records))
             )
             batches, size, next_offset, largest = copy_batches(view)
             if next_offset is None or st.fetch_offset is None or next_offset <= st.fetch_offset:

@@ -1,15 +1,60 @@
-"""The group coordinator as a pure state machine (see ``coordinator.py`` and ``result.py``)."""
+"""The group coordinator as a pure state machine (see ``coordinator.py`` and ``result.py``).
 
-from .config import DEFAULT_INITIAL_REBALANCE_DELAY_MS, CoordinatorConfig
-from .coordinator import GroupCoordinator
-from .group import ClassicGroup
-from .member import Member
-from .offset_and_metadata import OffsetAndMetadata
-from .offset_retention import GROUP_EXPIRATION_KEY
-from .records import OFFSETS_TOPIC, java_string_hash, partition_for
-from .result import Completion, CoordinatorResult, Pending, Record, RequestContext, TimerCallback
-from .state import VALID_PREVIOUS_STATES, GroupState, IllegalStateTransition
-from .timer import ExpiredTimer, FiredTimer, GuardedTimer, ManualTimer, Timer
+The names below are imported from their modules on first use (PEP 562), so importing one
+module of this package does not load all of it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .config import DEFAULT_INITIAL_REBALANCE_DELAY_MS, CoordinatorConfig
+    from .coordinator import GroupCoordinator
+    from .group import ClassicGroup
+    from .member import Member
+    from .offset_and_metadata import OffsetAndMetadata
+    from .offset_retention import GROUP_EXPIRATION_KEY
+    from .records import OFFSETS_TOPIC, java_string_hash, partition_for
+    from .result import (
+        Completion,
+        CoordinatorResult,
+        Pending,
+        Record,
+        RequestContext,
+        TimerCallback,
+    )
+    from .state import VALID_PREVIOUS_STATES, GroupState, IllegalStateTransition
+    from .timer import ExpiredTimer, FiredTimer, GuardedTimer, ManualTimer, Timer
+
+# Exported name -> the module of this package that defines it.
+_EXPORTS = {
+    "ClassicGroup": "group",
+    "Completion": "result",
+    "CoordinatorConfig": "config",
+    "CoordinatorResult": "result",
+    "DEFAULT_INITIAL_REBALANCE_DELAY_MS": "config",
+    "ExpiredTimer": "timer",
+    "FiredTimer": "timer",
+    "GROUP_EXPIRATION_KEY": "offset_retention",
+    "GroupCoordinator": "coordinator",
+    "GroupState": "state",
+    "GuardedTimer": "timer",
+    "IllegalStateTransition": "state",
+    "ManualTimer": "timer",
+    "Member": "member",
+    "OFFSETS_TOPIC": "records",
+    "OffsetAndMetadata": "offset_and_metadata",
+    "Pending": "result",
+    "Record": "result",
+    "RequestContext": "result",
+    "Timer": "timer",
+    "TimerCallback": "result",
+    "VALID_PREVIOUS_STATES": "state",
+    "java_string_hash": "records",
+    "partition_for": "records",
+}
 
 __all__ = [
     "DEFAULT_INITIAL_REBALANCE_DELAY_MS",
@@ -37,3 +82,12 @@ __all__ = [
     "java_string_hash",
     "partition_for",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value

@@ -72,11 +72,13 @@ class _Refused(Exception):
 class ClassicMembers:
     """The classic APIs for members of consumer groups (the group exists and has members)."""
 
-    def __init__(self, manager: ConsumerGroupManager, new_member_id: Callable[[], str] | None = None) -> None:
+    def __init__(self, manager: ConsumerGroupManager, new_member_id: Callable[[str], str] | None = None) -> None:
+        """``new_member_id(client_id)``: the id of a classic member joining without one (Kafka:
+        a plain uuid in a consumer group); the simulator injects one so a seed replays exactly."""
         self.manager = manager
         self.sessions = manager.sessions
         self.timer = manager.timer
-        self.new_member_id = new_member_id or (lambda: str(uuid.uuid4()))
+        self.new_member_id = new_member_id or (lambda _client_id: str(uuid.uuid4()))
 
     # ================================================================ JoinGroup
 
@@ -97,7 +99,7 @@ class ClassicMembers:
         member_id = req.member_id
         unknown = member_id == ""
         if unknown:
-            member_id = self.new_member_id()
+            member_id = self.new_member_id(ctx.client_id)
         if len(group.members) >= config.consumer_group_max_size and not group.has_member(member_id):
             raise _Refused(ErrorCode.GROUP_MAX_SIZE_REACHED, "the consumer group is full")
         protocols = tuple((p.name, bytes(p.metadata)) for p in req.protocols)

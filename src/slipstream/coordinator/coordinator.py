@@ -113,7 +113,7 @@ class GroupCoordinator:
             self.config, self.group_manager, self._new_pending, partition_exists, self.consumer_groups
         )
         # Classic members of consumer groups (mixed groups), and the online migrations.
-        self.classic_members = ClassicMembers(self.consumer_groups)
+        self.classic_members = ClassicMembers(self.consumer_groups, member_id_factory)
         self.migration = ProtocolMigration(
             self.config, self.ownership, self.group_manager, self.consumer_groups, self.classic_members
         )

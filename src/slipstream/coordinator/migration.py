@@ -7,15 +7,18 @@ moves a group with members from one protocol to the other while it runs:
   (protocol type "consumer") turns it into a consumer group. Each classic member
   becomes a member of the consumer group that still speaks the classic protocol
   (its JoinGroup protocols and session timeout kept as ``ClassicMemberMetadata``),
-  at the classic generation as its epoch, with its last assignment as both its
-  current and its target assignment. Written as Kafka writes it: the classic
+  at the classic generation as its epoch, with what it may hold as both its
+  current and its target assignment: its last assignment and the partitions its
+  last JoinGroup said it owns (Kafka takes only the former; see
+  ``consumer_group_from_classic``). Written as Kafka writes it: the classic
   group's tombstone, then every member's subscription, the group epoch, every
   target assignment, the target epoch and every current assignment.
 - downgrade: when the last member speaking the consumer protocol leaves (or is
   fenced) and classic members remain, the group becomes a classic group again:
   the consumer group's tombstones, then a classic group record (Stable, the
-  group epoch as its generation, each member's target assignment as its
-  assignment), and a rebalance starts so the members rejoin it.
+  group epoch as its generation, each member's partitions as its assignment:
+  assigned and pending revocation, where Kafka writes the target), and a
+  rebalance starts so the members rejoin it.
 
 This module builds the converted groups and their records; protocol_migration.py
 decides when, and replaying the records is what switches the group's type.
@@ -28,6 +31,7 @@ from . import consumer_records as crec
 from . import records as rec
 from .consumer import ConsumerGroup, ConsumerGroupMember, MemberState, PartitionMap
 from .consumer.member import ClassicMemberMetadata
+from .consumer.partitions import union
 from .group import ClassicGroup
 from .member import Member
 from .result import Record
@@ -66,7 +70,15 @@ def consumer_group_from_classic(classic: ClassicGroup, image: TopicsImage) -> Co
             assigned_topics = cp.decode_assignment(m.assignment)[1].assigned_partitions if m.assignment else []
         except (ValueError, KeyError, IndexError) as exc:
             raise ConversionError(f"member {m.member_id}: {exc}") from exc
-        assigned = to_partition_map(image, assigned_topics)
+        # What the member may hold, not only its recorded assignment (all Kafka copies):
+        # a group sent back from CompletingRebalance to PreparingRebalance has emptied
+        # the recorded assignments, and in Stable a member may not have read its SyncGroup
+        # answer yet, while a cooperative member keeps until then what its JoinGroup
+        # listed as owned. Taking both, a partition stays with its holder until it
+        # revokes it, whatever state the group was in; an eager member listed nothing.
+        assigned = union(
+            to_partition_map(image, assigned_topics), to_partition_map(image, subscription.owned_partitions)
+        )
         member = ConsumerGroupMember(
             member_id=m.member_id,
             member_epoch=generation,
@@ -124,7 +136,14 @@ def classic_group_from_consumer(
 ) -> ClassicGroup:
     """The classic group a downgrade makes of ``group`` without ``leaving_member_id``
     (Kafka's ``ClassicGroup.fromConsumerGroup``): Stable at the group epoch, each member
-    holding its target assignment."""
+    with what it may hold as its assignment.
+
+    Kafka records the target assignment. But a member may not have revoked what the target
+    moved away from it yet, and a partition in its target may still be held by another
+    member; an upgrade before the rebalance settles converts the recorded assignments,
+    and a SyncGroup in the Stable group (after a restart between the records and the
+    rebalance) answers them. What each member holds (assigned and pending revocation;
+    disjoint across members) is right in both."""
     classic = ClassicGroup(
         group.group_id, now_ms, GroupState.STABLE, generation_id=group.group_epoch, protocol_type=cp.PROTOCOL_TYPE
     )
@@ -148,7 +167,7 @@ def classic_group_from_consumer(
     classic.subscribed_topics = classic.compute_subscribed_topics()
     for member in classic.members.values():
         member.assignment = to_assignment_bytes(
-            image, group.target_assignment_of(member.member_id), member.metadata(classic.protocol_name)
+            image, group.members[member.member_id].owned_partitions(), member.metadata(classic.protocol_name)
         )
     return classic
 

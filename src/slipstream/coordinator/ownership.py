@@ -1,8 +1,10 @@
-"""Which ``__consumer_offsets`` partitions this coordinator serves now.
+"""Which partitions of a coordinator's log (``__consumer_offsets``, ``__transaction_state``)
+this coordinator serves now.
 
-A partition is ours, loading (its log is being replayed: its groups answer
+A partition is ours, loading (its log is being replayed: its keys answer
 COORDINATOR_LOAD_IN_PROGRESS) or foreign (another broker of a cluster owns it: its
-groups answer NOT_COORDINATOR). A group lives in the partition Kafka's mapping gives.
+keys answer NOT_COORDINATOR). A key (group id, transactional id) lives in the
+partition Kafka's mapping gives.
 """
 
 from __future__ import annotations
@@ -28,14 +30,21 @@ class PartitionOwnership:
         return bool(self.loading)
 
     def is_group_loading(self, group_id: str) -> bool:
-        return bool(self.loading) and self.partition_for(group_id) in self.loading
+        return self.is_key_loading(group_id)
+
+    def is_key_loading(self, key: str) -> bool:
+        return bool(self.loading) and self.partition_for(key) in self.loading
 
     def group_unavailable(self, group_id: str) -> int:
         """Why this coordinator cannot serve the group now: NOT_COORDINATOR (another broker
         owns its partition), COORDINATOR_LOAD_IN_PROGRESS, or 0 (it can)."""
+        return self.key_unavailable(group_id)
+
+    def key_unavailable(self, key: str) -> int:
+        """``group_unavailable`` for any key of the log (a transactional id)."""
         if not self.loading and not self.foreign:
             return ErrorCode.NONE
-        partition = self.partition_for(group_id)
+        partition = self.partition_for(key)
         if partition in self.foreign:
             return ErrorCode.NOT_COORDINATOR
         if partition in self.loading:

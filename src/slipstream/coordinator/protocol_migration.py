@@ -30,6 +30,7 @@ from .consumer import ConsumerGroup, ConsumerGroupMember, PartitionOwnershipErro
 from .consumer_classic_members import ClassicMembers
 from .consumer_group_manager import ConsumerGroupManager
 from .consumer_responses import heartbeat_error
+from .consumer_sessions import FENCE_RETRY_MS
 from .effects import Effects
 from .group import ClassicGroup
 from .group_manager import GroupManager
@@ -183,8 +184,11 @@ class ProtocolMigration:
             self.classic_members.cancel_timers(group_id, member.member_id)
 
         def after_append(error: int, now: int) -> CoordinatorResult:
+            if error:
+                self._downgrade_not_written(group_id, leaving.member_id)
+                return CoordinatorResult()
             converted = self.group_manager.get(group_id)
-            if error or converted is None:
+            if converted is None:
                 return CoordinatorResult()
             self.group_manager.on_loaded(converted)
             fx = Effects()
@@ -195,3 +199,16 @@ class ProtocolMigration:
             return fx.result()
 
         return CoordinatorResult(records=records, after_append=after_append)
+
+    def _downgrade_not_written(self, group_id: str, leaving_member_id: str) -> None:
+        """The downgrade's records failed to append: the group goes on as a consumer group.
+        Its members' timers, cancelled when the downgrade began (so none fires on a group
+        being converted), run again, and the leaving member's fence is tried again soon, as
+        a fence whose write failed is (a member that sent its leave is answered the error)."""
+        group = self.consumer_groups.groups.get(group_id)
+        if group is None:
+            return
+        sessions = self.consumer_groups.sessions
+        sessions.on_loaded(group)
+        if group.has_member(leaving_member_id):
+            sessions.schedule_session_timeout(group_id, leaving_member_id, FENCE_RETRY_MS)

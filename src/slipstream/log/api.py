@@ -13,9 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Generic, Protocol, TypeVar, runtime_checkable
 
+from slipstream.protocol.file_region import FileRegion
 from slipstream.protocol.record_batch import BatchHeader
+
+Chunk = TypeVar("Chunk")
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,10 +40,10 @@ class AppendInfo:
 
 
 @dataclass(slots=True)
-class ReadResult:
+class ReadResult(Generic[Chunk]):
     # Each chunk holds one or more whole batches; chunks are in offset order and can be
-    # written to a socket as they are.
-    chunks: list[bytes | memoryview]
+    # written to a socket as they are (a FileRegion by splice or sendfile: see read_regions).
+    chunks: list[Chunk]
     size: int  # total bytes in chunks
     log_start_offset: int
     log_end_offset: int  # = high watermark on a single broker
@@ -108,13 +111,21 @@ class PartitionLog(Protocol):
         """
         ...
 
-    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> ReadResult:
+    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> ReadResult[bytes | memoryview]:
         """Whole batches, starting with the first one whose last offset is >= ``offset``.
 
         At most ``max_bytes`` bytes, except that with ``min_one_batch`` a first batch
         larger than ``max_bytes`` is returned alone. ``offset == log_end_offset`` gives
         an empty result; outside [log_start_offset, log_end_offset] raises OffsetOutOfRange.
         """
+        ...
+
+    def read_regions(
+        self, offset: int, max_bytes: int, *, min_one_batch: bool = True
+    ) -> ReadResult[bytes | memoryview | FileRegion]:
+        """``read``, except that a disk log answers a large enough span of a segment
+        file as a ``FileRegion`` instead of its bytes, for a writer that sends it with
+        splice or sendfile. The region stays readable while held, whatever happens to its segment."""
         ...
 
     def add_aborted_txn(self, txn: AbortedTxn) -> None:

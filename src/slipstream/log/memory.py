@@ -74,7 +74,7 @@ class MemorySegment:
         return list(self._batches)
 
     def read(
-        self, offset: int, max_bytes: int, min_one_batch: bool
+        self, offset: int, max_bytes: int, min_one_batch: bool, file_regions: bool = False
     ) -> tuple[list[bytes | memoryview], int, bool]:
         count = len(self._batches)
         first = bisect.bisect_right(self._next_offsets, offset)

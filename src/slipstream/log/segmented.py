@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
-from typing import Protocol
+from typing import Protocol, cast
 
 from slipstream.log.api import AbortedTxn, AppendInfo, LogConfig, OffsetOutOfRange, ReadResult
 from slipstream.log.policy import (
@@ -25,6 +25,7 @@ from slipstream.log.record_scan import (
     first_record_at_or_after,
     record_offsets_and_timestamps_or_batch,
 )
+from slipstream.protocol.file_region import FileRegion
 from slipstream.protocol.record_batch import (
     HEADER_SIZE,
     BatchHeader,
@@ -45,12 +46,13 @@ class Segment(SegmentStats, Protocol):
         ...
 
     def read(
-        self, offset: int, max_bytes: int, min_one_batch: bool
-    ) -> tuple[list[bytes | memoryview], int, bool]:
+        self, offset: int, max_bytes: int, min_one_batch: bool, file_regions: bool = False
+    ) -> tuple[Sequence[bytes | memoryview | FileRegion], int, bool]:
         """Whole batches from the first whose last offset is >= ``offset``, within
         ``max_bytes`` (one oversized batch allowed with ``min_one_batch``).
         Returns (chunks, size, reached_end): reached_end is true when nothing of this
-        segment after the returned batches is left."""
+        segment after the returned batches is left. Chunks are bytes unless
+        ``file_regions`` lets a file-backed segment answer with a FileRegion."""
         ...
 
     def timestamp_candidates(self, timestamp_ms: int) -> Iterator[tuple[int, BatchHeader]]:
@@ -249,16 +251,27 @@ class SegmentedLog(ABC):
         for batch, header in zip(batches, headers, strict=True):
             self._write(batch, header, None)
 
-    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> ReadResult:
+    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> ReadResult[bytes | memoryview]:
+        # Segments answer bytes unless asked for regions.
+        return cast(ReadResult[bytes | memoryview], self._read(offset, max_bytes, min_one_batch, False))
+
+    def read_regions(
+        self, offset: int, max_bytes: int, *, min_one_batch: bool = True
+    ) -> ReadResult[bytes | memoryview | FileRegion]:
+        return self._read(offset, max_bytes, min_one_batch, True)
+
+    def _read(
+        self, offset: int, max_bytes: int, min_one_batch: bool, file_regions: bool
+    ) -> ReadResult[bytes | memoryview | FileRegion]:
         end = self.log_end_offset
         if offset < self._log_start or offset > end:
             raise OffsetOutOfRange(offset, self._log_start, end)
-        chunks: list[bytes | memoryview] = []
+        chunks: list[bytes | memoryview | FileRegion] = []
         size = 0
         if offset < end:
             budget = max_bytes
             for segment in self._segments[self._segment_index(offset) :]:
-                got, n, reached_end = segment.read(offset, budget, min_one_batch and size == 0)
+                got, n, reached_end = segment.read(offset, budget, min_one_batch and size == 0, file_regions)
                 chunks.extend(got)
                 size += n
                 budget -= n

@@ -14,6 +14,7 @@ from . import primitives as p
 from .schema import Struct, fast_frozen_init
 
 API_VERSIONS_KEY = 18
+METADATA_KEY = 3
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@ For each (struct, version, flexible) the compiler emits Python source with one
 statement per field, so a message is read or written without walking the
 declaration at run time. Record batches are never copied: decoding yields
 memoryviews into the request buffer, encoding emits them as separate buffers
-in the output list.
+in the output list (a ``FileRegion`` among them stays a region, for the writer to send).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import primitives as p
+from .file_region import FileRegion
 from .schema import Array, Field, Primitive, Struct
 
 Decoder = Callable[[memoryview, int], tuple[Any, int]]
@@ -22,6 +23,9 @@ Encoder = Callable[[Any, "Writer"], None]
 
 # Blobs at least this big are passed through as their own buffer instead of copied.
 _BLOB_THRESHOLD = 512
+
+# One part of an encoded message: bytes, or a file region the writer sends itself.
+Part = bytes | bytearray | memoryview | FileRegion
 
 
 class EncodeError(ValueError):
@@ -35,10 +39,10 @@ class Writer:
 
     def __init__(self) -> None:
         self.buf = bytearray()
-        self.parts: list[bytes | bytearray | memoryview] = []
+        self.parts: list[Part] = []
 
-    def blob(self, data: bytes | memoryview) -> None:
-        if len(data) < _BLOB_THRESHOLD:
+    def blob(self, data: bytes | memoryview | FileRegion) -> None:
+        if len(data) < _BLOB_THRESHOLD and not isinstance(data, FileRegion):
             self.buf += data
             return
         if self.buf:
@@ -46,7 +50,7 @@ class Writer:
             self.buf = bytearray()
         self.parts.append(data)
 
-    def finish(self) -> list[bytes | bytearray | memoryview]:
+    def finish(self) -> list[Part]:
         if self.buf:
             self.parts.append(self.buf)
             self.buf = bytearray()
@@ -56,7 +60,7 @@ class Writer:
         return len(self.buf) + sum(len(x) for x in self.parts)
 
     def getvalue(self) -> bytes:
-        return b"".join(self.finish())
+        return b"".join(part.read() if isinstance(part, FileRegion) else part for part in self.finish())
 
 
 _FIXED = {

@@ -22,7 +22,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import KW_ONLY, dataclass, field
-from itertools import repeat
+from itertools import chain, cycle, repeat
 from operator import add
 from typing import NamedTuple, Protocol, TypeVar
 
@@ -57,9 +57,17 @@ _CONTROL_VALUE = struct.Struct(">hi")
 # Ready-made encodings of zigzag values below 2**14 (1- and 2-byte varints): lengths,
 # offset deltas and timestamp deltas of a typical batch all land here, so the encoder
 # appends a cached bytes object instead of looping bit by bit.
-_VARINT_TABLE: list[bytes] = [bytes((z,)) for z in range(0x80)] + [
-    bytes(((z & 0x7F) | 0x80, z >> 7)) for z in range(0x80, TABLE_LIMIT)
-]
+# One byte z below 0x80; above, (z & 0x7F) | 0x80 then z >> 7 - built by C-level
+# iterators (the low byte cycles through 0x80-0xFF, the high byte counts up every 0x80).
+_VARINT_TABLE: list[bytes] = list(map(bytes, zip(range(0x80)))) + list(
+    map(
+        bytes,
+        zip(
+            cycle(range(0x80, 0x100)),
+            chain.from_iterable(repeat(high, 0x80) for high in range(1, TABLE_LIMIT >> 7)),
+        ),
+    )
+)
 _NULL = _VARINT_TABLE[1]  # zigzag(-1): null key/value
 _ZERO = _VARINT_TABLE[0]
 

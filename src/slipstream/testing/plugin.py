@@ -23,7 +23,11 @@ from typing import Any
 
 import pytest
 
-from ..broker.broker import Broker
+from ..broker.broker import Broker, load_all_modules
+
+# All of the broker with the plugin (as before the coordinators and handlers loaded
+# lazily), so a fixture's first start and requests do not wait for them.
+load_all_modules()
 
 _OPTION = "slipstream_storage"
 

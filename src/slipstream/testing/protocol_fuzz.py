@@ -16,15 +16,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import cache
 
-import slipstream.protocol.apis  # noqa: F401  (registers every API)
 from slipstream.broker.batch_checks import check_batch_records
-from slipstream.protocol import api, compression
+from slipstream.protocol import api, apis, compression
 from slipstream.protocol.api import REGISTRY, ApiSpec
 from slipstream.protocol.compression import UnsupportedCompression
 from slipstream.protocol.errors import KafkaError
 from slipstream.protocol.primitives import DecodeError
 from slipstream.protocol.record_batch import InvalidBatch, validate_batch
 from slipstream.protocol.records import ProducerRecord, build_batch, decode_batch
+
+apis.load_all()  # registers every API in REGISTRY
 
 # Byte runs that make lengths and counts extreme when spliced in.
 INTERESTING = (

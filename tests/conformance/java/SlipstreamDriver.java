@@ -16,6 +16,11 @@
 //                                         idempotent, acks=all; keys k<i>, values v<i>,
 //                                         header "i" = <i>, timestamp MS+i if given;
 //                                         one "ack" line per record
+//   produce-until-stopped TOPIC [--interval-ms N]
+//                                         idempotent, acks=all: record i (key and value the
+//                                         decimal i, from 0) every N ms (10) until SIGTERM, then
+//                                         flush; one "ack" (key, partition, offset) or "nack"
+//                                         (key, exception) line per record, then "done"
 //   consume TOPIC COUNT [--from-beginning | --timestamp MS | --latest] [--timeout-ms N] [--isolation read_committed|read_uncommitted]
 //                                         assign all partitions; one "record" line each;
 //                                         prints "ready" once positions are fixed
@@ -163,6 +168,9 @@ public final class SlipstreamDriver {
                     break;
                 case "produce":
                     produce(bootstrap, rest);
+                    break;
+                case "produce-until-stopped":
+                    produceUntilStopped(bootstrap, rest);
                     break;
                 case "consume":
                     consume(bootstrap, rest);
@@ -442,6 +450,67 @@ public final class SlipstreamDriver {
             throw new IllegalStateException(failed.get() + " of " + count + " records failed");
         }
         emit("{\"event\":\"done\",\"acked\":" + acked.get() + "}");
+    }
+
+    /**
+     * A steady idempotent producer for failover tests: it runs until SIGTERM, so the test
+     * decides when the last record is sent, and reports every record's outcome.
+     */
+    private static void produceUntilStopped(String bootstrap, String[] a) throws Exception {
+        String topic = a[0];
+        long intervalMs = 10;
+        for (int i = 1; i < a.length; i++) {
+            if (a[i].equals("--interval-ms")) {
+                intervalMs = Long.parseLong(a[++i]);
+            } else {
+                throw new IllegalArgumentException("unknown produce-until-stopped option " + a[i]);
+            }
+        }
+        Properties p = clientProperties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
+        p.put(ProducerConfig.ACKS_CONFIG, "all");
+        p.put(ProducerConfig.LINGER_MS_CONFIG, "5");
+        p.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
+        // Long enough to outlast a failover: a record fails only if no leader takes it.
+        p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "120000");
+        p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "60000");
+        p.put(ProducerConfig.CLIENT_ID_CONFIG, "slipstream-java-steady-producer");
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        final AtomicBoolean running = new AtomicBoolean(true);
+        final CountDownLatch finished = new CountDownLatch(1);
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            running.set(false);
+            try {
+                finished.await(150, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }));
+        AtomicInteger acked = new AtomicInteger();
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+            emit("{\"event\":\"started\",\"t\":" + System.nanoTime() + "}");
+            for (int i = 0; running.get(); i++) {
+                final String key = String.valueOf(i);
+                byte[] bytes = key.getBytes(StandardCharsets.UTF_8);
+                producer.send(new ProducerRecord<>(topic, bytes, bytes), (md, err) -> {
+                    if (err != null) {
+                        emit("{\"event\":\"nack\",\"key\":" + q(key) + ",\"type\":"
+                                + q(err.getClass().getName()) + ",\"message\":" + q(String.valueOf(err.getMessage())) + "}");
+                    } else {
+                        acked.incrementAndGet();
+                        emit("{\"event\":\"ack\",\"key\":" + q(key) + ",\"partition\":" + md.partition()
+                                + ",\"offset\":" + md.offset() + "}");
+                    }
+                });
+                Thread.sleep(intervalMs);
+            }
+            producer.flush();
+            emit("{\"event\":\"done\",\"acked\":" + acked.get() + "}");
+        } finally {
+            finished.countDown();
+        }
     }
 
     // ---- ACLs and authorization probes (a refusal is an event, not an error) ------------

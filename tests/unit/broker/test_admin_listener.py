@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -12,6 +13,8 @@ from slipstream.broker.admin.http_server import BadRequest, parse_head
 from slipstream.broker.broker import Broker
 from slipstream.broker.metrics import LATENCY_BUCKETS, BrokerMetrics, RequestStats, count_records
 from slipstream.client.producer import AIOProducer
+from slipstream.log.disk.segment import SharedDescriptor
+from slipstream.protocol.file_region import FileRegion
 from slipstream.protocol.records import (
     CONTROL_COMMIT,
     ProducerRecord,
@@ -147,6 +150,23 @@ def test_count_records_reads_batch_headers_only():
     metrics = BrokerMetrics()
     metrics.fetched("t", [one + three], len(one) + len(three))
     assert (metrics.topics["t"].records_out, metrics.topics["t"].bytes_out) == (4, len(one) + len(three))
+
+
+def test_count_records_in_a_file_region_reads_its_headers(tmp_path):
+    # Small and large batches, so headers fall inside one read block, across two, and
+    # far apart; the region starts after a batch it does not hold.
+    batches = [
+        build_batch([ProducerRecord(None, b"v" * size, timestamp_ms=0)] * count, base_offset=i)
+        for i, (size, count) in enumerate([(10, 1), (10, 3), (5000, 2), (10, 4), (3000, 1), (10, 2)] * 20)
+    ]
+    marker = build_control_batch(CONTROL_COMMIT, producer_id=7, producer_epoch=0, timestamp_ms=0, base_offset=999)
+    data = b"".join(batches[:60]) + marker + b"".join(batches[60:])
+    path = tmp_path / "segment"
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
+    region = FileRegion(SharedDescriptor(fd), len(batches[0]), len(data) - len(batches[0]))
+    assert count_records([region]) == count_records([data[len(batches[0]) :]]) == 13 * 20 - 1
+    assert count_records([batches[0], region]) == 13 * 20
 
 
 def test_parse_head():

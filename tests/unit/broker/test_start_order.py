@@ -8,6 +8,7 @@ on a gate, so "meanwhile" is a state the test controls, not a race it hopes to w
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -20,9 +21,13 @@ from typing import Any
 import pytest
 from broker_helpers import raw_connection
 
+from slipstream.broker import broker as broker_module
 from slipstream.broker.broker import Broker
+from slipstream.broker.handlers import API_TABLE
 from slipstream.broker.topics import OFFSETS_TOPIC
 from slipstream.log.disk.store import DiskLogStore
+from slipstream.protocol.apis import api_versions as av
+from slipstream.protocol.apis import find_coordinator as fc
 from slipstream.protocol.apis import metadata as md
 from slipstream.protocol.errors import ErrorCode
 
@@ -195,24 +200,115 @@ async def test_a_failure_to_make_the_offsets_topic_fails_start_and_closes_the_li
     assert broker.state is None
 
 
+# ---------------------------------------------------------------- coordinators after the listener
+
+
+class CoordinatorModulesGate:
+    """Makes the worker thread that imports the coordinator modules wait, as a first start
+    in a fresh interpreter would while they load (here they are loaded already)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.reached = threading.Event()
+        self.release = threading.Event()
+        monkeypatch.setattr(broker_module, "coordinator_modules_loaded", lambda: False)
+        monkeypatch.setattr(broker_module, "load_coordinator_modules", self._load)
+
+    def _load(self) -> None:
+        assert threading.current_thread() is not threading.main_thread()
+        self.reached.set()
+        assert self.release.wait(GATE_TIMEOUT_S)
+
+
+async def test_the_listener_answers_api_versions_and_metadata_while_the_coordinators_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gate = CoordinatorModulesGate(monkeypatch)
+    broker = Broker(data_dir=str(tmp_path), port=0, offsets_topic_partitions=OFFSETS_PARTITIONS)
+    start = asyncio.ensure_future(broker.start())
+    try:
+        for _ in range(1000):
+            if broker.ports and gate.reached.is_set():
+                break
+            assert not start.done(), start.exception() if start.done() else None
+            await asyncio.sleep(0.01)
+        assert broker.groups is None and broker.transactions is None
+        async with raw_connection(f"127.0.0.1:{broker.port}") as conn:
+            versions = await conn.request(av.SPEC, av.ApiVersionsRequest(), version=3)
+            assert versions.error_code == ErrorCode.NONE
+            assert [k.api_key for k in versions.api_keys] == sorted(API_TABLE)  # every API, as always
+            everything = await conn.request(md.SPEC, _all_topics(), version=12)
+            assert everything.topics == []
+            # A group request waits for the group coordinator (it is not refused).
+            find = asyncio.ensure_future(
+                conn.request(fc.SPEC, fc.FindCoordinatorRequest(key_type=0, coordinator_keys=["g"]), version=4)
+            )
+            for _ in range(20):
+                await asyncio.sleep(0.01)
+            assert not find.done()
+            assert not start.done()
+            gate.release.set()
+            found = await asyncio.wait_for(find, GATE_TIMEOUT_S)
+            assert [(c.key, c.node_id) for c in found.coordinators] == [("g", broker.config.node_id)]
+            await asyncio.wait_for(start, GATE_TIMEOUT_S)
+            assert broker.groups is not None and broker.transactions is not None
+    finally:
+        gate.release.set()
+        if not start.done():
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(start, GATE_TIMEOUT_S)
+        await broker.stop()
+
+
 # ---------------------------------------------------------------- what serve loads
 
 # Runs `slipstream serve` in a fresh interpreter up to the end of Broker.start, then
 # reports the modules loaded by then and the collector's state.
 _SERVE_UNTIL_STARTED = """
-import gc, json, sys
+import asyncio, gc, json, struct, sys, threading
 import slipstream.cli as cli
 
 seen = {}
 real_serve = cli._serve
 
+async def metadata_answered(port):
+    # A Metadata v0 request (all topics) and its answer: what a first client asks.
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    client = b"probe"
+    body = struct.pack(">hhih", 3, 0, 7, len(client)) + client + struct.pack(">i", 0)
+    writer.write(struct.pack(">i", len(body)) + body)
+    size = struct.unpack(">i", await reader.readexactly(4))[0]
+    answered = struct.unpack(">i", (await reader.readexactly(size))[:4])[0] == 7
+    writer.close()
+    return answered
+
 def _serve(args):
     from slipstream.broker import broker
 
+    # The coordinator modules load (in a worker thread) only once the first answer is
+    # recorded, so what that answer needed is seen apart from what a start loads. (With
+    # an admin listener they load before the Kafka listener opens.)
+    first_answered = threading.Event()
+    real_load = broker.load_coordinator_modules
+
+    def load_after_the_first_answer():
+        assert first_answered.wait(60)
+        real_load()
+
+    if args.admin_port is None:
+        broker.load_coordinator_modules = load_after_the_first_answer
+
     async def start_then_stop(self):
         seen["collector_on_while_starting"] = gc.isenabled()
-        await self.start()
+        start = asyncio.ensure_future(self.start())
+        while not self.ports:
+            assert not start.done(), start.exception() if start.done() else None
+            await asyncio.sleep(0.001)
+        seen["answered"] = await metadata_answered(self.port)
+        seen["modules_at_first_answer"] = sorted(sys.modules)
+        first_answered.set()
+        await start
         seen["modules"] = sorted(sys.modules)
+        seen["answered_after_start"] = await metadata_answered(self.port)
         await self.stop()
 
     broker.Broker.serve_forever = start_then_stop
@@ -249,6 +345,25 @@ NOT_LOADED_TO_SERVE = (
 )
 
 
+# Loaded by a start, but after the listener has answered its first Metadata request:
+# the coordinators (in a worker thread), and the other APIs' handlers and declarations
+# (on each API's first request).
+LOADED_AFTER_THE_FIRST_ANSWER = (
+    "slipstream.broker.groups",
+    "slipstream.broker.transactions",
+    "slipstream.broker.cleaner",
+    "slipstream.coordinator.coordinator",
+    "slipstream.coordinator.result",
+    "slipstream.coordinator.topics_image",
+    "slipstream.coordinator.transactions",
+)
+NOT_LOADED_BEFORE_THEIR_REQUESTS = (
+    "slipstream.broker.handlers.produce",
+    "slipstream.broker.handlers.join_group",
+    "slipstream.protocol.apis.create_acls",
+)
+
+
 def _serve_until_started(tmp_path: Path, *flags: str) -> dict[str, Any]:
     env = dict(os.environ)
     out = subprocess.run(
@@ -267,9 +382,15 @@ def _loaded(modules: list[str], name: str) -> bool:
 
 def test_serve_loads_only_what_serving_needs_and_starts_with_the_collector_off(tmp_path: Path) -> None:
     seen = _serve_until_started(tmp_path)
+    assert seen["answered"] and seen["answered_after_start"]
+    first = seen["modules_at_first_answer"]
+    assert [name for name in NOT_LOADED_TO_SERVE + LOADED_AFTER_THE_FIRST_ANSWER if _loaded(first, name)] == []
+    assert [name for name in NOT_LOADED_BEFORE_THEIR_REQUESTS if _loaded(first, name)] == []
+    assert _loaded(first, "slipstream.broker.handlers.metadata")  # the check sees real imports
     modules = seen["modules"]
     assert [name for name in NOT_LOADED_TO_SERVE if _loaded(modules, name)] == []
-    assert _loaded(modules, "slipstream.broker.handlers.metadata")  # the check sees real imports
+    assert [name for name in LOADED_AFTER_THE_FIRST_ANSWER if not _loaded(modules, name)] == []
+    assert [name for name in NOT_LOADED_BEFORE_THEIR_REQUESTS if _loaded(modules, name)] == []
     assert seen["collector_on_while_starting"] is False
     assert seen["collector_on_after"] is True  # main() puts it back when serve returns
 

@@ -295,3 +295,33 @@ async def test_requests_while_loading_are_answered_load_in_progress() -> None:
             assert (await c.state()).error_code == E.COORDINATOR_LOAD_IN_PROGRESS
             coordinator.finish_loading(b.state.clock())  # type: ignore[union-attr]
             assert await c.add(r.producer_id, r.producer_epoch, "t", 0) == {0: E.NONE}
+
+
+async def test_write_txn_markers_to_an_offsets_partition_ends_its_pending_offsets() -> None:
+    """What a coordinator on another broker sends to the group's coordinator: the offsets
+    of the producer's transaction commit there (replayed by the group coordinator)."""
+    from slipstream.protocol.apis import write_txn_markers as wtm
+
+    async with Broker(storage="memory", port=0) as b:
+        b.state.topics.create("t", 1, {})  # type: ignore[union-attr]
+        offsets_partition = partition_for(GROUP, b.config.offsets_topic_partitions)
+        async with raw_connection(f"127.0.0.1:{b.port}") as conn:
+            c = Client(conn)
+            pid = 4242  # a producer of a coordinator elsewhere: this broker never saw it
+            assert await c.txn_commit(pid, 0, "t", 7) == E.NONE
+            assert await c.committed("t") == (E.UNSTABLE_OFFSET_COMMIT, -1)
+            request = wtm.WriteTxnMarkersRequest(
+                markers=[
+                    wtm.WritableTxnMarker(
+                        producer_id=pid,
+                        producer_epoch=0,
+                        transaction_result=True,
+                        topics=[wtm.WritableTxnMarkerTopic(name="__consumer_offsets", partition_indexes=[offsets_partition])],
+                        coordinator_epoch=3,
+                    )
+                ]
+            )
+            response = await conn.request(wtm.SPEC, request, version=1)
+            assert [p.error_code for t in response.markers[0].topics for p in t.partitions] == [E.NONE]
+            assert await c.committed("t") == (E.NONE, 7)
+            assert control_batches(b, "__consumer_offsets", offsets_partition) == [(pid, 1)]

@@ -1,7 +1,8 @@
 """read_committed on the wire: Fetch stops at the LSO and lists aborted transactions,
 ListOffsets answers the LSO; read_uncommitted is unchanged. Raw protocol requests
 against the embedded broker, memory and disk storage (disk reads hand out chunks of
-several batches, which the LSO cut must split)."""
+several batches, which the LSO cut must split), and disk storage whose every read is a
+file region (sent with sendfile; the cut reads what it must look into)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from broker_helpers import raw_connection
 from txn_helpers import txn_batch
 
 from slipstream.broker.broker import Broker
+from slipstream.broker.handlers import fetch as fetch_handler
 from slipstream.broker.txn_markers import TxnMarker, write_txn_markers
+from slipstream.log.disk import segment as segment_module
 from slipstream.protocol.apis import fetch as f
 from slipstream.protocol.apis import list_offsets as lo
 from slipstream.protocol.record_batch import split_batches
@@ -28,10 +31,13 @@ def plain(n: int = 2) -> memoryview:
     return memoryview(bytearray(build_batch([ProducerRecord(b"k", b"plain", timestamp_ms=1000) for _ in range(n)])))
 
 
-@pytest.fixture(params=["memory", "disk"])
-def storage(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
+@pytest.fixture(params=["memory", "disk", "disk-regions"])
+def storage(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     if request.param == "memory":
         return {"storage": "memory"}
+    if request.param == "disk-regions":
+        monkeypatch.setattr(segment_module, "REGION_MIN_BYTES", 0)
+        monkeypatch.setattr(fetch_handler, "REGION_ANSWER_MIN_BYTES", 0)
     return {"storage": "disk", "data_dir": str(tmp_path)}
 
 

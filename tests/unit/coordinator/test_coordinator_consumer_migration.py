@@ -200,6 +200,60 @@ def test_cooperative_classic_members_revoke_before_anyone_gets_their_partitions(
     assert partitions_of(c) == set(group.target_assignment_of(c.member_id)[c_topic(ctx)]) != set()
 
 
+def test_an_upgrade_mid_rebalance_keeps_the_partitions_cooperative_members_still_hold() -> None:
+    """A classic group sent back from CompletingRebalance to PreparingRebalance has emptied
+    its recorded assignments, yet its cooperative members still hold their partitions: the
+    upgrade converts what they hold (their JoinGroup's owned partitions), so the new member
+    gets none of them before they are revoked (seeds 239 and 691 of the migrate simulation)."""
+    ctx = new_context()
+    a, b = classic_group(ctx, cooperative=True)
+    protocol = a.protocol
+    d = ctx.join_new("g", protos=[(protocol, subscription(["t"]))])
+    rejoins = [ctx.join("g", x.member_id, protos=[(protocol, subscription(["t"], {"t": x.owned}))]) for x in (a, b)]
+    ctx.advance_until_done(d, *rejoins)
+    assert ctx.state("g") is GroupState.COMPLETING_REBALANCE
+    # d leaves before the leader syncs: back to PreparingRebalance, assignments emptied.
+    assert ctx.leave("g", (d.response.member_id, None)).error == ErrorCode.NONE
+    assert ctx.state("g") is GroupState.PREPARING_REBALANCE
+    assert {m.assignment for m in ctx.coordinator.group("g").members.values()} == {b""}
+    for x in (a, b):
+        x.generation = rejoins[0].response.generation_id
+    c = Member(ctx, "g", topics=["t"])
+    assert c.join().error_code == ErrorCode.NONE
+    check_single_owner([a, b], [c])
+    group = ctx.coordinator.consumer_group("g")
+    assert {m: set(group.member(m).assigned_partitions.get(c_topic(ctx), ())) for m in (a.member_id, b.member_id)} == {
+        a.member_id: a.owned,
+        b.member_id: b.owned,
+    }
+    settle([a, b], [c])
+    assert a.owned | b.owned | partitions_of(c) == {0, 1, 2, 3} and partitions_of(c)
+
+
+def test_an_upgrade_right_after_a_downgrade_keeps_the_partitions_members_still_revoke() -> None:
+    """The last consumer member leaves while classic members still hold partitions the target
+    moved away from them; the classic group they become records what they hold, so another
+    consumer member upgrading it again gets none of those before they are revoked."""
+    ctx = new_context()
+    a, b = classic_group(ctx, cooperative=True)
+    c = Member(ctx, "g", topics=["t"])
+    assert c.join().error_code == ErrorCode.NONE  # the target moves some of a's and b's partitions to c
+    assert c.leave().error_code == ErrorCode.NONE  # before a and b revoked them: downgraded
+    assert ctx.state("g") is GroupState.PREPARING_REBALANCE
+    e = Member(ctx, "g", topics=["t"])
+    assert e.join().error_code == ErrorCode.NONE  # upgraded again
+    check_single_owner([a, b], [e])
+    for x in (a, b):
+        # Still at the first generation, in a group now at the epoch c made: like the Java
+        # client, each loses its partitions and rejoins.
+        assert x.heartbeat() == ErrorCode.ILLEGAL_GENERATION
+        x.owned = set()
+        x.rejoin()
+        check_single_owner([a, b], [e])
+    settle([a, b], [e])
+    assert a.owned | b.owned | partitions_of(e) == {0, 1, 2, 3} and partitions_of(e)
+
+
 def test_the_group_downgrades_when_its_last_consumer_member_leaves() -> None:
     ctx = new_context()
     a, b = classic_group(ctx)
@@ -245,6 +299,33 @@ def test_the_group_downgrades_when_its_last_consumer_member_is_fenced() -> None:
     assert ctx.coordinator.consumer_group("g") is None
     assert ctx.state("g") is GroupState.PREPARING_REBALANCE
     assert a.heartbeat() == ErrorCode.REBALANCE_IN_PROGRESS
+
+
+def test_a_downgrade_that_fails_to_write_is_tried_again() -> None:
+    """The last consumer member's session expires while appends fail: the downgrade is not
+    written, the group stays a consumer group with its timers running, and the fence is
+    tried again until it is written (simulation seeds 1191, 1305 and 1307 of migrate)."""
+    ctx = new_context()
+    a, b = classic_group(ctx)
+    c = Member(ctx, "g", topics=["t"])
+    c.join()
+    settle([a, b], [c])
+    ctx.fail_appends_with = ErrorCode.NOT_LEADER_OR_FOLLOWER
+    # c stops heartbeating; its session expires while nothing can be written.
+    for _ in range(ctx.config.consumer_group_session_timeout_ms // 1_000 + 2):
+        ctx.advance(1_000)
+        for m in (a, b):
+            assert m.heartbeat() in (ErrorCode.NONE, ErrorCode.REBALANCE_IN_PROGRESS)
+    group = ctx.coordinator.consumer_group("g")
+    assert group is not None and group.has_member(c.member_id)
+    ctx.fail_appends_with = None
+    ctx.advance(1_000)
+    assert ctx.coordinator.consumer_group("g") is None
+    assert ctx.state("g") is GroupState.PREPARING_REBALANCE
+    # The classic members' sessions run in the classic group: one that stops is removed.
+    joins = [ctx.join("g", a.member_id, protos=[("range", subscription(["t"]))])]
+    ctx.advance_until_done(*joins)
+    assert set(ctx.coordinator.group("g").members) == {a.member_id}
 
 
 def test_static_classic_members_keep_their_instance_across_the_upgrade() -> None:

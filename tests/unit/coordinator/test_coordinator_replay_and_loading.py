@@ -252,7 +252,7 @@ def test_list_groups_with_filters(ctx: GroupContext) -> None:
 
 
 def test_every_group_api_has_a_broker_handler_calling_the_coordinator(ctx: GroupContext) -> None:
-    from slipstream.broker.handlers import HANDLERS
+    from slipstream.broker.handlers import API_TABLE
     from slipstream.coordinator import RequestContext
     from slipstream.protocol.apis.heartbeat import HeartbeatRequest
 
@@ -260,7 +260,7 @@ def test_every_group_api_has_a_broker_handler_calling_the_coordinator(ctx: Group
                   14: "sync_group", 15: "describe_groups", 16: "list_groups", 42: "delete_groups",
                   47: "offset_delete"}
     for key, method in group_apis.items():
-        assert key in HANDLERS
+        assert key in API_TABLE
         assert callable(getattr(ctx.coordinator, method))
     result = ctx.coordinator.heartbeat(RequestContext(4), HeartbeatRequest(group_id="g", member_id="m"), ctx.now)
     assert result.response is not None and result.response.error_code == ErrorCode.UNKNOWN_MEMBER_ID  # type: ignore[attr-defined]

@@ -388,3 +388,25 @@ def test_random_operations_match_a_model(env: LogEnv) -> None:
         elif env.kind != "memory" and step % 3 == 0:
             log = env.reopen(config)
     assert log.log_start_offset == start
+
+
+@pytest.mark.parametrize("max_bytes", [0, ONE, 3 * ONE + 1, BIG])
+def test_read_regions_answers_the_bytes_read_answers(
+    env: LogEnv, max_bytes: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from slipstream.log.disk import segment as segment_module
+    from slipstream.protocol.file_region import FileRegion
+
+    monkeypatch.setattr(segment_module, "REGION_MIN_BYTES", 0)  # every disk read a region
+    log = env.open(segment_config())
+    fill(log, 7)  # several segments: a read spans them
+    for offset in range(8):
+        plain = log.read(offset, max_bytes)
+        sendable = log.read_regions(offset, max_bytes)
+        data = b"".join(c.read() if isinstance(c, FileRegion) else bytes(c) for c in sendable.chunks)
+        assert data == b"".join(bytes(c) for c in plain.chunks)
+        assert (sendable.size, sendable.log_start_offset, sendable.log_end_offset) == (
+            plain.size, plain.log_start_offset, plain.log_end_offset,
+        )
+        kinds = {type(c) for c in sendable.chunks}
+        assert kinds <= ({FileRegion} if env.kind == "disk" else {bytes, memoryview})

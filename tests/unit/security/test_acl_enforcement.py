@@ -491,7 +491,11 @@ async def test_topic_ids_reveal_nothing_without_describe(secured: Secured) -> No
 
 
 async def test_acls_survive_a_restart_on_postgres(postgres_url: str) -> None:
-    settings: dict[str, Any] = {**SECURED, "storage": "postgres", "database_url": postgres_url}
+    # A postgres broker is one of a cluster: it needs credentials towards its peers (super user admin).
+    settings: dict[str, Any] = {
+        **SECURED, "storage": "postgres", "database_url": postgres_url,
+        "inter_broker_sasl_username": "admin", "inter_broker_sasl_password": "pw",
+    }  # fmt: skip
     binding = allow("User:alice", Operation.WRITE, T, "pay", PatternType.PREFIXED)
     async with (
         Broker(port=0, **settings) as broker,

@@ -24,7 +24,7 @@ from ...coordinator.consumer.group import ConsumerGroupState
 from ...coordinator.coordinator import GroupCoordinator
 from ...coordinator.group_admin import CLASSIC_GROUP_TYPE, CONSUMER_GROUP_TYPE
 from ...coordinator.state import GroupState
-from ..handlers import HANDLERS
+from ..handlers import api_name
 from ..metrics import LATENCY_BUCKETS
 from ..state import BrokerState
 from . import views
@@ -37,11 +37,6 @@ _STATES = {
     CONSUMER_GROUP_TYPE: [s.value for s in ConsumerGroupState if s is not ConsumerGroupState.DEAD],
 }
 _BUCKET_LABELS = [repr(b) for b in LATENCY_BUCKETS] + ["+Inf"]
-
-
-def api_name(api_key: int) -> str:
-    handler = HANDLERS.get(api_key)
-    return handler.SPEC.name if handler is not None else str(api_key)
 
 
 class BrokerCollector(Collector):

@@ -6,7 +6,8 @@ the registry and the leases, let ``assignment.plan`` say what to claim and what 
 over, and carry that out. Gaining a partition loads it from the database (the copy
 held while it was another broker's leader is stale); losing one commits what it
 queued and keeps an empty placeholder. ``__consumer_offsets`` partitions also load or
-unload their groups in the group coordinator. Topics, ACLs and SCRAM credentials changed
+unload their groups in the group coordinator, ``__transaction_state`` partitions their
+transactions in the transaction coordinator. Topics, ACLs and SCRAM credentials changed
 through other brokers are read back from the database every heartbeat.
 """
 
@@ -18,6 +19,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ...coordinator import OFFSETS_TOPIC
+from ...coordinator.transactions import TRANSACTION_STATE_TOPIC
 from ..listeners import PLAINTEXT
 from ..security import acl_store
 from ..security.credentials import FILE_NAME as CREDENTIALS_FILE
@@ -28,6 +30,7 @@ from .view import ClusterView
 if TYPE_CHECKING:
     from ..groups import GroupCoordinatorAdapter
     from ..state import BrokerState
+    from ..transactions import TransactionCoordinatorAdapter
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +41,7 @@ class ClusterMember:
         self.store = store  # PostgresLogStore
         self.view = view
         self.groups: GroupCoordinatorAdapter | None = None
+        self.transactions: TransactionCoordinatorAdapter | None = None
         self._url = database_url
         self._pool: Any = None
         self._task: asyncio.Task[None] | None = None
@@ -52,10 +56,13 @@ class ClusterMember:
         self._wake = asyncio.Event()
         self._listener: Any = None  # the connection LISTENing on database.CHANNEL
 
-    async def start(self, groups: GroupCoordinatorAdapter) -> None:
+    async def start(
+        self, groups: GroupCoordinatorAdapter, transactions: TransactionCoordinatorAdapter | None = None
+    ) -> None:
         import asyncpg
 
         self.groups = groups
+        self.transactions = transactions
         self._pool = await asyncpg.create_pool(
             self._url, min_size=1, max_size=2, timeout=self._timeout_s, command_timeout=self._timeout_s
         )
@@ -168,6 +175,7 @@ class ClusterMember:
     async def _gain(self, won: dict[TopicPartition, int]) -> None:
         loop = asyncio.get_running_loop()
         offsets: list[int] = []
+        transactions: dict[int, int] = {}
         for (name, index), epoch in sorted(won.items()):
             topic = self.state.topics.get(name)
             if topic is None or index >= len(topic.partitions):
@@ -179,10 +187,15 @@ class ClusterMember:
             self.view.held[(name, index)] = epoch
             if name == OFFSETS_TOPIC:
                 offsets.append(index)
+            elif name == TRANSACTION_STATE_TOPIC:
+                transactions[index] = epoch
         if won:
             log.info("now leading %d partitions (%d of %s)", len(won), len(offsets), OFFSETS_TOPIC)
         if offsets and self.groups is not None:
             await self.groups.load_partitions(offsets)
+        if transactions and self.transactions is not None:
+            # After the groups: markers re-sent at load find their pending offsets loaded.
+            await self.transactions.load_partitions(transactions)
 
     async def _lose(self, lost: dict[TopicPartition, int], *, release: bool) -> None:
         """Stop serving ``lost`` now; commit what they queued; hand the leases over if ``release``."""
@@ -193,6 +206,9 @@ class ClusterMember:
         offsets = [index for name, index in lost if name == OFFSETS_TOPIC]
         if offsets and self.groups is not None:
             await self.groups.unload_partitions(offsets)
+        transactions = [index for name, index in lost if name == TRANSACTION_STATE_TOPIC]
+        if transactions and self.transactions is not None:
+            await self.transactions.unload_partitions(transactions)
         loop = asyncio.get_running_loop()
         for name, index in lost:
             topic = self.state.topics.get(name)

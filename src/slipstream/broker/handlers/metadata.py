@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ...protocol.acl_types import CLUSTER_OPERATIONS, TOPIC_OPERATIONS
 from ...protocol.apis.metadata import (
@@ -35,11 +36,13 @@ from ...protocol.apis.metadata import (
 )
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.primitives import ZERO_UUID
-from ..cluster.view import ClusterView
 from ..request_context import RequestContext
 from ..security.acl import CLUSTER_NAME, Operation, ResourceType
 from ..state import BrokerState
 from ..topics import Topic, check_topic_name
+
+if TYPE_CHECKING:
+    from ..cluster.view import ClusterView  # (a postgres broker's only)
 
 MIN_VERSION = 0
 MAX_VERSION = 13

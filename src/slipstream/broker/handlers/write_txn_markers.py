@@ -1,11 +1,14 @@
 """WriteTxnMarkers (key 27). Served v0-1 (Kafka 3.9's range).
 
-Kafka's transaction coordinator sends it to each partition leader to end a
-transaction; on this single broker the coordinator calls ``txn_markers`` directly,
-and this handler is the same call for tools and tests. Each marker is written to its
-partitions (see broker/txn_markers.py); the answer has one error code per partition:
-UNKNOWN_TOPIC_OR_PARTITION, INVALID_PRODUCER_EPOCH for a stale producer epoch,
-TRANSACTION_COORDINATOR_FENCED for an older coordinator epoch. With an authorizer it needs
+The transaction coordinator sends it to each partition's leader to end a
+transaction: in a cluster, the coordinator of another broker (for partitions it
+leads here, itself through ``txn_markers`` directly); also tools and tests. Each
+marker is written to its partitions (see broker/txn_markers.py; a
+``__consumer_offsets`` partition through the group coordinator, which commits or
+drops the transaction's offsets); the answer has one error code per partition:
+UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER where another broker leads it,
+INVALID_PRODUCER_EPOCH for a stale producer epoch, TRANSACTION_COORDINATOR_FENCED for
+an older coordinator epoch. With an authorizer it needs
 ClusterAction (else every partition is CLUSTER_AUTHORIZATION_FAILED, nothing written).
 """
 
@@ -23,7 +26,7 @@ from ...protocol.apis.write_txn_markers import (
 from ...protocol.errors import ErrorCode
 from ..request_context import RequestContext
 from ..security.acl import Operation
-from ..txn_markers import TxnMarker, write_txn_markers
+from ..txn_markers import TxnMarker, write_markers_here
 
 MIN_VERSION = 0
 MAX_VERSION = 1
@@ -42,7 +45,7 @@ async def handle(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteT
             coordinator_epoch=wanted.coordinator_epoch,
             partitions=tuple((t.name, p) for t in wanted.topics for p in t.partition_indexes),
         )
-        codes = await write_txn_markers(ctx.state, marker)
+        codes = await write_markers_here(ctx.state, ctx.groups, marker)
         topics = [
             WritableTxnMarkerTopicResult(
                 name=t.name,

@@ -17,8 +17,13 @@ writes a tombstone for an id idle in Empty/CompleteCommit/CompleteAbort for
 
 At start the caller calls ``begin_loading()``, replays the whole log, then
 ``finish_loading(now)``: transactions found in PrepareCommit/PrepareAbort get
-their markers written again (the result it returns); meanwhile requests answer
-COORDINATOR_LOAD_IN_PROGRESS.
+their markers written again (the result it returns), and Ongoing ones past their
+timeout are aborted by their timers; meanwhile requests answer
+COORDINATOR_LOAD_IN_PROGRESS. In a cluster the same happens per
+``__transaction_state`` partition (``ownership``, as the group coordinator's): a
+broker that gains a partition's lease loads it with the lease epoch as its
+coordinator epoch (the markers it writes fence those of the previous owner); one
+that loses it ``disown``s it and answers NOT_COORDINATOR for its ids.
 
 Beside it: ``state.py`` (the transition table), ``metadata.py`` (one id's state),
 ``responses.py`` (answers per version, append errors), ``describe.py``
@@ -28,7 +33,7 @@ Beside it: ``state.py`` (the transition table), ``metadata.py`` (one id's state)
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from ...protocol import txn_records as tr
 from ...protocol.apis.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
@@ -43,6 +48,7 @@ from ...protocol.apis.list_transactions import ListTransactionsRequest, ListTran
 from ...protocol.errors import ErrorCode
 from ...protocol.schema import Struct
 from .. import records as group_records
+from ..ownership import PartitionOwnership
 from ..result import CoordinatorResult, Record, RequestContext
 from ..timer import GuardedTimer, Timer
 from . import describe
@@ -63,7 +69,7 @@ from .state import TxnState, check_transition
 log = logging.getLogger("slipstream.coordinator.transactions")
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
-# One broker coordinates every transaction: its epoch never changes.
+# The coordinator epoch of a broker alone (in a cluster: the partition's lease epoch).
 COORDINATOR_EPOCH = 0
 TIMEOUT_KEY = "txn-timeout:"
 EXPIRE_KEY = "txn-expire:"
@@ -87,7 +93,9 @@ class TransactionCoordinator:
         # Transits emitted and not yet replayed, by id: replay takes their in-memory
         # fields (last producer id/epoch) that the record has no room for.
         self._emitted: dict[str, tuple[bytes, TxnTransit]] = {}
-        self._loading = False
+        self.ownership = PartitionOwnership(config.transaction_state_num_partitions)
+        # By __transaction_state partition, when it is not COORDINATOR_EPOCH (a cluster).
+        self._coordinator_epochs: dict[int, int] = {}
         self._now_ms = 0
 
     # ================================================================ partitions and loading
@@ -97,22 +105,63 @@ class TransactionCoordinator:
 
     @property
     def is_loading(self) -> bool:
-        return self._loading
+        return self.ownership.is_loading
 
-    def begin_loading(self) -> None:
-        self._loading = True
+    def coordinator_epoch(self, partition: int) -> int:
+        return self._coordinator_epochs.get(partition, COORDINATOR_EPOCH)
 
-    def finish_loading(self, now_ms: int) -> TxnResult:
-        """Serve: arm every id's timer and write again the markers of prepared transactions."""
-        self._loading = False
+    def begin_loading(
+        self, partitions: Iterable[int] | None = None, coordinator_epochs: Mapping[int, int] | None = None
+    ) -> None:
+        """Mark partitions (default: all) as loading; ``coordinator_epochs``: the epoch
+        each one's markers carry from now on (its lease epoch)."""
+        self.ownership.begin_loading(partitions)
+        self._coordinator_epochs.update(coordinator_epochs or {})
+
+    def finish_loading(self, now_ms: int, partitions: Iterable[int] | None = None) -> TxnResult:
+        """Serve the loaded partitions (default: every loading one): arm their ids' timers
+        and write again the markers of their prepared transactions."""
         self._now_ms = max(self._now_ms, now_ms)
+        done = self.ownership.finish_loading(partitions)
         out = TxnResult()
         for txn in self.transactions.values():
+            if self.partition_for(txn.transactional_id) not in done:
+                continue
             self._arm(txn, now_ms)
             if txn.state.is_prepared:
                 log.info("transaction %s was %s at start: writing its markers", txn.transactional_id, txn.state)
                 out.markers.append(self._marker_job(txn))
         return out
+
+    def disown(self, partitions: Iterable[int]) -> list[str]:
+        """Another broker coordinates these partitions now: forget their ids (timers
+        stopped) until they are loaded again; returns the ids dropped."""
+        gone = self.ownership.disown(partitions)
+        dropped = [tid for tid in self.transactions if self.partition_for(tid) in gone]
+        for tid in dropped:
+            del self.transactions[tid]
+        for tid in [*dropped, *self._in_flight, *self._emitted]:
+            if self.partition_for(tid) in gone:
+                self._in_flight.discard(tid)
+                self._emitted.pop(tid, None)
+                for key in (TIMEOUT_KEY, EXPIRE_KEY, COMPLETE_RETRY_KEY):
+                    self.timer.cancel(key + tid)
+        for partition in gone:
+            self._coordinator_epochs.pop(partition, None)
+        return dropped
+
+    def is_current(self, job: MarkerJob) -> bool:
+        """Whether ``job``'s markers are still this coordinator's to write: its
+        transaction is here, prepared as the job says, with the job's producer and epoch."""
+        txn = self.transactions.get(job.transactional_id)
+        prepared = TxnState.PREPARE_COMMIT if job.commit else TxnState.PREPARE_ABORT
+        return (
+            txn is not None
+            and txn.state is prepared
+            and txn.producer_id == job.producer_id
+            and txn.producer_epoch == job.producer_epoch
+            and self.coordinator_epoch(self.partition_for(job.transactional_id)) == job.coordinator_epoch
+        )
 
     # ================================================================ replay
 
@@ -149,12 +198,12 @@ class TransactionCoordinator:
             txn = self.transactions[tid] = TransactionMetadata(
                 tid, transit.producer_id, transit.producer_epoch, transit.timeout_ms, transit.state
             )
-        elif not self._loading:
+        elif not self.ownership.is_key_loading(tid):
             # A record this coordinator wrote: the table is checked (a log being loaded
             # may start anywhere after compaction, so loading takes what it finds).
             check_transition(tid, txn.state, transit.state)
         txn.apply(transit)
-        if not self._loading:
+        if not self.ownership.is_key_loading(tid):
             self._arm(txn, now_ms)
 
     def _arm(self, txn: TransactionMetadata, now_ms: int) -> None:
@@ -214,8 +263,8 @@ class TransactionCoordinator:
         timeout = req.transaction_timeout_ms
         if not 0 < timeout <= self.config.transaction_max_timeout_ms:
             return fail(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
-        if self._loading:
-            return fail(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        if code := self.ownership.key_unavailable(tid):
+            return fail(code)
         pid, epoch = (req.producer_id, req.producer_epoch) if version >= 3 else (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
         if (pid == NO_PRODUCER_ID) != (epoch == NO_PRODUCER_EPOCH):
             return fail(ErrorCode.INVALID_REQUEST)
@@ -395,8 +444,8 @@ class TransactionCoordinator:
     ) -> tuple[int, TransactionMetadata | None]:
         if not tid:
             return ErrorCode.INVALID_REQUEST, None
-        if self._loading:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, None
+        if code := self.ownership.key_unavailable(tid):
+            return code, None
         txn = self.transactions.get(tid)
         if txn is None or txn.producer_id != producer_id:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING, None
@@ -457,7 +506,7 @@ class TransactionCoordinator:
             producer_id=pid,
             producer_epoch=epoch,
             commit=commit,
-            coordinator_epoch=COORDINATOR_EPOCH,
+            coordinator_epoch=self.coordinator_epoch(self.partition_for(tid)),
             partitions=frozenset(txn.partitions),
             on_written=lambda now: self.complete(tid, pid, epoch, commit, now),
         )
@@ -541,10 +590,12 @@ class TransactionCoordinator:
     # ================================================================ DescribeTransactions / ListTransactions
 
     def describe_transactions(self, req: DescribeTransactionsRequest) -> DescribeTransactionsResponse:
-        return describe.describe_transactions(self.transactions, req, loading=self._loading)
+        return describe.describe_transactions(self.transactions, req, unavailable=self.ownership.key_unavailable)
 
     def list_transactions(self, ctx: RequestContext, req: ListTransactionsRequest, now_ms: int) -> ListTransactionsResponse:
-        return describe.list_transactions(self.transactions, req, ctx.api_version, now_ms, loading=self._loading)
+        return describe.list_transactions(
+            self.transactions, req, ctx.api_version, now_ms, loading=self.ownership.is_loading
+        )
 
     # ================================================================ inspection
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from ...protocol.apis.describe_transactions import (
     DescribeTransactionsRequest,
@@ -21,14 +21,19 @@ from .state import TxnState
 
 
 def describe_transactions(
-    transactions: Mapping[str, TransactionMetadata], req: DescribeTransactionsRequest, *, loading: bool
+    transactions: Mapping[str, TransactionMetadata],
+    req: DescribeTransactionsRequest,
+    *,
+    unavailable: Callable[[str], int],
 ) -> DescribeTransactionsResponse:
+    """``unavailable(tid)``: COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR for an id
+    this coordinator cannot describe now, else 0."""
     out = DescribeTransactionsResponse()
     for tid in req.transactional_ids:
         state = DescribeTransactionsTransactionState(transactional_id=tid)
         txn = transactions.get(tid)
-        if loading:
-            state.error_code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if code := unavailable(tid):
+            state.error_code = code
         elif not tid:
             state.error_code = ErrorCode.INVALID_REQUEST
         elif txn is None or txn.state is TxnState.DEAD:

@@ -4,6 +4,8 @@ Batches are appended with ``os.write`` on an O_APPEND descriptor (page-cache dur
 ``flush`` fsyncs). Reads use ``os.pread`` for just the requested range: the sparse
 index gives a nearby batch start, a short forward walk over batch headers finds the
 exact one, and the end of a read is cut at a whole-batch boundary the same way.
+A read for sending (``file_regions``) answers a large span as a ``FileRegion`` of a
+shared descriptor instead, which the connection sends in the kernel (splice or sendfile).
 """
 
 from __future__ import annotations
@@ -18,10 +20,14 @@ from slipstream.log.api import AbortedTxn
 from slipstream.log.disk.index import SegmentIndexes
 from slipstream.log.disk.txn_index import encode as encode_aborted
 from slipstream.log.disk.txn_index import txn_index_path
+from slipstream.protocol.file_region import FileRegion
 from slipstream.protocol.record_batch import HEADER_SIZE, BatchHeader, parse_header
 
 _HEADER_BLOCK = 4096  # bytes read at a time when walking batch headers
 _MAX_HINTS = 16
+# Reads for sending at least this big become file regions; smaller ones are cheaper
+# copied (a pread) and written with the rest of the response in one system call.
+REGION_MIN_BYTES = 32 * 1024
 
 
 def data_path(directory: Path, base_offset: int) -> Path:
@@ -65,6 +71,34 @@ class HeaderReader:
             position += header.size
 
 
+class SharedDescriptor:
+    """A descriptor of a segment file that is closed when nothing holds it any more.
+
+    File regions hold it while their response waits to be sent, so a region stays
+    readable after its segment is closed, deleted by retention or replaced by a
+    compaction swap (the file's data lives while a descriptor is open; segments are
+    never truncated while served). It closes on deallocation because a response can be
+    dropped anywhere (client gone, broker stopping): CPython frees it, and the
+    descriptor with it, as the last reference goes.
+    """
+
+    __slots__ = ("_fd",)
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def pread(self, size: int, offset: int) -> bytes:
+        return os.pread(self._fd, size, offset)
+
+    def __del__(self) -> None:
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+
 class DiskSegment:
     def __init__(
         self,
@@ -102,6 +136,8 @@ class DiskSegment:
         self._aborted: list[AbortedTxn] = []
         self._txn_fd = -1
         self._txn_dirty = False
+        # Made at the first read for sending; let go (not closed) with the segment.
+        self._shared: SharedDescriptor | None = None
 
     @classmethod
     def create(cls, directory: Path, base_offset: int, index_interval: int) -> DiskSegment:
@@ -217,6 +253,7 @@ class DiskSegment:
             os.close(self._fd)
             self._fd = -1
             self._close_txn_index()
+        self._shared = None
 
     def _close_txn_index(self) -> None:
         if self._txn_fd >= 0:
@@ -229,6 +266,7 @@ class DiskSegment:
                 os.close(self._fd)
                 self._fd = -1
             self._close_txn_index()
+        self._shared = None  # regions still queued keep their own descriptor
         with contextlib.suppress(FileNotFoundError):
             os.unlink(txn_index_path(self.path))
         with contextlib.suppress(FileNotFoundError):
@@ -258,8 +296,8 @@ class DiskSegment:
         self._hints[next_offset] = position
 
     def read(
-        self, offset: int, max_bytes: int, min_one_batch: bool
-    ) -> tuple[list[bytes | memoryview], int, bool]:
+        self, offset: int, max_bytes: int, min_one_batch: bool, file_regions: bool = False
+    ) -> tuple[list[bytes | memoryview | FileRegion], int, bool]:
         reader = HeaderReader(self._fd, self._size)
         start = self._position_of(offset, reader)
         if start is None:
@@ -275,6 +313,11 @@ class DiskSegment:
                 header = reader.at(start)
                 end, end_offset = start + header.size, header.next_offset
             self._remember(end_offset, end)
+        if file_regions and end - start >= REGION_MIN_BYTES:
+            shared = self._shared
+            if shared is None:
+                shared = self._shared = SharedDescriptor(os.dup(self._fd))
+            return [FileRegion(shared, start, end - start)], end - start, end == self._size
         data = os.pread(self._fd, end - start, start)
         return [data], len(data), end == self._size
 

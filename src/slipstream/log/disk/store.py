@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
-import shutil
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from slipstream.log.api import LogConfig
-from slipstream.log.disk.disk_log import DiskLog
+
+if TYPE_CHECKING:
+    from slipstream.log.disk.disk_log import DiskLog
 
 _DELETE_SUFFIX = "-delete"
 
@@ -31,6 +33,8 @@ class DiskLogStore:
         self._logs: dict[tuple[str, int], DiskLog] = {}
         for entry in os.scandir(self.data_dir):
             if entry.is_dir() and entry.name.endswith(_DELETE_SUFFIX):
+                import shutil  # (rarely needed: a broker start imports it only for leftovers)
+
                 shutil.rmtree(entry.path, ignore_errors=True)
 
     def _directory(self, topic: str, partition: int) -> Path:
@@ -43,6 +47,11 @@ class DiskLogStore:
         if log is not None:
             log.update_config(config)
             return log
+        # Imported at the first partition's opening, not with the store: a starting broker
+        # answers its first requests before it opens any (__consumer_offsets is opened by
+        # a worker thread meanwhile).
+        from slipstream.log.disk.disk_log import DiskLog
+
         log = DiskLog.open(self._directory(topic, partition), config)
         self._logs[(topic, partition)] = log
         return log
@@ -56,6 +65,8 @@ class DiskLogStore:
             return
         doomed = directory.with_name(f"{directory.name}.{uuid.uuid4().hex}{_DELETE_SUFFIX}")
         os.replace(directory, doomed)
+        import shutil
+
         shutil.rmtree(doomed, ignore_errors=True)
 
     def existing(self) -> list[tuple[str, int]]:

@@ -15,7 +15,8 @@ replaces replica_id with the tagged replica_state (KIP-903); v16 adds the
 tagged node_endpoints (KIP-951). Kafka 3.9 also defines v17 (tagged
 replica_directory_id, KIP-853), which only replicas send; it is not declared.
 Response records are written as given: bytes, a memoryview, or a list of
-buffers (log chunks), never re-encoded.
+buffers (log chunks, which may be file regions the connection sends in the kernel),
+never re-encoded.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 import uuid
 
 from ..api import ApiSpec, register
+from ..file_region import FileRegion
 from ..schema import INT8, INT16, INT32, INT64, RECORDS, STRING, UUID, Array, Struct, field
 
 
@@ -110,7 +112,7 @@ class FetchResponsePartition(Struct):
         Array(FetchResponseAbortedTransaction), v="4+", nullable="4+"
     )
     preferred_read_replica: int = field(INT32, v="11+", default=-1)
-    records: bytes | memoryview | list[bytes | memoryview] | None = field(RECORDS, nullable="0+")
+    records: bytes | memoryview | list[bytes | memoryview | FileRegion] | None = field(RECORDS, nullable="0+")
 
 
 class FetchResponseTopic(Struct):

@@ -1,16 +1,39 @@
-"""Server-side assignors of ``consumer`` groups, by the name a member asks for."""
+"""Server-side assignors of ``consumer`` groups, by the name a member asks for.
+
+The names below are imported from their modules on first use (PEP 562), so importing one
+module of this package does not load all of it.
+"""
 
 from __future__ import annotations
 
-from .base import GroupAssignment, GroupSpec, MemberSubscription, PartitionAssignor, TopicMetadata
-from .range import RANGE_ASSIGNOR_NAME, RangeAssignor
-from .uniform import UNIFORM_ASSIGNOR_NAME, UniformAssignor
+import importlib
+from typing import TYPE_CHECKING, Any
 
-DEFAULT_ASSIGNOR_NAME = UNIFORM_ASSIGNOR_NAME
+if TYPE_CHECKING:
+    from .base import (
+        GroupAssignment,
+        GroupSpec,
+        MemberSubscription,
+        PartitionAssignor,
+        TopicMetadata,
+    )
+    from .by_name import ASSIGNORS, DEFAULT_ASSIGNOR_NAME
+    from .range import RANGE_ASSIGNOR_NAME, RangeAssignor
+    from .uniform import UNIFORM_ASSIGNOR_NAME, UniformAssignor
 
-ASSIGNORS: dict[str, PartitionAssignor] = {
-    UNIFORM_ASSIGNOR_NAME: UniformAssignor(),
-    RANGE_ASSIGNOR_NAME: RangeAssignor(),
+# Exported name -> the module of this package that defines it.
+_EXPORTS = {
+    "ASSIGNORS": "by_name",
+    "DEFAULT_ASSIGNOR_NAME": "by_name",
+    "GroupAssignment": "base",
+    "GroupSpec": "base",
+    "MemberSubscription": "base",
+    "PartitionAssignor": "base",
+    "RANGE_ASSIGNOR_NAME": "range",
+    "RangeAssignor": "range",
+    "TopicMetadata": "base",
+    "UNIFORM_ASSIGNOR_NAME": "uniform",
+    "UniformAssignor": "uniform",
 }
 
 __all__ = [
@@ -26,3 +49,12 @@ __all__ = [
     "TopicMetadata",
     "UniformAssignor",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
