@@ -3,13 +3,19 @@
 
     python bench/cluster.py            # full run
     python bench/cluster.py --quick    # smoke run
+    python bench/cluster.py --count 30000 --repeat 3 --no-disk --no-failover --costs
+                                       # 1 vs 2 vs 3 brokers only, medians of 3, with costs
+    git worktree add /tmp/before main && python bench/cluster.py --against /tmp/before/src ...
+                                       # before/after: each cluster also from that tree
 
 One PostgreSQL server (started here in a temporary directory, fsync on) and Slipstream
 broker subprocesses: first one ``--storage disk`` broker, then 1, 2 and 3 brokers
 ``--storage postgres`` over a fresh database each time. confluent-kafka produces 1 KiB
 values with acks=all and idempotence (linger.ms=5) round-robin over the partitions,
 bootstrapped through every broker (it sends each partition to its leader), then
-consumes them from the beginning. Then failover: a two-member group commits as it
+consumes them from the beginning (``--repeat``: every size that many times, in turn,
+and the median reported; ``--costs``: what the produce phase cost - CPU seconds of
+each broker and of PostgreSQL, and the database's commits and WAL syncs). Then failover: a two-member group commits as it
 consumes while a producer runs; the broker that coordinates the group is killed with
 SIGKILL; the time until the group's next successful commit is reported, over
 ``--rounds`` kills (the killed broker is started again between rounds).
@@ -32,8 +38,9 @@ import tempfile
 import threading
 import time
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 from harness import BenchError, create_topics, log
@@ -51,13 +58,67 @@ VALUE_SIZE = 1024
 SESSION_MS = 3000  # cluster.broker.session.ms
 GROUP_SESSION_MS = 6000
 OFFSETS_PARTITIONS = 6
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int, *, with_children: bool = False) -> float:
+    """User + system CPU of ``pid`` (and of its children it has reaped), from /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:  # gone
+        return 0.0
+    ticks = int(fields[11]) + int(fields[12])  # utime, stime
+    if with_children:
+        ticks += int(fields[13]) + int(fields[14])  # cutime, cstime
+    return ticks / CLOCK_TICKS
+
+
+def postgres_cpu_seconds(pg: PostgresServer) -> float:
+    """The server's CPU: the postmaster with its reaped children, plus every live one."""
+    pids = pg.server_pids()
+    return cpu_seconds(pids[0], with_children=True) + sum(cpu_seconds(pid) for pid in pids[1:])
+
+
+@dataclass
+class Costs:
+    """What one produce phase cost."""
+
+    broker_cpu: list[float] = field(default_factory=list)  # seconds, per broker
+    postgres_cpu: float = 0.0
+    commits: int = 0  # transactions committed in the cluster's database
+    wal_syncs: int = 0  # WAL fsyncs of the server (pg_stat_wal)
+
+    def __str__(self) -> str:
+        per_broker = " + ".join(f"{c:.1f}" for c in self.broker_cpu)
+        return (
+            f"CPU s: brokers {per_broker} = {sum(self.broker_cpu):.1f}, postgres {self.postgres_cpu:.1f}; "
+            f"commits {self.commits:,}, WAL syncs {self.wal_syncs:,}"
+        )
+
+
+def database_counters(database_url: str) -> tuple[int, int]:
+    """(commits of this database, WAL syncs of the server) as the statistics say now."""
+    import asyncpg
+
+    async def read() -> tuple[int, int]:
+        conn = await asyncpg.connect(database_url)
+        try:
+            commits = await conn.fetchval("SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()")
+            syncs = await conn.fetchval("SELECT wal_sync FROM pg_stat_wal")
+        finally:
+            await conn.close()
+        return int(commits), int(syncs)
+
+    return asyncio.run(read())
 
 
 class BrokerSet:
     """Broker subprocesses on free ports; all killed on exit."""
 
-    def __init__(self, tmp: Path, args: list[str]) -> None:
+    def __init__(self, tmp: Path, args: list[str], source: str | None = None) -> None:
+        """``source``: another tree's ``src`` directory the brokers run from."""
         self.tmp, self.args = tmp, args
+        self.env = None if source is None else dict(os.environ, PYTHONPATH=source)
         tmp.mkdir(parents=True, exist_ok=True)
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self.ports: dict[int, int] = {}
@@ -70,7 +131,7 @@ class BrokerSet:
             "--set", f"node.id={node}", *self.args,
         ]  # fmt: skip
         with open(self.tmp / f"broker-{node}.log", "ab") as out:
-            self.procs[node] = subprocess.Popen(command, stdin=subprocess.DEVNULL, stderr=out)
+            self.procs[node] = subprocess.Popen(command, stdin=subprocess.DEVNULL, stderr=out, env=self.env)
         wait_until_accepting(f"x@127.0.0.1:{port}/", timeout_s=60)
 
     def kill(self, node: int) -> None:
@@ -107,14 +168,39 @@ def wait_led(bootstrap: str, topic: str, partitions: int, brokers: int, timeout:
     raise BenchError(f"{topic}: not every partition has a leader among {brokers} brokers after {timeout:.0f}s")
 
 
-def throughput(name: str, brokers: BrokerSet, count: int, partitions: int) -> tuple[Rate, Rate]:
+def throughput(
+    name: str,
+    brokers: BrokerSet,
+    count: int,
+    partitions: int,
+    costs: tuple[PostgresServer, str] | None = None,
+) -> tuple[Rate, Rate]:
+    """``costs``: the server and the cluster's database, to log what producing cost."""
     topic = f"bench-{name.replace(' ', '-')}"
     create_topics(brokers.bootstrap, {WARMUP_TOPIC: 1, topic: partitions}, 30)
     wait_led(brokers.bootstrap, topic, partitions, len(brokers.procs))
     wait_led(brokers.bootstrap, WARMUP_TOPIC, 1, len(brokers.procs))
     log(f"{name}: producing {count} x {VALUE_SIZE} B")
+
+    def sample() -> Costs:
+        assert costs is not None
+        commits, syncs = database_counters(costs[1])
+        return Costs([cpu_seconds(p.pid) for _, p in sorted(brokers.procs.items())],
+                     postgres_cpu_seconds(costs[0]), commits, syncs)  # fmt: skip
+
+    before = sample() if costs else None
     produced = produce_phase(brokers.bootstrap, topic, partitions, VALUE_SIZE, count, True, 600)
     log(f"{name}: produce {produced}")
+    if before is not None:
+        time.sleep(1.0)  # backends report their statistics within a second of going idle
+        after = sample()
+        spent = Costs(
+            [a - b for a, b in zip(after.broker_cpu, before.broker_cpu, strict=True)],
+            after.postgres_cpu - before.postgres_cpu,
+            after.commits - before.commits,
+            after.wal_syncs - before.wal_syncs,
+        )
+        log(f"{name}: produce cost {spent}")
     consumed = consume_phase(brokers.bootstrap, topic, partitions, count, {}, 600)
     log(f"{name}: consume {consumed}")
     return produced, consumed
@@ -264,52 +350,91 @@ def read_all(bootstrap: str, topic: str, partitions: int) -> list[int]:
         consumer.close()
 
 
+def median_rates(rates: list[tuple[Rate, Rate]]) -> tuple[Rate, Rate]:
+    """The runs' median produce and median consume (each its own median run)."""
+
+    def middle(phase: list[Rate]) -> Rate:
+        rate = median(r.msgs_per_s for r in phase)
+        return (
+            min(phase, key=lambda r: abs(r.msgs_per_s - rate))
+            if len(phase) % 2
+            else Rate(phase[0].messages, phase[0].value_bytes, phase[0].messages / rate)
+        )
+
+    return middle([p for p, _ in rates]), middle([c for _, c in rates])
+
+
+def share(rate: Rate, of: Rate) -> str:
+    return f"{rate.msgs_per_s / of.msgs_per_s:.0%}" if of.seconds and of.msgs_per_s else "n/a"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smoke size")
     parser.add_argument("--count", type=int, help="records per run (default 100000, quick 10000)")
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--rounds", type=int, help="coordinator kills (default 3, quick 1)")
+    parser.add_argument("--sizes", default="1,2,3", help="cluster sizes to measure (default 1,2,3)")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of every size, in turn; medians reported")
+    parser.add_argument("--no-disk", action="store_true", help="skip the disk broker (vs disk shows n/a)")
+    parser.add_argument("--no-failover", action="store_true", help="skip the kill -9 rounds")
+    parser.add_argument("--costs", action="store_true", help="log CPU, commits and WAL syncs of each produce")
+    parser.add_argument(
+        "--against", metavar="SRC", help="also run every cluster from another tree's src directory, interleaved"
+    )
     opts = parser.parse_args(argv)
+    sizes = [int(n) for n in opts.sizes.split(",")]
     opts.count = opts.count or (10_000 if opts.quick else 100_000)
     opts.rounds = opts.rounds or (1 if opts.quick else 3)
     if find_postgres_bin() is None:
         log("PostgreSQL is not installed: run scripts/setup_postgres.sh")
         return 2
-    results: dict[str, tuple[Rate, Rate]] = {}
+    runs: dict[str, list[tuple[Rate, Rate]]] = {}
     failover: Failover | None = None
     try:
         with tempfile.TemporaryDirectory(prefix="slipstream-bench-") as tmp, ExitStack() as stack:
-            disk = BrokerSet(Path(tmp) / "disk", ["--storage", "disk"])
-            stack.callback(disk.close)
-            disk.start(1)
-            results["disk, 1 broker"] = throughput("disk", disk, opts.count, opts.partitions)
-            disk.close()
+            if not opts.no_disk:
+                for run in range(opts.repeat):
+                    disk = BrokerSet(Path(tmp) / f"disk-{run}", ["--storage", "disk"])
+                    stack.callback(disk.close)
+                    disk.start(1)
+                    runs.setdefault("disk, 1 broker", []).append(throughput("disk", disk, opts.count, opts.partitions))
+                    disk.close()
             pg = stack.enter_context(PostgresServer())
-            for size in (1, 2, 3):
+            sources: list[str | None] = [None] if opts.against is None else [None, opts.against]
+            for run, size, source in ((r, n, s) for r in range(opts.repeat) for n in sizes for s in sources):
                 url = fresh_database(pg.url)
-                cluster = BrokerSet(Path(tmp) / f"pg-{size}", [
+                cluster = BrokerSet(Path(tmp) / f"pg-{size}-{run}{'-against' if source else ''}", [
                     "--storage", "postgres", "--database-url", url,
                     "--set", f"cluster.broker.session.ms={SESSION_MS}",
                     "--set", f"offsets.topic.num.partitions={OFFSETS_PARTITIONS}",
                     "--set", "group.initial.rebalance.delay.ms=0",
-                ])  # fmt: skip
+                ], source)  # fmt: skip
                 stack.callback(cluster.close)
                 for node in range(1, size + 1):
                     cluster.start(node)
-                results[f"postgres, {size} broker{'s' if size > 1 else ''}"] = throughput(
-                    f"pg{size}", cluster, opts.count, opts.partitions
+                name = f"postgres, {size} broker{'s' if size > 1 else ''}{' (--against)' if source else ''}"
+                runs.setdefault(name, []).append(
+                    throughput(
+                        f"pg{size}{'-against' if source else ''}",
+                        cluster,
+                        opts.count,
+                        opts.partitions,
+                        (pg, url) if opts.costs else None,
+                    )
                 )
-                if size == 3:
+                if size == 3 and run == opts.repeat - 1 and not opts.no_failover and source is None:
                     failover = failover_rounds(cluster, url, opts.rounds)
                 cluster.close()
     except BenchError as exc:
         log(f"benchmark failed: {exc}")
         return 1
-    disk_produce, disk_consume = results["disk, 1 broker"]
+    results = {name: median_rates(rates) for name, rates in runs.items()}
+    missing = Rate(0, 0, 0.0)
+    disk_produce, disk_consume = results.get("disk, 1 broker", (missing, missing))
     print(
         f"Cluster over PostgreSQL vs one disk broker: {opts.count} x 1 KiB records, {opts.partitions} partitions, "
-        f"acks=all, idempotent, linger.ms=5; all brokers, PostgreSQL and the client on one machine "
+        f"acks=all, idempotent, linger.ms=5; median of {opts.repeat} run(s); all brokers, PostgreSQL and the client on one machine "
         f"({platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}), {time.strftime('%Y-%m-%d')}.\n"
     )
     print("| brokers | produce msg/s | produce MB/s | vs disk | consume msg/s | consume MB/s | vs disk |")
@@ -317,14 +442,21 @@ def main(argv: list[str] | None = None) -> int:
     for name, (produced, consumed) in results.items():
         print(
             f"| {name} | {produced.msgs_per_s:,.0f} | {produced.mb_per_s:.1f} | "
-            f"{produced.msgs_per_s / disk_produce.msgs_per_s:.0%} | {consumed.msgs_per_s:,.0f} | "
-            f"{consumed.mb_per_s:.1f} | {consumed.msgs_per_s / disk_consume.msgs_per_s:.0%} |"
+            f"{share(produced, disk_produce)} | {consumed.msgs_per_s:,.0f} | "
+            f"{consumed.mb_per_s:.1f} | {share(consumed, disk_consume)} |"
         )
-    one = results["postgres, 1 broker"][0].msgs_per_s
-    three = results["postgres, 3 brokers"][0].msgs_per_s
-    print(f"\nTarget: 1 postgres broker >= 30% of disk produce: {one / disk_produce.msgs_per_s:.0%} "
-          f"({'met' if one >= 0.3 * disk_produce.msgs_per_s else 'NOT met'}).")  # fmt: skip
-    print(f"Target: 3 brokers >= 1 broker: {three / one:.0%} ({'met' if three >= one else 'NOT met'}).")
+    if len(runs) > 1 and opts.repeat > 1:
+        print("\nEvery run's produce msg/s: " + "; ".join(
+            f"{name}: " + ", ".join(f"{p.msgs_per_s:,.0f}" for p, _ in rates) for name, rates in runs.items()
+        ))  # fmt: skip
+    one = results.get("postgres, 1 broker", (missing, missing))[0]
+    three = results.get("postgres, 3 brokers", (missing, missing))[0]
+    if one.seconds and disk_produce.seconds:
+        print(f"\nTarget: 1 postgres broker >= 30% of disk produce: {share(one, disk_produce)} "
+              f"({'met' if one.msgs_per_s >= 0.3 * disk_produce.msgs_per_s else 'NOT met'}).")  # fmt: skip
+    if one.seconds and three.seconds:
+        print(f"Target: 3 brokers >= 1 broker: {share(three, one)} "
+              f"({'met' if three.msgs_per_s >= one.msgs_per_s else 'NOT met'}).")  # fmt: skip
     if failover is not None:
         worst = max(failover.seconds)
         limit = GROUP_SESSION_MS / 1000 + 5

@@ -2,57 +2,85 @@
 
 The fsync-before-ack policy batches: every produce that arrives while a sync runs
 waits for the next one, so concurrent producers share one fsync (group commit).
+Rounds run back to back on one worker thread while produces keep waiting, each
+answered as soon as its round is done: the storage is never idle for a trip through
+the event loop between two rounds. Logs that commit their whole store at once
+(``SharedCommitLog``) are flushed only when a waiter's writes to them are not
+committed yet.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import threading
 
-from ..log.api import PartitionLog
+from ..log.api import PartitionLog, SharedCommitLog
 
 log = logging.getLogger(__name__)
+
+# A waiter: its log, its mark (the log's queued writes when it asked, SharedCommitLog
+# only) and the future it awaits.
+_Waiter = tuple[PartitionLog, int | None, "asyncio.Future[None]"]
 
 
 class GroupCommitter:
     def __init__(self) -> None:
-        self._dirty: set[PartitionLog] = set()
-        self._waiters: list[asyncio.Future[None]] = []
+        self._lock = threading.Lock()  # the waiters: added on the loop, taken by the worker
+        self._waiters: list[_Waiter] = []
         self._running = False
-        self._task: asyncio.Task[None] | None = None
+        self._worker: asyncio.Future[None] | None = None
 
     async def sync(self, plog: PartitionLog) -> None:
         """Return once ``plog`` (and everything appended with it) is fsynced."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
-        self._dirty.add(plog)
-        self._waiters.append(fut)
-        if not self._running:
-            self._running = True
-            self._task = loop.create_task(self._run())
+        mark = plog.queued_writes if isinstance(plog, SharedCommitLog) else None
+        with self._lock:
+            self._waiters.append((plog, mark, fut))
+            start, self._running = not self._running, True
+        if start:  # after this loop turn: syncs asked in it (a request's partitions) go in one round
+            loop.call_soon(self._start, loop)
         await fut
 
-    async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            while self._waiters:
-                dirty, self._dirty = self._dirty, set()
+    def _start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._worker = loop.run_in_executor(None, self._rounds, loop)
+
+    def _rounds(self, loop: asyncio.AbstractEventLoop) -> None:
+        """On a worker thread: one round per batch of waiters, until none is left."""
+        while True:
+            with self._lock:
                 waiters, self._waiters = self._waiters, []
-                try:
-                    await loop.run_in_executor(None, _flush_all, dirty)
-                except Exception as exc:  # storage failure: fail the produces, keep serving
-                    log.error("fsync failed: %s", exc)
-                    for fut in waiters:
-                        if not fut.done():
-                            fut.set_exception(exc)
-                    continue
-                for fut in waiters:
-                    if not fut.done():
-                        fut.set_result(None)
-        finally:
-            self._running = False
+                if not waiters:
+                    self._running = False
+                    return
+            error: Exception | None = None
+            try:
+                _flush_all(waiters)
+            except Exception as exc:  # storage failure: fail the produces, keep serving
+                log.error("fsync failed: %s", exc)
+                error = exc
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+                loop.call_soon_threadsafe(_settle, [fut for _, _, fut in waiters], error)
 
 
-def _flush_all(logs: set[PartitionLog]) -> None:
-    for plog in logs:
+def _settle(futures: list[asyncio.Future[None]], error: Exception | None) -> None:
+    for fut in futures:
+        if fut.done():
+            continue
+        if error is None:
+            fut.set_result(None)
+        else:
+            fut.set_exception(error)
+
+
+def _flush_all(waiters: list[_Waiter]) -> None:
+    marks: dict[PartitionLog, int | None] = {}
+    for plog, mark, _ in waiters:
+        known = marks.get(plog, mark)
+        marks[plog] = None if mark is None or known is None else max(mark, known)
+    for plog, mark in marks.items():
+        if mark is not None and plog.committed_writes >= mark:  # type: ignore[attr-defined]
+            continue  # a commit run for another log of its store took them
         plog.flush()

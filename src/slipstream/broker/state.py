@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -120,6 +120,14 @@ class BrokerState:
 
         Raises KafkaError with the code the produce response should carry.
         """
+        return await self.start_append(topic, partition, records, acks=acks, transactional=transactional)
+
+    def start_append(
+        self, topic: str, partition: int, records: memoryview, *, acks: int, transactional: bool = False
+    ) -> Coroutine[Any, Any, AppendInfo]:
+        """``append`` in two steps: validates and appends now, before the caller's next
+        await (so appends keep the order they were asked in), and returns what waits for
+        the durability barrier when acks=all needs one. Raises KafkaError at once."""
         found = self.topics.topics.get(topic)
         if found is None or not 0 <= partition < len(found.partitions):
             raise KafkaError(
@@ -189,11 +197,10 @@ class BrokerState:
         if len(batches) == 1:
             duplicate = producers.check(headers[0])
             if duplicate is not None:
-                if acks == -1 and self.config.syncs_before_ack:
-                    # The original may still be waiting for (or have failed) its barrier:
-                    # a retry is answered only once the batch is durable.
-                    await self._sync(plog)
-                return AppendInfo(duplicate.base_offset, duplicate.last_offset, -1, plog.log_start_offset)
+                # The original may still be waiting for (or have failed) its barrier: a
+                # retry is answered only once the batch is durable.
+                original = AppendInfo(duplicate.base_offset, duplicate.last_offset, -1, plog.log_start_offset)
+                return self._durable(plog, original, acks == -1 and self.config.syncs_before_ack)
         else:
             for header in headers:
                 if producers.check(header) is not None:
@@ -210,9 +217,24 @@ class BrokerState:
             producers.record(header, offset)
             offset += header.last_offset_delta + 1
         if acks == -1 and self.config.syncs_before_ack:
-            await self._sync(plog)
+            return self._appended_durable(plog, topic, partition, info, sum(len(b) for b in batches))
+        self._appended(topic, partition, info, sum(len(b) for b in batches))
+        return self._durable(plog, info, False)
+
+    async def _appended_durable(
+        self, plog: PartitionLog, topic: str, partition: int, info: AppendInfo, size: int
+    ) -> AppendInfo:
+        await self._sync(plog)
+        self._appended(topic, partition, info, size)
+        return info
+
+    def _appended(self, topic: str, partition: int, info: AppendInfo, size: int) -> None:
         self.notifier.notify((topic, partition))
-        self.metrics.produced(topic, info.last_offset - info.base_offset + 1, sum(len(b) for b in batches))
+        self.metrics.produced(topic, info.last_offset - info.base_offset + 1, size)
+
+    async def _durable(self, plog: PartitionLog, info: AppendInfo, sync: bool) -> AppendInfo:
+        if sync:
+            await self._sync(plog)
         return info
 
     async def _sync(self, plog: PartitionLog) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 from slipstream.protocol.file_region import FileRegion
 from slipstream.protocol.record_batch import BatchHeader
@@ -188,6 +188,24 @@ class PartitionLog(Protocol):
 
     def delete(self) -> None:
         """Close and remove everything the log stored."""
+        ...
+
+
+@runtime_checkable
+class SharedCommitLog(Protocol):
+    """A log whose ``flush`` commits what every log of its store queued, in one
+    transaction (postgres). A group-commit round then flushes each such log only if
+    the round's writes to it are not committed yet: one commit per round, not one per
+    log while appends keep arriving."""
+
+    @property
+    def queued_writes(self) -> int:
+        """How many writes were queued so far (a running count)."""
+        ...
+
+    @property
+    def committed_writes(self) -> int:
+        """How many of the first ``queued_writes`` are committed."""
         ...
 
 

@@ -131,14 +131,14 @@ class PostgresServer:
     def pause(self) -> None:
         """SIGSTOP the server and its backends: connections stay open and hang, as with a
         database host cut off by the network (``unpause`` resumes it)."""
-        for pid in self._server_pids():
+        for pid in self.server_pids():
             os.kill(pid, signal.SIGSTOP)
 
     def unpause(self) -> None:
-        for pid in self._server_pids():
+        for pid in self.server_pids():
             os.kill(pid, signal.SIGCONT)
 
-    def _server_pids(self) -> list[int]:
+    def server_pids(self) -> list[int]:
         assert self._root is not None, "start() first"
         postmaster = int((self._root / "data" / "postmaster.pid").read_text().split()[0])
         children = subprocess.run(["pgrep", "-P", str(postmaster)], capture_output=True, text=True).stdout.split()

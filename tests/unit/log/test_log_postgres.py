@@ -1,6 +1,8 @@
 """What only the postgres store has: the two-writer guard, schema versions, group
-commit across partitions, metadata documents, a failed commit kept for a retry, and a
-commit whose answer was lost recognised as stored."""
+commit across partitions, metadata documents, a failed commit kept for a retry, a
+commit whose answer was lost recognised as stored, and the lease check of a cluster's
+commits. Every test runs over both ways a commit is stored: one statement (small
+commits) and COPY in a transaction (large ones)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from log_batches import make_batch
 
 from slipstream.log.api import AbortedTxn, LogConfig
 from slipstream.log.postgres import DatabaseError, LogFenced, PostgresLogStore
+from slipstream.log.postgres import store as store_module
 from slipstream.log.postgres.schema import SCHEMA_VERSION, SchemaTooNew, migrate
 
 # asyncpg is imported only inside tests: the postgres_url fixture reports it missing
@@ -28,6 +31,44 @@ def query(url: str, sql: str, *args: object) -> list[tuple[object, ...]]:
             await conn.close()
 
     return asyncio.run(run())
+
+
+@pytest.fixture(autouse=True, params=["statement", "streamed"])
+def commit_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if request.param == "streamed":  # every commit past the size that streams
+        monkeypatch.setattr(store_module, "STATEMENT_COMMIT_BYTES", -1)
+
+
+def test_a_commit_without_the_lease_at_its_epoch_stores_nothing(postgres_url: str) -> None:
+    store = PostgresLogStore(postgres_url, node_id=1)
+    try:
+        log = store.open("t", 0, LogConfig())
+        other = store.open("t", 1, LogConfig())
+        query(
+            postgres_url,
+            "INSERT INTO partition_leases VALUES ('t', 0, 1, 5, 1e15), ('t', 1, 1, 3, 1e15)",
+        )
+        log.lease_epoch, other.lease_epoch = 5, 3
+        log.append([make_batch([1])], now_ms=0, log_append_time=False)
+        log.add_aborted_txn(AbortedTxn(producer_id=7, first_offset=0, last_offset=0, last_stable_offset=0))
+        log.flush()
+        assert query(postgres_url, "SELECT count(*) FROM log_aborted_txns") == [(1,)]
+        query(postgres_url, "UPDATE partition_leases SET owner = 2, epoch = 6 WHERE partition = 0")
+        log.append([make_batch([2])], now_ms=0, log_append_time=False)
+        other.append([make_batch([3])], now_ms=0, log_append_time=False)
+        with pytest.raises(LogFenced, match="epoch 5"):
+            log.flush()
+        other.flush()  # the commit goes on without the fenced partition
+        assert query(postgres_url, "SELECT p.partition, b.base_offset FROM log_batches AS b "
+                     "JOIN log_partitions AS p ON p.id = b.partition_id ORDER BY 1, 2") == [(0, 0), (1, 0)]  # fmt: skip
+        query(postgres_url, "UPDATE partition_leases SET expires_ms = 0 WHERE partition = 1")
+        other.append([make_batch([4])], now_ms=0, log_append_time=False)
+        with pytest.raises(LogFenced, match="expired"):
+            other.flush()
+        assert query(postgres_url, "SELECT partition, next_offset FROM log_partitions ORDER BY 1") == [(0, 1), (1, 1)]
+    finally:
+        with pytest.raises(LogFenced):
+            store.close()
 
 
 def test_a_second_writer_of_a_partition_is_fenced(postgres_url: str) -> None:

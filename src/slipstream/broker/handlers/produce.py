@@ -1,7 +1,8 @@
 """Produce (key 0). Served v3-13: magic 2 record batches only (Kafka 4 dropped v0-v2).
 
 acks=0 gets no response at all; acks=1 and acks=-1 are answered after the append
-(with the fsync durability policy, acks=-1 also waits for the group-commit fsync).
+(with the fsync durability policy, acks=-1 also waits for the group-commit fsync, one
+for all the request's partitions).
 v8+ carries error_message and record_errors: the index of each bad record in its
 batch (keyless records to a compacted topic), so a client fails just those (KIP-467); v10+ tagged current_leader/node_endpoints
 (sent with NOT_LEADER_OR_FOLLOWER, which only a cluster broker returns). v13 names
@@ -14,8 +15,12 @@ TOPIC_AUTHORIZATION_FAILED, whether or not it exists), checked before anything i
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Coroutine
+from typing import Any
 
+from ...log.api import AppendInfo
 from ...protocol.apis.produce import (
     SPEC,
     ProduceRequest,
@@ -49,6 +54,10 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
     txn_denied = transactional and not ctx.authorized(
         Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id or ""
     )
+    # Every partition is appended before the first await (Produce is pipelined: see
+    # server.PIPELINED_APIS), then they wait for the durability barrier together, so
+    # they share one group commit (one fsync or database commit, not one per partition).
+    appends: list[tuple[str, ProduceResponsePartition, Coroutine[Any, Any, AppendInfo]]] = []
     for topic_data in request.topic_data:
         partitions: list[ProduceResponsePartition] = []
         unknown_id = False
@@ -78,35 +87,64 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                 resp.error_message = "produce request carried no records"
             else:
                 try:
-                    info = await state.append(
+                    appended = state.start_append(
                         topic_data.name, part.index, part.records, acks=acks, transactional=transactional
                     )
-                    resp.base_offset = info.base_offset
-                    resp.log_append_time_ms = info.log_append_time_ms
-                    resp.log_start_offset = info.log_start_offset
                 except KafkaError as exc:
-                    resp.error_code = exc.code
-                    resp.error_message = exc.message
-                    if isinstance(exc, InvalidRecords):
-                        resp.record_errors = [
-                            ProduceResponseBatchIndexAndErrorMessage(
-                                batch_index=index, batch_index_error_message=why
-                            )
-                            for index, why in exc.record_errors
-                        ]
-                    if exc.code == ErrorCode.NOT_LEADER_OR_FOLLOWER and ctx.api_version >= 10:
-                        leader = _current_leader(ctx, topic_data.name, part.index, endpoints)
-                        if leader is not None:
-                            resp.current_leader = leader
-                    if exc.code not in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER):
-                        log.info("produce to %s-%d rejected: %s", topic_data.name, part.index, exc)
+                    _refused(ctx, topic_data.name, resp, exc, endpoints)
+                else:
+                    appends.append((topic_data.name, resp, appended))
             partitions.append(resp)
         topics.append(
             ProduceResponseTopic(name=topic_data.name, topic_id=topic_data.topic_id, partition_responses=partitions)
         )
+    if len(appends) > 1 and acks == -1 and state.config.syncs_before_ack:
+        outcomes = await asyncio.gather(*(append for _, _, append in appends), return_exceptions=True)
+    else:
+        outcomes = []
+        for i, (_, _, append) in enumerate(appends):
+            try:
+                outcomes.append(await append)
+            except KafkaError as exc:
+                outcomes.append(exc)
+            except BaseException:
+                for _, _, unawaited in appends[i + 1 :]:
+                    unawaited.close()
+                raise
+    for (topic, resp, _), outcome in zip(appends, outcomes, strict=True):
+        if isinstance(outcome, AppendInfo):
+            resp.base_offset = outcome.base_offset
+            resp.log_append_time_ms = outcome.log_append_time_ms
+            resp.log_start_offset = outcome.log_start_offset
+        elif isinstance(outcome, KafkaError):
+            _refused(ctx, topic, resp, outcome, endpoints)
+        else:
+            raise outcome
     if acks == 0:
         return None
     return ProduceResponse(responses=topics, node_endpoints=list(endpoints.values()))
+
+
+def _refused(
+    ctx: RequestContext,
+    topic: str,
+    resp: ProduceResponsePartition,
+    exc: KafkaError,
+    endpoints: dict[int, ProduceResponseNodeEndpoint],
+) -> None:
+    resp.error_code = exc.code
+    resp.error_message = exc.message
+    if isinstance(exc, InvalidRecords):
+        resp.record_errors = [
+            ProduceResponseBatchIndexAndErrorMessage(batch_index=index, batch_index_error_message=why)
+            for index, why in exc.record_errors
+        ]
+    if exc.code == ErrorCode.NOT_LEADER_OR_FOLLOWER and ctx.api_version >= 10:
+        leader = _current_leader(ctx, topic, resp.index, endpoints)
+        if leader is not None:
+            resp.current_leader = leader
+    if exc.code not in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER):
+        log.info("produce to %s-%d rejected: %s", topic, resp.index, exc)
 
 
 def _current_leader(

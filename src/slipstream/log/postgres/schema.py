@@ -73,6 +73,71 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE cluster_brokers ADD COLUMN listeners jsonb NOT NULL DEFAULT '[]';
     """,
+    # 4: a group commit in one statement (one round trip, see PostgresLogStore._store):
+    # the lease checks, the next-offset moves and the rows in the transaction of the call.
+    # Nothing is written when a lease is lost or a next offset moved: the caller hears
+    # which (lost_leases: 1-based positions in the lease arrays; stale_ids: partition
+    # ids whose next offset is not the expected one, or that are gone) and retries.
+    """
+    CREATE FUNCTION slipstream_commit(
+        node integer, lease_topics text[], lease_partitions integer[], lease_epochs integer[],
+        ids bigint[], expected bigint[], new_ends bigint[], log_starts bigint[],
+        batch_partition_ids bigint[], batch_bases bigint[], batch_lasts bigint[],
+        batch_segments bigint[], batch_timestamps bigint[], batch_data bytea[],
+        aborted_partition_ids bigint[], aborted_segments bigint[], aborted_producers bigint[],
+        aborted_firsts bigint[], aborted_lasts bigint[], aborted_stables bigint[],
+        OUT lost_leases integer[], OUT stale_ids bigint[]
+    ) LANGUAGE plpgsql AS $$
+    DECLARE
+        held integer[];
+    BEGIN
+        -- FOR SHARE: a broker claiming one of these leases waits for this commit.
+        SELECT coalesce(array_agg(u.i), '{}') INTO held FROM (
+            SELECT u.i FROM partition_leases AS l
+            JOIN unnest(lease_topics, lease_partitions, lease_epochs) WITH ORDINALITY AS u(t, p, e, i)
+              ON l.topic = u.t AND l.partition = u.p
+            WHERE l.owner = node AND l.epoch = u.e
+              AND l.expires_ms > (extract(epoch from clock_timestamp()) * 1000)::bigint
+            FOR SHARE OF l
+        ) AS u;
+        IF cardinality(held) < cardinality(lease_topics) THEN
+            lost_leases := ARRAY(
+                SELECT i FROM generate_subscripts(lease_topics, 1) AS i WHERE NOT i = ANY(held)
+            );
+            RETURN;
+        END IF;
+        -- Locked (in one order: two commits never wait on each other's rows) so no other
+        -- writer moves them between this check and the update; the check's snapshot,
+        -- taken after the locks, sees their latest committed values.
+        PERFORM 1 FROM log_partitions WHERE id = ANY(ids) ORDER BY id FOR UPDATE;
+        stale_ids := ARRAY(
+            SELECT u.id FROM unnest(ids, expected) AS u(id, e)
+            LEFT JOIN log_partitions AS p ON p.id = u.id
+            WHERE p.next_offset IS DISTINCT FROM u.e
+        );
+        IF cardinality(stale_ids) > 0 THEN
+            RETURN;
+        END IF;
+        UPDATE log_partitions AS p
+           SET next_offset = u.new_end, log_start_offset = GREATEST(p.log_start_offset, u.log_start)
+          FROM unnest(ids, new_ends, log_starts) AS u(id, new_end, log_start)
+         WHERE p.id = u.id;
+        INSERT INTO log_batches (partition_id, base_offset, last_offset, segment_base, max_timestamp, data)
+        SELECT * FROM unnest(
+            batch_partition_ids, batch_bases, batch_lasts, batch_segments, batch_timestamps, batch_data
+        );
+        -- May repeat rows of a commit whose answer was lost (PostgresLogStore._reconciled
+        -- keeps its aborted rows): stored once.
+        INSERT INTO log_aborted_txns (
+            partition_id, segment_base, producer_id, first_offset, last_offset, last_stable_offset
+        )
+        SELECT * FROM unnest(
+            aborted_partition_ids, aborted_segments, aborted_producers, aborted_firsts,
+            aborted_lasts, aborted_stables
+        ) ON CONFLICT DO NOTHING;
+    END
+    $$;
+    """,
 )
 
 # The database's clock in milliseconds: every broker judges leases and heartbeats by it.
