@@ -69,8 +69,10 @@ _API_KEY = struct.Struct(">h")
 # bound is reached first pauses reading (one frame is always taken, however large).
 _MAX_QUEUED = 64
 _MAX_QUEUED_BYTES = 16 * 1024 * 1024
-# Requests of pipelined APIs in flight at once on one connection.
+# Requests of pipelined APIs in flight at once on one connection, and their bytes (a
+# client pipelining big produces holds at most this much besides what is queued).
 _MAX_IN_FLIGHT = 128
+_MAX_IN_FLIGHT_BYTES = 16 * 1024 * 1024
 # What the transport receives into (shared by the connections of one thread's loop: each
 # read is handled, and anything kept copied out, before the next one), and the frame size
 # from which a frame is received into a buffer of its own instead.
@@ -127,6 +129,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # Frames read but not started, and requests started but not yet answered (in order).
         self._frames: deque[bytearray] = deque()
         self._in_flight: deque[asyncio.Task[Buffers | None]] = deque()
+        self._in_flight_sizes: deque[int] = deque()  # the frame size of each, in order
+        self._in_flight_bytes = 0
         self._in_flight_pipelined = False
         self._eof = False
         self._write_scheduled = False
@@ -302,8 +306,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
             pipelined = len(frame) >= 2 and _API_KEY.unpack_from(frame)[0] in PIPELINED_APIS
             if in_flight and not (pipelined and self._in_flight_pipelined):
                 break
+            if in_flight and self._in_flight_bytes >= _MAX_IN_FLIGHT_BYTES:
+                break
             frames.popleft()
             self._queued_bytes -= len(frame)
+            self._in_flight_sizes.append(len(frame))
+            self._in_flight_bytes += len(frame)
             assert self._loop is not None
             task = self._loop.create_task(self._dispatch(frame, self.peer), context=self._context)
             task.add_done_callback(self._on_done)
@@ -342,6 +350,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         close_delay_s = 0.0
         while in_flight and in_flight[0].done():
             task = in_flight.popleft()
+            self._in_flight_bytes -= self._in_flight_sizes.popleft()
             if task.cancelled():
                 failure = "request cancelled"
                 break
@@ -392,6 +401,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._frames.clear()
         self._queued_bytes = 0
         in_flight, self._in_flight = self._in_flight, deque()
+        self._in_flight_sizes.clear()
+        self._in_flight_bytes = 0
         for task in in_flight:
             task.cancel()
 

@@ -278,3 +278,21 @@ async def test_a_commit_does_not_overtake_an_earlier_one_waiting_for_the_lock() 
         assert adapter.coordinator.committed_offsets("g")[("t", 0)].offset == 2
     finally:
         await broker.stop()
+
+
+async def test_pipelined_requests_in_flight_are_bounded_by_their_bytes() -> None:
+    """A client pipelining big produces holds at most ~16 MiB in flight (plus what is
+    queued): the next one starts only once earlier ones are answered."""
+    dispatcher = ScriptedDispatcher()
+    conn = KafkaConnection(dispatcher, 64 << 20, set())  # type: ignore[arg-type]
+    transport = FakeTransport()
+    conn.connection_made(transport)  # type: ignore[arg-type]
+    big = 6 << 20  # three of them pass the bound
+    names = [f"p{i}" for i in range(4)]
+    conn.data_received(b"".join(frame(0, name + " " * (big - len(name))) for name in names))
+    await turns()
+    assert [n.strip() for n in dispatcher.started] == ["p0", "p1", "p2"]
+    dispatcher.gate(dispatcher.started[0]).set_result(b"p0")
+    await turns()
+    assert [n.strip() for n in dispatcher.started] == names
+    assert transport.written() == [b"p0"]
