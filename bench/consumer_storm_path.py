@@ -118,7 +118,10 @@ async def run(groups: int, wave: int, settled_rounds: int, profile: int) -> tupl
                 profiler.enable()
             gc.collect()
             tracked = len(gc.get_objects())
+            young = gc.get_stats()[0]["collections"]
             cpu = await storm(dispatcher, groups, wave, settled_rounds)
+            heartbeats = sum(len(v) for v in cpu.values())
+            cpu["young passes per 1000"] = [(gc.get_stats()[0]["collections"] - young) * 1000 / heartbeats]
             gc.collect()
             members = groups * MEMBERS_PER_GROUP
             # Each driver member is one tracked object (its assignment is None once settled).
@@ -149,7 +152,8 @@ def report(cpu: dict[str, list[float]], appends: int, args: argparse.Namespace) 
         "|---|---:|---:|---:|---:|---:|",
     ]
     lines[2] += (f" Afterwards the collector tracks {cpu['tracked per member'][0]:.1f} objects per member;"
-                 f" a full pass takes {cpu['full pass'][0] * 1000:.0f} ms.")
+                 f" a full pass takes {cpu['full pass'][0] * 1000:.0f} ms. Young passes (threshold"
+                 f" {gc.get_threshold()[0]}) per 1,000 heartbeats: {cpu['young passes per 1000'][0]:.1f}.")
     everything = [x for k in KINDS for x in cpu[k]]
     for name, xs in [*((k, cpu[k]) for k in KINDS), ("all", everything)]:
         if not xs:
