@@ -171,6 +171,7 @@ async def capacity_main(port: int, topic: str, first: int, last: int, duration: 
         "intervals": {str(k): v for k, v in intervals.items()},
         "latencies": [round(x, 6) for _s, x, _a in samples],
         "ack_latencies": [round(x, 6) for _s, x, a in samples if a],
+        "ack_peer_latencies": ack_peer_latencies(samples, window[0]),
         "settled_latencies": [round(x, 6) for s, x, _a in samples if s >= all_settled],
         # Slow answers (> 50 ms) per second of the window, to see when they happen.
         "slow_by_second": slow_by_second(samples, window[0]),
@@ -179,6 +180,13 @@ async def capacity_main(port: int, topic: str, first: int, last: int, duration: 
         "lag_by_second": lag_by_second,
         "window_wall": window_wall,
     }
+
+
+def ack_peer_latencies(samples: list[tuple[float, float, bool]], start: float) -> list[float]:
+    """Latencies of the heartbeats without an acknowledgement sent in the same 100 ms as
+    one with: whether acknowledgements are slow themselves or only sent at slow moments."""
+    slices = {int((s - start) * 10) for s, _x, a in samples if a}
+    return [round(x, 6) for s, x, a in samples if not a and int((s - start) * 10) in slices]
 
 
 def slow_by_second(samples: list[tuple[float, float, bool]], start: float) -> dict[str, int]:

@@ -125,7 +125,8 @@ def log_capacity(kind: str, c: dict[str, Any]) -> None:
         f" CPU {c['broker_cpu']:.0f} s in {c['wall']:.0f} s")
     if kind == "consumer":
         log(f"(3) consumer: acks p50/p99 {ms(pct(c['ack_latencies'], 0.5))}/"
-            f"{ms(pct(c['ack_latencies'], 0.99))} ({len(c['ack_latencies'])});"
+            f"{ms(pct(c['ack_latencies'], 0.99))} ({len(c['ack_latencies'])}), others sent in the same 100 ms"
+            f" {ms(pct(c['ack_peer_latencies'], 0.5))}/{ms(pct(c['ack_peer_latencies'], 0.99))};"
             " per second of the window (second: answers > 50 ms / worst"
             " load-generator loop lag / slowest broker probe / broker CPU +"
             " load generators' CPU):"

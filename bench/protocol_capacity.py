@@ -89,6 +89,7 @@ def measure_capacity(kind: str, spec: BrokerSpec, workdir: Path, groups: int, du
             cap["intervals"] = merge([x["intervals"] for x in parts])
             cap["window_heartbeats"] = sum(x["window_heartbeats"] for x in parts)
             cap["ack_latencies"] = [v for x in parts for v in x["ack_latencies"]]
+            cap["ack_peer_latencies"] = [v for x in parts for v in x["ack_peer_latencies"]]
             cap["settled_latencies"] = [v for x in parts for v in x["settled_latencies"]]
             cap["slow_by_second"] = merge([x["slow_by_second"] for x in parts])
             cap["per_second"] = per_second(parts, cpu_samples, probe.samples, duration)

@@ -237,6 +237,9 @@ def report(spec: BrokerSpec, herds: dict[str, dict[int, list[HerdRun]]],
             al = c["ack_latencies"]
             out.append(f"| latency p50 / p99 of heartbeats carrying an acknowledgement, in the"
                        f" window ({len(al):,}) | {ms(pct(al, 0.5))} / {ms(pct(al, 0.99))} | - | | |")
+            ap = c.get("ack_peer_latencies", [])
+            out.append(f"| latency p50 / p99 of the other heartbeats sent in the same 100 ms as an"
+                       f" acknowledgement ({len(ap):,}) | {ms(pct(ap, 0.5))} / {ms(pct(ap, 0.99))} | - | | |")
         if c is not None and not c.get("error"):
             pr = c["probe"]
             out.append(f"| broker probe: Metadata every 20 ms on its own connection, p50 / p99 / max"

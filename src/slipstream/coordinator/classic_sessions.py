@@ -9,6 +9,7 @@ reschedule on nearly every one of them.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 from .result import CoordinatorResult
 from .timer import GuardedTimer
@@ -39,7 +40,8 @@ class SessionTimers:
             self.armed.pop(key, None)
         else:
             self.armed[key] = now_ms + timeout_ms
-        self.timer.schedule(key, timeout_ms, lambda now: self._fired(group_id, member_id, now))
+        # A partial, not a closure: fewer objects per member for the garbage collector.
+        self.timer.schedule(key, timeout_ms, partial(self._fired, group_id, member_id))
 
     def cancel(self, group_id: str, member_id: str) -> None:
         key = heartbeat_key(group_id, member_id)

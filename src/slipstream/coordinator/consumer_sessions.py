@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from functools import partial
 
 from ..protocol.apis.consumer_group_heartbeat import (
     ConsumerGroupHeartbeatRequest,
@@ -197,17 +198,17 @@ class ConsumerSessions:
 
     def schedule_session_timeout(self, group_id: str, member_id: str, delay_ms: int | None = None) -> None:
         """(Re)start a member's session: ``delay_ms``, else the group's session timeout."""
-
-        def expire(now_ms: int) -> CoordinatorResult:
-            group = self.groups.get(group_id)
-            member = None if group is None else group.member(member_id)
-            if group is None or member is None:
-                return CoordinatorResult()
-            log.info("group %s: member %s fenced: its session expired", group_id, member_id)
-            return self.fence(group, member, now_ms, "session-expired")
-
         timeout = self.timeouts(group_id).session_timeout_ms if delay_ms is None else delay_ms
-        self.timer.schedule(session_key(group_id, member_id), timeout, expire)
+        # A partial, not a closure: fewer objects per member for the garbage collector.
+        self.timer.schedule(session_key(group_id, member_id), timeout, partial(self._expire_session, group_id, member_id))
+
+    def _expire_session(self, group_id: str, member_id: str, now_ms: int) -> CoordinatorResult:
+        group = self.groups.get(group_id)
+        member = None if group is None else group.member(member_id)
+        if group is None or member is None:
+            return CoordinatorResult()
+        log.info("group %s: member %s fenced: its session expired", group_id, member_id)
+        return self.fence(group, member, now_ms, "session-expired")
 
     def schedule_rebalance_timeout(self, group_id: str, member: ConsumerGroupMember) -> None:
         member_id, epoch = member.member_id, member.member_epoch

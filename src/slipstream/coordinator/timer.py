@@ -164,19 +164,12 @@ class GuardedTimer:
 
     def __init__(self, timer: Timer) -> None:
         self._timer = timer
-        self._tokens: dict[str, object] = {}
+        self._tokens: dict[str, _Guarded] = {}
 
     def schedule(self, key: str, delay_ms: int, callback: TimerCallback) -> None:
-        token = object()
-        self._tokens[key] = token
-
-        def run(now_ms: int) -> CoordinatorResult:
-            if self._tokens.get(key) is not token:
-                return CoordinatorResult()
-            del self._tokens[key]
-            return callback(now_ms)
-
-        self._timer.schedule(key, delay_ms, run)
+        guarded = _Guarded(self._tokens, key, callback)
+        self._tokens[key] = guarded
+        self._timer.schedule(key, delay_ms, guarded)
 
     def cancel(self, key: str) -> None:
         if self._tokens.pop(key, None) is not None:
@@ -187,3 +180,25 @@ class GuardedTimer:
 
     def keys(self) -> list[str]:
         return sorted(self._tokens)
+
+
+class _Guarded:
+    """A scheduled callback that runs only while it is still the one under its key.
+
+    One object, where a closure was a function and four cells: every member of every
+    group has its session timer, rescheduled by each heartbeat, and each object is one
+    more for every full garbage-collector pass to walk.
+    """
+
+    __slots__ = ("callback", "key", "tokens")
+
+    def __init__(self, tokens: dict[str, _Guarded], key: str, callback: TimerCallback) -> None:
+        self.tokens = tokens
+        self.key = key
+        self.callback = callback
+
+    def __call__(self, now_ms: int) -> CoordinatorResult:
+        if self.tokens.get(self.key) is not self:
+            return CoordinatorResult()
+        del self.tokens[self.key]
+        return self.callback(now_ms)

@@ -273,6 +273,18 @@ def test_the_history_keeps_the_last_events_per_group_in_order() -> None:
         CoordinatorConfig(group_history_max_events=0)
 
 
+def test_each_kept_event_keeps_its_number_across_groups_and_eviction() -> None:
+    history = ev.GroupHistory(max_events=2)
+    history.record(ev.MemberLeft(group_id=g, at_ms=t, member_id=f"m{t}") for t, g in enumerate("abab"))
+    history.record([ev.MemberLeft(group_id="a", at_ms=4, member_id="m4")])
+    assert [(seq, e.at_ms) for seq, e in history.events("a")] == [(3, 2), (5, 4)]
+    assert [(seq, e.at_ms) for seq, e in history.events("b")] == [(2, 1), (4, 3)]
+    assert [(seq, e.at_ms) for seq, e in history.events("a", since=3)] == [(5, 4)]
+    assert history.events("a", since=5) == [] and history.events("c") == []
+    history.forget("a")
+    assert history.events("a") == [] and history.group_ids() == ["b"] and history.last_seq == 5
+
+
 def test_json_history_round_trips_every_event() -> None:
     ctx = GroupContext()
     a, b = ctx.form_group("g", 2)

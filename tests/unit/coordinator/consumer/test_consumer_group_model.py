@@ -36,6 +36,28 @@ def test_replace_with_nothing_new_is_the_same_value_and_a_change_normalizes() ->
     assert isinstance(changed.assigned_partitions[tid("foo")], frozenset)
 
 
+def test_a_copy_is_the_member_the_constructor_builds_from_the_same_fields() -> None:
+    m = ConsumerGroupMember("m1", member_epoch=3, subscribed_topic_names=frozenset({"foo"}), rack_id="r1")
+    changes = {
+        "subscribed_topic_names": {"bar"},
+        "assigned_partitions": {tid("foo"): {1}, tid("bar"): set()},
+        "partitions_pending_revocation": {tid("bar"): [2, 2]},
+        "state": MemberState.UNREVOKED_PARTITIONS,
+    }
+    built = ConsumerGroupMember(
+        "m1", member_epoch=3, rack_id="r1", **changes  # type: ignore[arg-type]
+    )
+    copied = m.replace(**changes)
+    assert copied == built and hash(copied) == hash(built)
+    assert copied.subscribed_topic_names == frozenset({"bar"})
+    assert copied.assigned_partitions == pm({"foo": [1]})
+    assert copied.partitions_pending_revocation == pm({"bar": [2]})
+    assert (copied.rack_id, m.assigned_partitions) == ("r1", {})  # the original is untouched
+    static = replacement_for_static_member(copied.with_epoch(5), "m2")
+    assert (static.member_id, static.member_epoch, static.previous_member_epoch) == ("m2", 0, 0)
+    assert static.assigned_partitions == copied.assigned_partitions
+
+
 def test_member_defaults_match_a_fresh_kafka_member() -> None:
     m = ConsumerGroupMember("m1")
     assert (m.member_epoch, m.previous_member_epoch, m.state) == (0, -1, MemberState.STABLE)
