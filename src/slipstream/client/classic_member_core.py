@@ -42,7 +42,9 @@ v9) first checks the assignment it inherited: ``assignment_check_due`` after its
 SyncGroup, ``describe_request()`` -> send -> ``on_describe_response()`` -> read the
 counts of its ``topics`` -> ``check_assignment()``, which rejoins when the
 assignment misses something (Kafka's Java client skips this check, and a partition
-added while its leader was away stays unowned until the next rebalance).
+added while its leader was away stays unowned until the next rebalance). A static
+follower checks its first assignment after it starts the same way: Kafka gives it back
+its old one without a rebalance even when its subscription changed meanwhile.
 """
 
 from __future__ import annotations
@@ -151,6 +153,11 @@ class MemberCore:
         """The leader's state and metadata watch (members empty while following)."""
         self.assignment_unchecked = False
         """A static leader skipped the assignment: the one it inherited is not checked yet."""
+        self.first_static_sync = config.group_instance_id is not None
+        """A static member's first assignment since it started may be one made before it left:
+        Kafka hands a static member back its old assignment in a Stable group without a
+        rebalance even when its subscription changed (only a change of the selected protocol
+        rebalances), so a topic it newly subscribes to would stay unowned. Checked once."""
 
         self.heartbeats = HeartbeatTimer(
             config.heartbeat_interval_ms / 1000.0,
@@ -430,6 +437,11 @@ class MemberCore:
             self.state = MemberState.STABLE
             self.rejoin_needed = False
             self.rejoin_reason = ""
+            if self.first_static_sync:
+                self.first_static_sync = False
+                if not self.is_leader:
+                    # (A leader that assigned made a fresh one; one that skipped is checked.)
+                    self.assignment_unchecked = True
             if self.subscription != self.joined_subscription:
                 # The subscription changed while this join was in flight: the assignment is
                 # for the old one (as the Java client, rejoin once it is taken).
@@ -613,13 +625,13 @@ class MemberCore:
         sent: tuple[int, str],
     ) -> list[str]:
         """Topics the inherited assignment does not cover as they are now; any rejoins (a
-        rebalance). None: the metadata watch goes on from these counts."""
+        rebalance). None: a leader's metadata watch goes on from these counts."""
         if not self._checking(sent):
             return []
         gaps = assignment_gaps(described, partitions_per_topic)
         if gaps:
             self.request_rejoin(f"the inherited assignment does not cover {gaps} as they are now")
-        else:
+        elif self.is_leader:
             self.leader.remember_counts(
                 partitions_per_topic,
                 {m: Subscription(topics=topics) for m, topics in described.subscriptions.items()},
@@ -632,13 +644,8 @@ class MemberCore:
             self.request_rejoin(f"cannot check the inherited assignment: {reason}")
 
     def _checking(self, sent: tuple[int, str]) -> bool:
-        """Still the leader of the generation the check was sent for, and nothing else due."""
-        return (
-            self.state is MemberState.STABLE
-            and self.generation_key == sent
-            and self.is_leader
-            and not self.rejoin_needed
-        )
+        """Still in the generation the check was sent for, and nothing else due."""
+        return self.state is MemberState.STABLE and self.generation_key == sent and not self.rejoin_needed
 
     # ------------------------------------------------------------ failures
 

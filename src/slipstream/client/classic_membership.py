@@ -405,8 +405,9 @@ class GroupMembership(ListenerCalls):
         return assignment
 
     async def _check_inherited_assignment(self) -> None:
-        """A static leader that skipped the assignment reads the group's (DescribeGroups) and
-        the partition counts; the core rejoins if anything subscribed is left unowned."""
+        """A static leader that skipped the assignment, or a static follower's first
+        assignment: read the group's (DescribeGroups) and the partition counts; the core
+        rejoins if anything subscribed is left unowned."""
         core = self.core
         request, sent = core.describe_request()
         try:

@@ -200,3 +200,57 @@ def test_a_new_join_forgets_an_unchecked_assignment() -> None:
     assert not c.assignment_check_due
     c.join_request()
     assert not c.assignment_unchecked
+
+
+# ---------------------------------------------------------------- a static follower
+
+
+def static_follower(topics: tuple[str, ...] = ("t",), instance_id: str | None = "host-2") -> MemberCore:
+    """A member that rejoined as a follower and synced, owning t-1."""
+    c = MemberCore(ConsumerConfig(
+        group_id="g", group_instance_id=instance_id, partition_assignment_strategy=["range"],
+        heartbeat_interval_ms=1000, session_timeout_ms=10000, metadata_max_age_ms=30000,
+    ))
+    c.subscribe(topics)
+    c.join_request()
+    out = c.on_join_response(JoinGroupResponse(
+        error_code=0, generation_id=3, protocol_type="consumer", protocol_name="range",
+        leader="m1", member_id="m2", members=[],
+    ), now=0.0)
+    assert out.ok
+    assert c.leader_assignment({t: 2 for t in topics}) is None
+    out, assigned = c.on_sync_response(SyncGroupResponse(error_code=0, assignment=assignment(("t", 1))), c.generation_key)
+    assert out.ok and assigned is not None
+    c.complete_assignment(assigned, 0.0)
+    return c
+
+
+def test_a_static_follower_checks_its_first_assignment_once() -> None:
+    assert not static_follower(instance_id=None).assignment_check_due  # dynamic: always a fresh one
+    c = static_follower()
+    assert c.assignment_check_due
+    _request, sent = c.describe_request()
+    group = c.on_describe_response(described({"m1": (("t", 0),), "m2": (("t", 1),)}), sent)
+    assert group is not None and c.check_assignment(group, {"t": 2}, sent) == []
+    assert not c.rejoin_needed and c.leader.partition_counts == {}  # a follower keeps no watch
+    # Its next assignment (a later rebalance) is not checked again.
+    c.request_rejoin("a later rebalance")
+    c.join_request()
+    c.on_join_response(JoinGroupResponse(
+        error_code=0, generation_id=4, protocol_type="consumer", protocol_name="range",
+        leader="m1", member_id="m2", members=[],
+    ), now=1.0)
+    out, _assigned = c.on_sync_response(SyncGroupResponse(error_code=0, assignment=assignment(("t", 1))), c.generation_key)
+    assert out.ok and not c.assignment_check_due
+
+
+def test_a_static_follower_back_with_a_new_topic_rejoins() -> None:
+    """Kafka answers a static member rejoining a Stable group with its old assignment when
+    only its subscription changed (the selected protocol did not): the new topic would stay
+    unowned. The group's metadata already has the new subscription."""
+    c = static_follower(("t", "u"))
+    _request, sent = c.describe_request()
+    group = c.on_describe_response(described({"m1": (("t", 0),), "m2": (("t", 1),)}, topics=("t", "u")), sent)
+    assert group is not None
+    assert c.check_assignment(group, {"t": 2, "u": 3}, sent) == ["u"]
+    assert c.rejoin_needed and "does not cover" in c.rejoin_reason

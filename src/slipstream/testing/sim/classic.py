@@ -258,7 +258,8 @@ class ClassicMember(SimMember):
 
     def _check_inherited_assignment(self, conn: Connection) -> None:
         """``GroupMembership._check_inherited_assignment``: a static leader that skipped the
-        assignment reads the group's back and rebalances if it leaves something unowned."""
+        assignment, or a static follower's first assignment, reads the group's back and
+        rebalances if it leaves something unowned."""
         core = self.core
         request, sent = core.describe_request()
 
@@ -271,7 +272,7 @@ class ClassicMember(SimMember):
             else:
                 gaps = core.check_assignment(group, self.world.partition_counts(group.topics), sent)
                 outcome = "rebalanced (gaps)" if gaps else "kept"
-            self.world.coverage.action(f"static-leader-check:{outcome}")
+            self.world.coverage.action(f"static-check:{outcome}")
             self._join_done()
 
         def failed(reason: str) -> None:
