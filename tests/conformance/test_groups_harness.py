@@ -199,7 +199,10 @@ class _ConfluentMember(_MemberBase):
                     continue
                 self.note_record(m.partition(), m.offset(), m.key())
                 batch[m.partition()] = m.offset() + 1
-            commit(batch)
+            # The batch, and what a failed commit (around a rebalance) left behind: an
+            # at-least-once application retries, else the last records before the producer
+            # stops stay uncommitted until close.
+            commit(self.pending(self.owned | set(batch)))
         commit(self.pending(self.owned))
         self.note_revoked(sorted(self.owned), reason="close")
         self.closing = True
@@ -308,7 +311,10 @@ class _KafkaPythonMember(_MemberBase):
                 for r in recs:
                     self.note_record(tp.partition, r.offset, r.key)
                     batch[tp.partition] = r.offset + 1
-            commit(batch)
+            # The batch, and what a failed commit (around a rebalance) left behind: an
+            # at-least-once application retries, else the last records before the producer
+            # stops stay uncommitted until close.
+            commit(self.pending(self.owned | set(batch)))
         commit(self.pending(self.owned))
         self.note_revoked(sorted(self.owned), reason="close")
         self.closing = True
@@ -399,7 +405,8 @@ class _AiokafkaMember(_MemberBase):
                     for r in recs:
                         self.note_record(tp.partition, r.offset, r.key)
                         batch[tp.partition] = r.offset + 1
-                await commit(batch)
+                # As the other members: the batch and what a failed commit left behind.
+                await commit(self.pending(self.owned | set(batch)))
             await commit(self.pending(self.owned))
             self.note_revoked(sorted(self.owned), reason="close")
             self.closing = True
