@@ -59,10 +59,14 @@ FIXED_REAL_BUGS: dict[tuple[str, int, str], str] = {
     ("consumer", 156, "append-heavy"): diagnosis.ACK_WITHOUT_APPEND,
     # Found by the long run. Kafka's coordinator accepts such a commit (nothing orders
     # requests across connections); ours refuses a member's commit from a connection older
-    # than one it has committed on (offset_manager.OffsetManager._superseded).
+    # than one it has committed on (coordinator/newest_connections.py).
     ("classic", 4561, "default"): diagnosis.ORPHANED_COMMIT,
     ("classic", 7851, "default"): diagnosis.ORPHANED_COMMIT,
     ("classic", 10768, "default"): diagnosis.ORPHANED_COMMIT,
+    # Found by the long run: a member's ConsumerGroupHeartbeat left on a dropped connection,
+    # read after the member was given partitions over its new one, made one look revoked;
+    # heartbeats from replaced connections are refused now (newest_connections.py).
+    ("consumer", 33042, "default"): "a leftover heartbeat's old owned set released a partition its member held",
     ("classic", 239, "migrate"): "an online upgrade mid-rebalance converted emptied assignments, not what members held",
     ("classic", 691, "migrate"): "an online upgrade mid-rebalance converted emptied assignments, not what members held",
     ("classic", 1191, "migrate"): "a downgrade that failed to append was never tried again (timers cancelled)",

@@ -53,6 +53,7 @@ from .consumer_intervals import HeartbeatIntervals
 from .consumer_rebalance import ConsumerRebalance, MemberChange
 from .consumer_responses import answer_after_write, heartbeat_error
 from .consumer_sessions import ConsumerSessions, rebalance_key
+from .newest_connections import NewestConnections
 from .result import CoordinatorResult, Record, RequestContext
 from .timer import GuardedTimer
 from .topics_image import TopicsImage
@@ -135,9 +136,18 @@ class ConsumerGroupManager:
         self.intervals = HeartbeatIntervals(
             config, self.timeouts, lambda: sum(len(g.members) for g in self.groups.values())
         )
+        # A member's heartbeat from a connection older than one it has heartbeated on is a
+        # leftover of an abandoned connection: its owned partitions are stale, and reading
+        # them could release partitions the member has been given since (consumer seed
+        # 33042). Refused; see newest_connections.py.
+        self.heartbeat_connections = NewestConnections("ConsumerGroupHeartbeat", self._member_present)
 
     def get(self, group_id: str) -> ConsumerGroup | None:
         return self.groups.get(group_id)
+
+    def _member_present(self, group_id: str, member_id: str) -> bool:
+        group = self.groups.get(group_id)
+        return group is not None and group.has_member(member_id)
 
     # ================================================================ heartbeat
 
@@ -154,6 +164,9 @@ class ConsumerGroupManager:
         (what replaying ``preceding`` will build), to run the heartbeat against."""
         try:
             self._validate(ctx.api_version, req)
+            if self.heartbeat_connections.superseded(req.group_id, req.member_id, ctx.connection):
+                # Nobody reads the answer; a client that did would find the coordinator again.
+                return CoordinatorResult(response=heartbeat_error(ErrorCode.COORDINATOR_NOT_AVAILABLE))
             if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                 return self.sessions.leave(req, now_ms)
             return self._heartbeat(ctx, req, now_ms, list(preceding or ()), converted)

@@ -54,6 +54,7 @@ from .config import CoordinatorConfig
 from .consumer_group_manager import ConsumerGroupManager, validate_member_commit
 from .group import ClassicGroup
 from .group_manager import GroupManager
+from .newest_connections import NewestConnections
 from .offset_and_metadata import OffsetAndMetadata
 from .result import Completion, CoordinatorResult, Pending, RequestContext
 from .state import GroupState
@@ -91,10 +92,6 @@ def _java_length(text: str) -> int:
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
-# Entries of OffsetManager.commit_connections before gone members are pruned (at least).
-_PRUNE_CONNECTIONS_AT = 4096
-
-
 class OffsetManager:
     def __init__(
         self,
@@ -122,10 +119,9 @@ class OffsetManager:
         # here: a TxnOffsetCommit of an older epoch comes from a fenced producer (Kafka's
         # partition producer state refuses its append the same way).
         self.producer_epochs: dict[int, int] = {}
-        # (group, member id) -> the newest connection a commit of that member came on
-        # (RequestContext.connection); see ``_superseded``. Not state: never written or replayed.
-        self.commit_connections: dict[tuple[str, str], int] = {}
-        self._prune_connections_at = _PRUNE_CONNECTIONS_AT
+        # A member's commit from a connection older than one it has committed on is a
+        # leftover of an abandoned connection: refused (see newest_connections.py).
+        self.commit_connections = NewestConnections("OffsetCommit", self._member_present)
 
     # ================================================================ replay
 
@@ -226,7 +222,7 @@ class OffsetManager:
             error = validate_member_commit(consumer_group, member_id, generation, version)
             if error:
                 return CoordinatorResult(response=commit_error_response(req, error))
-            if self._superseded(ctx, group_id, member_id):
+            if self.commit_connections.superseded(group_id, member_id, ctx.connection):
                 return CoordinatorResult(response=commit_error_response(req, ErrorCode.REQUEST_TIMED_OUT))
         else:
             error, group = self._validate_commit(
@@ -238,7 +234,7 @@ class OffsetManager:
                 )
                 return CoordinatorResult(response=commit_error_response(req, error), events=fenced)
             assert group is not None
-            if self._superseded(ctx, group_id, member_id):
+            if self.commit_connections.superseded(group_id, member_id, ctx.connection):
                 return CoordinatorResult(response=commit_error_response(req, ErrorCode.REQUEST_TIMED_OUT))
             if group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE) and member_id in group.members:
                 # A classic member's commit keeps its session alive.
@@ -299,49 +295,12 @@ class OffsetManager:
 
         return CoordinatorResult(pending=own, records=records, after_append=after_append)
 
-    def _superseded(self, ctx: RequestContext, group_id: str, member_id: str) -> bool:
-        """Whether this commit came on an older connection than the member's last commit.
-
-        A member that gave up on a connection (a request timeout, a lost link) commits
-        again on a new one; its older commit may still be in flight on the old one and
-        reach us after the newer, which would move the offset back. Kafka accepts it
-        (nothing orders requests across connections). Clients send a member's group
-        requests on one connection at a time, so a commit from an older connection than
-        one the member has already committed on is such a leftover: refused, with an
-        error a client would retry on a fresh connection. Nobody reads its answer.
-        """
-        connection = ctx.connection
-        if not member_id or not connection:
-            return False
-        key = (group_id, member_id)
-        latest = self.commit_connections.get(key, 0)
-        if connection < latest:
-            log.info(
-                "group %s: refusing an OffsetCommit of member %s on a connection it replaced since (#%d < #%d)",
-                group_id,
-                member_id,
-                connection,
-                latest,
-            )
-            return True
-        if connection != latest:
-            self.commit_connections[key] = connection
-            if len(self.commit_connections) >= self._prune_connections_at:
-                self._prune_commit_connections()
-        return False
-
-    def _prune_commit_connections(self) -> None:
-        """Forget members that are gone (kept bounded by the live members)."""
-
-        def present(group_id: str, member_id: str) -> bool:
-            consumer_group = None if self.consumer_groups is None else self.consumer_groups.get(group_id)
-            if consumer_group is not None:
-                return consumer_group.has_member(member_id)
-            group = self.groups.get(group_id)
-            return group is not None and member_id in group.members
-
-        self.commit_connections = {k: c for k, c in self.commit_connections.items() if present(*k)}
-        self._prune_connections_at = max(_PRUNE_CONNECTIONS_AT, 2 * len(self.commit_connections))
+    def _member_present(self, group_id: str, member_id: str) -> bool:
+        consumer_group = None if self.consumer_groups is None else self.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            return consumer_group.has_member(member_id)
+        group = self.groups.get(group_id)
+        return group is not None and member_id in group.members
 
     # ================================================================ TxnOffsetCommit
 

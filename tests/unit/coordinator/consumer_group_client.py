@@ -50,6 +50,7 @@ def heartbeat(
     rebalance_timeout_ms: int = -1,
     version: int = 1,
     client_id: str = "client",
+    connection: int = 0,
 ) -> Any:
     request = ConsumerGroupHeartbeatRequest(
         group_id=group,
@@ -67,7 +68,7 @@ def heartbeat(
             for t, ps in owned.items()
         ],
     )
-    return ctx.send("consumer_group_heartbeat", request, version, client_id=client_id).response
+    return ctx.send("consumer_group_heartbeat", request, version, client_id=client_id, connection=connection).response
 
 
 def describe(ctx: GroupContext, *groups: str) -> Any:
@@ -86,6 +87,7 @@ class Member:
     epoch: int = 0
     owned: dict[str, set[int]] = field(default_factory=dict)
     last: Any = None
+    connection: int = 0  # the broker's number of the connection it sends on (0: none)
 
     def join(self) -> Any:
         self.epoch = 0
@@ -101,17 +103,28 @@ class Member:
                 owned={},
                 instance_id=self.instance_id,
                 rebalance_timeout_ms=REBALANCE_MS,
+                connection=self.connection,
             )
         )
 
     def beat(self) -> Any:
         owned = {t: sorted(ps) for t, ps in self.owned.items() if ps}
         return self._send(
-            heartbeat(self.ctx, self.group, self.member_id, self.epoch, owned=owned, instance_id=self.instance_id)
+            heartbeat(
+                self.ctx,
+                self.group,
+                self.member_id,
+                self.epoch,
+                owned=owned,
+                instance_id=self.instance_id,
+                connection=self.connection,
+            )
         )
 
     def leave(self, epoch: int = -1) -> Any:
-        return heartbeat(self.ctx, self.group, self.member_id, epoch, instance_id=self.instance_id)
+        return heartbeat(
+            self.ctx, self.group, self.member_id, epoch, instance_id=self.instance_id, connection=self.connection
+        )
 
     def _send(self, response: Any) -> Any:
         self.last = response

@@ -81,6 +81,34 @@ def test_a_consumer_group_member_commit_on_a_replaced_connection_is_refused() ->
     assert ctx.fetched("g", {"t": [0]}) == {("t", 0): 9}
 
 
+def test_a_heartbeat_on_a_replaced_connection_cannot_release_partitions() -> None:
+    """Consumer seed 33042: a member's heartbeat left on a connection it gave up on reached
+    the coordinator after the member had been given more partitions over its new connection.
+    It carried the previous epoch and an older owned set; Kafka accepts that (the member may
+    have lost the answer) and, the next target taking a partition away from the member, read
+    the partition missing from that old set as already revoked. It went to another member
+    while the first still held it. A heartbeat from a replaced connection is refused."""
+    ctx = GroupContext()
+    set_topics(ctx, t=2)
+    a = Member(ctx, "g", topics=["t"], connection=3)
+    a.join()
+    first_epoch = a.epoch
+    a.connection = 8  # a's link drops with a heartbeat of this epoch, owning nothing yet, in flight
+    set_topics(ctx, t=4)
+    settle(a)
+    assert a.partitions() == {("t", p) for p in range(4)} and a.epoch > first_epoch
+    b = Member(ctx, "g", topics=["t"])
+    b.join()  # the new target moves some of a's partitions to b once a has revoked them
+    late = heartbeat(ctx, "g", a.member_id, first_epoch, owned={}, connection=3)
+    assert late.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    b.beat()
+    assert not (a.partitions() & b.partitions()), "b was given a partition a still holds"
+    # A leftover leave is refused as well; a and b then settle as usual.
+    assert heartbeat(ctx, "g", a.member_id, -1, connection=3).error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    settle(a, b)
+    assert len(a.partitions()) == 2 and len(b.partitions()) == 2
+
+
 def test_offset_commit_checks_the_member_epoch() -> None:
     ctx = GroupContext()
     set_topics(ctx, t=2)

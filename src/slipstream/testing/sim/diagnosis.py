@@ -22,7 +22,7 @@ ACK_WITHOUT_APPEND = "consumer: ConsumerGroupHeartbeat answered OK though its re
 ORPHANED_COMMIT = (
     "both: a member's older OffsetCommit, sent on a connection it has since closed, is read by the broker "
     "after the member's newer commit on its new connection (same member and generation: Kafka accepts it; "
-    "OffsetManager._superseded refuses it)"
+    "OffsetManager.commit_connections refuses it)"
 )
 
 
