@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .lazy_exports import lazy_exports
+
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
@@ -29,16 +31,16 @@ if TYPE_CHECKING:
 __all__ = ["Broker", "BrokerConfig", "__version__"]
 
 
+_load_export = lazy_exports(
+    __name__, globals(), {"Broker": "broker.broker", "BrokerConfig": "broker.config"}
+)
+
+
 def __getattr__(name: str) -> Any:
     # Imported lazily so `import slipstream` stays cheap for client-only users.
     if name == "Broker":
-        from .broker.broker import Broker, load_all_modules
+        from .broker.broker import load_all_modules
 
         # All of the broker now, so an embedded start does not wait for its coordinators.
         load_all_modules()
-        return Broker
-    if name == "BrokerConfig":
-        from .broker.config import BrokerConfig
-
-        return BrokerConfig
-    raise AttributeError(name)
+    return _load_export(name)

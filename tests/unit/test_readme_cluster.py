@@ -69,8 +69,8 @@ def test_running_a_cluster_walkthrough(tmp_path: Path, postgres_url: str) -> Non
     consumed = out[out.index("created topic orders") : out.index("BROKERS")].splitlines()[1:]
     assert sorted(consumed) == ["k1\thello", "k2\tworld"]  # written through the second, read through the third
     status = out[out.index("BROKERS") :]
-    live = re.findall(r"^([123])\s+127\.0\.0\.1\s+\d+\s+live\s", status, re.M)
-    assert sorted(live) == ["1", "2", "3"]
+    live = re.findall(r"^([123])\s+live\s+\d+\s+\d+\s+PLAINTEXT://127\.0\.0\.1:(\d+)$", status, re.M)
+    assert sorted(live) == [(str(n), ports[str(default)]) for n, default in ((1, 9092), (2, 9093), (3, 9094))]
     leaders = re.findall(r"^orders\s+(\d)\s+([123])\s+\d+$", status, re.M)
     assert [p for p, _ in leaders] == [str(p) for p in range(6)]
     assert {node for _, node in leaders} == {"1", "2", "3"}  # spread over the three

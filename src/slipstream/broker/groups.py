@@ -44,6 +44,7 @@ from ..coordinator.config import (
     ConsumerGroupTimeouts,
     MigrationPolicy,
 )
+from ..coordinator.offset_and_metadata import OffsetAndMetadata
 from ..coordinator.result import RequestContext as CoordinatorContext
 from ..log.api import LogFenced, PartitionLog
 from ..protocol.apis.consumer_group_describe import (
@@ -367,6 +368,12 @@ class GroupCoordinatorAdapter:
             ConsumerGroupDescribeResponse,
             await self.call(lambda now: self.coordinator.consumer_group_describe(ctx, request, now)),
         )
+
+    def committed_offsets(self, group_id: str) -> dict[tuple[str, int], OffsetAndMetadata]:
+        """The group's committed offsets as an OffsetFetch of every partition answers them
+        (only durable ones, unsynced_offsets.py): what the admin listener shows."""
+        applied = self.coordinator.committed_offsets(group_id)
+        return self._unsynced.durable_offsets(group_id, applied) if self._unsynced else applied
 
     def history_for(self, group_id: str, since: int = 0) -> list[dict[str, Any]]:
         """The group's rebalance history, oldest first, as JSON-able dicts numbered by ``seq``

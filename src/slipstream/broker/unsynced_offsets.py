@@ -15,11 +15,11 @@ and every other reader - OffsetDelete, DeleteGroups, retention, ListGroups - run
 under the adapter's lock, which the un-batched writes hold through their sync). The
 only reader that runs while a write's sync is outstanding is whatever follows a
 group-committed OffsetCommit, whose sync runs outside the lock; of those, only
-OffsetFetch reads offsets (the admin console's lag view reads the applied values: a
-gauge, nobody resumes from it). So the durable view is a few keys deep and touches
-one answer. After a failed sync the other readers act on the applied value (OffsetDelete
-or expiry write a tombstone for it, ListGroups counts it): each only adds records whose
-own sync decides what OffsetFetch shows.
+OffsetFetch and the admin listener (lag and committed offsets in its API, console and
+metrics: ``durable_offsets``) read offsets. So the durable view is a few keys deep and
+touches those two readers. After a failed sync the other readers act on the applied
+value (OffsetDelete or expiry write a tombstone for it, ListGroups counts it): each only
+adds records whose own sync decides what OffsetFetch shows.
 
 Writes are offset commits and their tombstones (OffsetCommit, OffsetDelete,
 DeleteGroups, expiry) and a transaction's COMMIT marker, which makes its offsets
@@ -209,7 +209,24 @@ class UnsyncedOffsets:
         if not by_tp:
             del self._by_group[entry.group_id]
 
-    # ---------------------------------------------------------------- OffsetFetch
+    # ---------------------------------------------------------------- readers
+
+    def durable_offsets(
+        self, group_id: str, applied: dict[TopicPartition, OffsetAndMetadata]
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """A group's committed offsets as OffsetFetch answers them for every partition:
+        ``applied`` (the coordinator's) with each unsynced one at its durable value."""
+        unsynced = self._by_group.get(group_id)
+        if unsynced is None:
+            return applied
+        shown = dict(applied)
+        for tp, entry in unsynced.items():
+            if entry.durable is None:
+                shown.pop(tp, None)
+            else:
+                shown[tp] = entry.durable
+        return shown
+
 
     def show_durable(self, version: int, request: OffsetFetchRequest, response: OffsetFetchResponse) -> None:
         """Rewrite the coordinator's OffsetFetch answer so each offset with unsynced writes

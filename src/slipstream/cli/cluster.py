@@ -9,10 +9,10 @@ import argparse
 import asyncio
 import os
 from collections import Counter, defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..broker.cluster import database
-from ..broker.cluster.assignment import Lease, current_leader, live_brokers
+from ..broker.cluster.assignment import BrokerRow, Lease, current_leader, live_brokers
 from ..coordinator import OFFSETS_TOPIC
 from .table import format_table
 
@@ -63,7 +63,7 @@ async def status_lines(url: str, session_ms: int) -> list[str]:
     return render(now, rows, live_ids, leases)
 
 
-def render(now: int, rows: list[Any], live_ids: list[int], leases: dict[tuple[str, int], Lease]) -> list[str]:
+def render(now: int, rows: list[BrokerRow], live_ids: list[int], leases: dict[tuple[str, int], Lease]) -> list[str]:
     led: Counter[int] = Counter()
     by_topic: dict[str, list[tuple[int, Lease | None]]] = defaultdict(list)
     for (topic, partition), lease in sorted(leases.items()):
@@ -73,10 +73,10 @@ def render(now: int, rows: list[Any], live_ids: list[int], leases: dict[tuple[st
         by_topic[topic].append((partition, leader))
     lines = ["BROKERS"]
     lines += format_table(
-        ["NODE", "HOST", "PORT", "STATE", "HEARTBEAT-AGE-MS", "PARTITIONS-LED"],
+        ["NODE", "STATE", "HEARTBEAT-AGE-MS", "PARTITIONS-LED", "LISTENERS"],
         [
-            (b.node_id, b.host, b.port, "live" if b.node_id in live_ids else "dead", max(now - b.heartbeat_ms, 0),
-             led.get(b.node_id, 0))
+            (b.node_id, "live" if b.node_id in live_ids else "dead", max(now - b.heartbeat_ms, 0),
+             led.get(b.node_id, 0), listeners(b))
             for b in rows
         ],
     )
@@ -97,6 +97,15 @@ def render(now: int, rows: list[Any], live_ids: list[int], leases: dict[tuple[st
             ["NODE", "PARTITIONS"], [(node, _ranges(parts)) for node, parts in sorted(owners.items())]
         )
     return lines
+
+
+def listeners(row: BrokerRow) -> str:
+    """Every listener the broker registered, as Kafka's ``listeners`` setting writes them
+    ("PLAINTEXT://host:9092,CLIENTS://name:9093"); a row from before listeners were
+    registered has only its host and port, which serve every listener."""
+    if not row.listeners:
+        return f"{row.host}:{row.port}"
+    return ",".join(f"{e.name}://{e.host}:{e.port}" for e in row.listeners)
 
 
 def _node(lease: Lease | None) -> str:

@@ -28,7 +28,6 @@ expiring fences the member.
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable
 
 from ..protocol import consumer_protocol as cp
@@ -49,6 +48,7 @@ from .consumer import ConsumerGroup, ConsumerGroupMember, MemberState, replaceme
 from .consumer.member import ClassicMemberMetadata
 from .consumer_group_manager import ConsumerGroupManager
 from .consumer_rebalance import MemberChange
+from .member_ids import random_uuid_string
 from .migration import to_assignment_bytes, to_partition_map
 from .result import CoordinatorResult, Record, RequestContext
 
@@ -74,11 +74,12 @@ class ClassicMembers:
 
     def __init__(self, manager: ConsumerGroupManager, new_member_id: Callable[[str], str] | None = None) -> None:
         """``new_member_id(client_id)``: the id of a classic member joining without one (Kafka:
-        a plain uuid in a consumer group); the simulator injects one so a seed replays exactly."""
+        its random Uuid string in a consumer group, member_ids.py); the simulator injects one
+        so a seed replays exactly."""
         self.manager = manager
         self.sessions = manager.sessions
         self.timer = manager.timer
-        self.new_member_id = new_member_id or (lambda _client_id: str(uuid.uuid4()))
+        self.new_member_id = new_member_id or (lambda _client_id: random_uuid_string())
 
     # ================================================================ JoinGroup
 

@@ -53,6 +53,7 @@ from .consumer_intervals import HeartbeatIntervals
 from .consumer_rebalance import ConsumerRebalance, MemberChange
 from .consumer_responses import answer_after_write, heartbeat_error
 from .consumer_sessions import ConsumerSessions, rebalance_key
+from .member_ids import random_uuid_string
 from .newest_connections import NewestConnections
 from .result import CoordinatorResult, Record, RequestContext
 from .timer import GuardedTimer
@@ -121,7 +122,10 @@ class ConsumerGroupManager:
         topics: Callable[[], TopicsImage],
         partition_for: Callable[[str], int],
         timeouts: Callable[[str], ConsumerGroupTimeouts] | None = None,
+        new_member_id: Callable[[str], str] | None = None,
     ) -> None:
+        """``new_member_id(client_id)``: the id of a member whose heartbeat (v0) has none
+        (default: Kafka's random Uuid string); the simulator injects one so a seed replays."""
         self.config = config
         self.timer = timer
         self.topics = topics
@@ -130,6 +134,7 @@ class ConsumerGroupManager:
             config.consumer_group_session_timeout_ms, config.consumer_group_heartbeat_interval_ms
         )
         self.timeouts = timeouts or (lambda _group_id: default)
+        self.new_member_id = new_member_id or (lambda _client_id: random_uuid_string())
         self.groups: dict[str, ConsumerGroup] = {}
         self.rebalance = ConsumerRebalance(config, topics, partition_for)
         self.sessions = ConsumerSessions(timer, self.groups, topics, partition_for, self.timeouts)
@@ -245,7 +250,7 @@ class ConsumerGroupManager:
             if epoch != JOIN_GROUP_MEMBER_EPOCH:
                 raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
             group = ConsumerGroup(group_id)  # a scratch view: replaying the records creates the group
-        member_id = req.member_id or str(uuid.uuid4())
+        member_id = req.member_id or self.new_member_id(ctx.client_id)
         if len(group.members) >= self.config.consumer_group_max_size and not group.has_member(member_id):
             raise KafkaError(
                 ErrorCode.GROUP_MAX_SIZE_REACHED,

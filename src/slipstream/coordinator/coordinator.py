@@ -89,8 +89,9 @@ class GroupCoordinator:
         """``timer``: where the coordinator schedules its work (see ``timer.py``).
         ``partition_exists(topic, partition)``: OffsetCommit/OffsetDelete answer
         UNKNOWN_TOPIC_OR_PARTITION when False (default: everything exists).
-        ``member_id_factory(client_id_or_instance_id)``: new member ids
-        (default ``<prefix>-<uuid4>``, like Kafka).
+        ``member_id_factory(client_id_or_instance_id)``: new member ids (default, like
+        Kafka: ``<prefix>-<uuid4>`` in classic groups, a random Uuid string in consumer
+        groups, ``member_ids.py``).
         ``topics()``: the broker's topics now (ids, partition counts), for consumer groups.
         ``consumer_group_timeouts(group_id)``: a consumer group's session timeout and
         heartbeat interval (default: the config's, for every group).
@@ -108,6 +109,7 @@ class GroupCoordinator:
             topics or (lambda: EMPTY_TOPICS_IMAGE),
             self.partition_for,
             consumer_group_timeouts,
+            member_id_factory,
         )
         self.offset_manager = OffsetManager(
             self.config, self.group_manager, self._new_pending, partition_exists, self.consumer_groups

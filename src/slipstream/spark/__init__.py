@@ -19,7 +19,9 @@ import contextlib
 import logging
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -66,17 +68,13 @@ def _which(program: str) -> str:
     return shutil.which(program) or program
 
 
-def __getattr__(name: str) -> Any:
-    if name == "SlipstreamDataSource":
-        from .source import SlipstreamDataSource
-
-        return SlipstreamDataSource
-    if name == "get_session":
-        from .session import get_session
-
-        return get_session
-    if name == "GroupProgressListener":
-        from .progress import GroupProgressListener
-
-        return GroupProgressListener
-    raise AttributeError(name)
+# The data source classes import pyspark, so they load on first use.
+__getattr__ = lazy_exports(
+    __name__,
+    globals(),
+    {
+        "GroupProgressListener": "progress",
+        "SlipstreamDataSource": "source",
+        "get_session": "session",
+    },
+)

@@ -3,16 +3,13 @@ a broker (``create_topic``, ``read_to_end``), the test-peer rule and the group s
 
 from __future__ import annotations
 
-from typing import Any
+from ..lazy_exports import lazy_exports
 
 __all__ = ["create_topic", "read_to_end"]
 
 
-def __getattr__(name: str) -> Any:
-    # Lazily: the plugin module imports this package at pytest start-up, which should
-    # not load the whole client.
-    if name in __all__:
-        from . import helpers
-
-        return getattr(helpers, name)
-    raise AttributeError(name)
+# Lazily: the plugin module imports this package at pytest start-up, which should
+# not load the whole client.
+__getattr__ = lazy_exports(
+    __name__, globals(), {"create_topic": "helpers", "read_to_end": "helpers"}
+)

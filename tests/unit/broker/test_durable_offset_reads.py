@@ -9,13 +9,16 @@ replaced by a gate the test opens or fails, so nothing depends on timing.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from slipstream.broker.admin.http_server import HttpRequest
 from slipstream.broker.broker import Broker
 from slipstream.broker.groups import GroupCoordinatorAdapter
 from slipstream.broker.unsynced_offsets import UnsyncedOffsets
+from slipstream.client import AIOProducer
 from slipstream.coordinator import records as rec
 from slipstream.coordinator.offset_and_metadata import OffsetAndMetadata
 from slipstream.coordinator.result import RequestContext
@@ -95,8 +98,8 @@ class GatedSync:
         raise AssertionError("no sync started")
 
 
-async def gated(tmp_path: Path) -> tuple[Broker, GroupCoordinatorAdapter, GatedSync]:
-    broker, adapter = await started(storage="disk", data_dir=str(tmp_path), durability="fsync")
+async def gated(tmp_path: Path, **settings: Any) -> tuple[Broker, GroupCoordinatorAdapter, GatedSync]:
+    broker, adapter = await started(storage="disk", data_dir=str(tmp_path), durability="fsync", **settings)
     gate = GatedSync(adapter.state.committer.sync)
     adapter.state.committer.sync = gate  # type: ignore[method-assign]
     return broker, adapter, gate
@@ -254,6 +257,52 @@ async def test_offsets_a_transaction_commits_are_shown_once_its_marker_is_synced
         await broker.stop()
 
 
+async def admin_get(broker: Broker, path: str) -> str:
+    assert broker.admin is not None
+    response = await broker.admin.answer(HttpRequest("GET", path, {}, "HTTP/1.1", {}))
+    assert response.status == 200, response
+    return response.body.decode()
+
+
+async def test_the_admin_listener_shows_the_offsets_offset_fetch_answers(tmp_path: Path) -> None:
+    """Lag and committed offsets in the admin API, console and metrics are what a consumer
+    would resume from: the durable offset while a newer commit waits for its sync."""
+    broker, adapter, gate = await gated(tmp_path, admin_port=0)
+    assert broker.admin is not None and broker.state is not None
+    try:
+        async with AIOProducer(broker.bootstrap_servers, linger_ms=0) as producer:
+            for _ in range(4):
+                await producer.send_and_wait("t", b"v", partition=0)
+        assert codes(await adapter.offset_commit(COMMIT_V9, commit("g", 0, 1))) == [0]
+        gate.gate.clear()
+        pending = asyncio.ensure_future(adapter.offset_commit(COMMIT_V9, commit("g", 0, 3)))
+        await gate.until_waiting()
+        assert adapter.coordinator.committed_offsets("g")[("t", 0)].offset == 3  # applied, not durable
+        assert await every(adapter, 8) == {("t", 0): 1}
+
+        document = json.loads(await admin_get(broker, "/api/groups/g"))
+        assert document["offsets"] == [
+            {"topic": "t", "partition": 0, "committed_offset": 1, "log_end_offset": 4, "lag": 3}
+        ]
+        assert [g["lag"] for g in json.loads(await admin_get(broker, "/api/groups")) if g["group_id"] == "g"] == [3]
+        metrics = await admin_get(broker, "/metrics")
+        labels = 'group="g",partition="0",topic="t"'
+        assert f"slipstream_consumer_group_committed_offset{{{labels}}} 1.0" in metrics
+        assert f"slipstream_consumer_group_lag{{{labels}}} 3.0" in metrics
+        broker.admin.sample_lag()
+        history = json.loads(await admin_get(broker, "/api/groups/g/lag"))
+        # (The listener's own sampler may have added samples since the first commit: lag 3 too.)
+        assert history["samples"]
+        assert all(sample["lag"] == {"t-0": 3} for sample in history["samples"])
+
+        gate.gate.set()
+        assert codes(await pending) == [0]
+        document = json.loads(await admin_get(broker, "/api/groups/g"))
+        assert [(p["committed_offset"], p["lag"]) for p in document["offsets"]] == [(3, 1)]
+    finally:
+        await broker.stop()
+
+
 async def test_default_durability_reads_what_is_applied_and_never_syncs(tmp_path: Path) -> None:
     broker, adapter = await started(storage="disk", data_dir=str(tmp_path))
     try:
@@ -316,6 +365,25 @@ def test_a_sync_makes_durable_only_the_writes_made_before_it_was_asked_for() -> 
     view.synced(plog, view.sync_mark())
     assert not view
     assert shown() == -2  # nothing unsynced: the coordinator's answer as it was
+
+
+def test_the_durable_offsets_of_a_group_overlay_the_applied_ones() -> None:
+    view = UnsyncedOffsets()
+    plog = MemoryLog(LogConfig())
+    durable = {("g", "t", 0): om(1), ("g", "t", 1): om(7)}
+    records = [
+        rec.offset_commit_record(0, "g", "t", 0, om(2)),  # moved: shown at 1
+        rec.offset_tombstone(0, "g", "t", 1),  # deleted: still shown at 7
+        rec.offset_commit_record(0, "g", "t", 2, om(5)),  # new: not shown yet
+    ]
+    view.written(plog, 0, records, lambda g, t, p: durable.get((g, t, p)))
+    applied = {("t", 0): om(2), ("t", 2): om(5), ("t", 3): om(9)}
+
+    assert view.durable_offsets("g", applied) == {("t", 0): om(1), ("t", 1): om(7), ("t", 3): om(9)}
+    assert applied == {("t", 0): om(2), ("t", 2): om(5), ("t", 3): om(9)}  # not changed in place
+    assert view.durable_offsets("other", applied) is applied
+    view.synced(plog, view.sync_mark())
+    assert view.durable_offsets("g", applied) is applied
 
 
 def test_forgetting_an_offsets_partition_drops_its_writes() -> None:

@@ -8,6 +8,8 @@ member call ``ctx.consumer_heartbeat`` with the fields they want.
 
 from __future__ import annotations
 
+import base64
+import re
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +29,14 @@ REBALANCE_MS = 30_000
 
 def topic_id(name: str) -> uuid.UUID:
     return uuid.uuid5(uuid.NAMESPACE_OID, name)
+
+
+def is_kafka_uuid_string(text: str) -> bool:
+    """22 URL-safe base64 characters of a version 4 UUID, as Kafka's Uuid.toString() writes
+    the member ids its coordinator makes in consumer groups."""
+    if not re.fullmatch(r"[A-Za-z0-9_-]{22}", text) or text.startswith("-"):
+        return False
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "==")).version == 4
 
 
 def set_topics(ctx: GroupContext, **partitions: int) -> None:

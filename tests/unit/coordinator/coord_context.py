@@ -124,6 +124,8 @@ class GroupContext:
     topics: TopicsImage = field(default_factory=TopicsImage)
     # group id -> its consumer-group timeouts, when a test gives a group its own configs.
     consumer_group_timeouts: Any = None
+    # New member ids: "<client id>-<n>" (replayable) unless the coordinator's own (random) ones.
+    random_member_ids: bool = False
 
     def __post_init__(self) -> None:
         self.timer = ManualTimer(start_ms=1_000_000)
@@ -132,7 +134,7 @@ class GroupContext:
             self.config,
             timer=self.timer,
             partition_exists=self.partition_exists,
-            member_id_factory=lambda prefix: f"{prefix}-{next(ids)}",
+            member_id_factory=None if self.random_member_ids else lambda prefix: f"{prefix}-{next(ids)}",
             topics=lambda: self.topics,
             consumer_group_timeouts=self.consumer_group_timeouts,
         )

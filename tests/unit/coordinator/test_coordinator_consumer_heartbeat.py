@@ -12,6 +12,7 @@ from consumer_group_client import (
     check_single_owner,
     describe,
     heartbeat,
+    is_kafka_uuid_string,
     set_topics,
     settle,
 )
@@ -199,6 +200,23 @@ def test_request_validation_matches_kafka() -> None:
     # v0 lets the coordinator pick the member id.
     v0 = heartbeat(ctx, "g", "", 0, topics=["t"], owned={}, rebalance_timeout_ms=1, version=0)
     assert v0.error_code == 0 and v0.member_id
+
+
+def test_a_v0_member_without_an_id_gets_one_from_the_member_id_factory() -> None:
+    ctx = GroupContext()
+    set_topics(ctx, t=1)
+    v0 = heartbeat(ctx, "g", "", 0, topics=["t"], owned={}, rebalance_timeout_ms=1, version=0, client_id="c")
+    assert (v0.error_code, v0.member_id, v0.member_epoch) == (ErrorCode.NONE, "c-1", 1)
+    assert group_of(ctx).has_member("c-1")
+
+
+def test_a_v0_member_id_made_by_the_coordinator_is_a_kafka_uuid_string() -> None:
+    ctx = GroupContext(random_member_ids=True)
+    set_topics(ctx, t=1)
+    v0 = heartbeat(ctx, "g", "", 0, topics=["t"], owned={}, rebalance_timeout_ms=1, version=0)
+    assert v0.error_code == ErrorCode.NONE
+    assert is_kafka_uuid_string(v0.member_id)
+    assert group_of(ctx).has_member(v0.member_id)
 
 
 def test_group_max_size() -> None:

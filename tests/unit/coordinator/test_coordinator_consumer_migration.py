@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from consumer_group_client import Member, describe, set_topics
+from consumer_group_client import Member, describe, is_kafka_uuid_string, set_topics
 from coord_context import SESSION_MS, GroupContext, assignment
 
 from slipstream.coordinator import CoordinatorConfig, GroupCoordinator, GroupState, ManualTimer
@@ -401,6 +401,16 @@ def test_a_classic_consumer_joins_a_consumer_group_with_members() -> None:
     assert ctx.leave("g", (x.member_id, None)).error == 0
     group = ctx.coordinator.consumer_group("g")
     assert group.member(x.member_id) is None and group.group_epoch == epoch + 1
+
+
+def test_a_classic_member_id_made_in_a_consumer_group_is_a_kafka_uuid_string() -> None:
+    config = dataclasses.replace(GroupContext().config, consumer_group_migration_policy=MigrationPolicy.BIDIRECTIONAL)
+    ctx = GroupContext(config=config, random_member_ids=True)
+    set_topics(ctx, t=4)
+    Member(ctx, "g", topics=["t"]).join()
+    first = ctx.join("g", protos=[("range", subscription(["t"]))])
+    assert first.error == ErrorCode.MEMBER_ID_REQUIRED
+    assert is_kafka_uuid_string(first.response.member_id)
 
 
 def test_a_classic_member_that_stops_heartbeating_is_fenced_after_its_session() -> None:

@@ -7,17 +7,23 @@ here runs on the event loop between requests, so it sees one consistent state.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ...coordinator.coordinator import GroupCoordinator
 from ...coordinator.group_admin import CLASSIC_GROUP_TYPE, CONSUMER_GROUP_TYPE
+from ...coordinator.offset_and_metadata import OffsetAndMetadata
 from ...coordinator.state import GroupState
 from ...protocol import consumer_protocol as cp
 from ..state import BrokerState
 from ..topics import Topic
 
 _DEAD = "Dead"
+
+# A group's committed offsets as OffsetFetch answers them (durable ones only: the group
+# adapter's ``committed_offsets``), so lag shown here is what a consumer would resume from.
+CommittedOffsets = Callable[[str], dict[tuple[str, int], OffsetAndMetadata]]
 
 
 @dataclass(frozen=True)
@@ -83,11 +89,11 @@ def groups_with_offsets(coordinator: GroupCoordinator) -> list[str]:
     return sorted(set(coordinator.group_ids()) | set(coordinator.offset_manager.offsets))
 
 
-def group_lag(state: BrokerState, coordinator: GroupCoordinator, group_id: str) -> list[PartitionLag]:
+def group_lag(state: BrokerState, committed_offsets: CommittedOffsets, group_id: str) -> list[PartitionLag]:
     """Committed offset against log end for every partition the group has committed
     (partitions of deleted topics are left out)."""
     out: list[PartitionLag] = []
-    for (topic, partition), committed in sorted(coordinator.committed_offsets(group_id).items()):
+    for (topic, partition), committed in sorted(committed_offsets(group_id).items()):
         plog = state.topics.partition(topic, partition)
         if plog is None:
             continue
@@ -130,18 +136,22 @@ def _topic_dict(state: BrokerState, name: str, topic: Topic) -> dict[str, Any]:
     }
 
 
-def groups_document(state: BrokerState, coordinator: GroupCoordinator) -> list[dict[str, Any]]:
+def groups_document(
+    state: BrokerState, coordinator: GroupCoordinator, committed_offsets: CommittedOffsets
+) -> list[dict[str, Any]]:
     return [
-        {**_summary_dict(s), "lag": sum(p.lag for p in group_lag(state, coordinator, s.group_id))}
+        {**_summary_dict(s), "lag": sum(p.lag for p in group_lag(state, committed_offsets, s.group_id))}
         for s in group_summaries(coordinator)
     ]
 
 
-def group_document(state: BrokerState, coordinator: GroupCoordinator, group_id: str) -> dict[str, Any] | None:
+def group_document(
+    state: BrokerState, coordinator: GroupCoordinator, committed_offsets: CommittedOffsets, group_id: str
+) -> dict[str, Any] | None:
     summary = group_summary(coordinator, group_id)
     if summary is None:
         return None
-    lag = group_lag(state, coordinator, group_id)
+    lag = group_lag(state, committed_offsets, group_id)
     return {
         **_summary_dict(summary),
         "members": _members(state, coordinator, group_id),

@@ -1,14 +1,15 @@
 """The ``consumer`` group type of KIP-848 (``group.protocol=consumer``): its model and
 algorithms, independent of the wire format. See docs/architecture/kip848-coordinator.md.
 
-The names below are imported from their modules on first use (PEP 562), so importing one
-module of this package does not load all of it.
+The names below are imported from their modules on first use (``lazy_exports``), so
+importing one module of this package does not load all of it.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from slipstream.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from .assignors import (
@@ -117,10 +118,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, globals(), _EXPORTS)

@@ -1,13 +1,14 @@
 """Server-side assignors of ``consumer`` groups, by the name a member asks for.
 
-The names below are imported from their modules on first use (PEP 562), so importing one
-module of this package does not load all of it.
+The names below are imported from their modules on first use (``lazy_exports``), so
+importing one module of this package does not load all of it.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from slipstream.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from .base import (
@@ -51,10 +52,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, globals(), _EXPORTS)
