@@ -15,7 +15,9 @@ values with acks=all and idempotence (linger.ms=5) round-robin over the partitio
 bootstrapped through every broker (it sends each partition to its leader), then
 consumes them from the beginning (``--repeat``: every size that many times, in turn,
 and the median reported; ``--costs``: what the produce phase cost - CPU seconds of
-each broker and of PostgreSQL, and the database's commits and WAL syncs). Then failover: a two-member group commits as it
+each broker and of PostgreSQL, and the database's commits and WAL syncs;
+``--statements``: also the statements PostgreSQL ran while producing, by kind, from
+pg_stat_statements). Then failover: a two-member group commits as it
 consumes while a producer runs; the broker that coordinates the group is killed with
 SIGKILL; the time until the group's next successful commit is reported, over
 ``--rounds`` kills (the killed broker is started again between rounds).
@@ -96,6 +98,44 @@ class Costs:
         )
 
 
+# Server settings for --statements: count every statement by kind while producing.
+STATEMENT_SETTINGS = {"shared_preload_libraries": "pg_stat_statements", "pg_stat_statements.max": "1000"}
+
+
+def reset_statements(server_url: str) -> None:
+    import asyncpg
+
+    async def reset() -> None:
+        conn = await asyncpg.connect(server_url)
+        try:
+            await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            await conn.execute("SELECT pg_stat_statements_reset()")
+        finally:
+            await conn.close()
+
+    asyncio.run(reset())
+
+
+def statement_counts(server_url: str) -> list[tuple[int, float, str]]:
+    """(calls, total ms, statement) of every statement run since ``reset_statements``,
+    most called first (the reading connection's own left out)."""
+    import asyncpg
+
+    async def read() -> list[tuple[int, float, str]]:
+        conn = await asyncpg.connect(server_url)
+        try:
+            rows = await conn.fetch(
+                "SELECT calls, total_exec_time, query FROM pg_stat_statements "
+                "WHERE query NOT LIKE '%pg_stat_statements%' AND query NOT LIKE '%pg_stat_database%' "
+                "ORDER BY calls DESC"
+            )
+        finally:
+            await conn.close()
+        return [(int(r["calls"]), float(r["total_exec_time"]), " ".join(r["query"].split())) for r in rows]
+
+    return asyncio.run(read())
+
+
 def database_counters(database_url: str) -> tuple[int, int]:
     """(commits of this database, WAL syncs of the server) as the statistics say now."""
     import asyncpg
@@ -174,8 +214,11 @@ def throughput(
     count: int,
     partitions: int,
     costs: tuple[PostgresServer, str] | None = None,
+    statements: bool = False,
 ) -> tuple[Rate, Rate]:
-    """``costs``: the server and the cluster's database, to log what producing cost."""
+    """``costs``: the server and the cluster's database, to log what producing cost;
+    ``statements``: also the statements it ran, by kind (the server preloads
+    pg_stat_statements)."""
     topic = f"bench-{name.replace(' ', '-')}"
     create_topics(brokers.bootstrap, {WARMUP_TOPIC: 1, topic: partitions}, 30)
     wait_led(brokers.bootstrap, topic, partitions, len(brokers.procs))
@@ -189,6 +232,8 @@ def throughput(
                      postgres_cpu_seconds(costs[0]), commits, syncs)  # fmt: skip
 
     before = sample() if costs else None
+    if costs and statements:
+        reset_statements(costs[0].url)
     produced = produce_phase(brokers.bootstrap, topic, partitions, VALUE_SIZE, count, True, 600)
     log(f"{name}: produce {produced}")
     if before is not None:
@@ -200,10 +245,21 @@ def throughput(
             after.commits - before.commits,
             after.wal_syncs - before.wal_syncs,
         )
-        log(f"{name}: produce cost {spent}")
+        log(f"{name}: produce cost {spent}; per 1,000 records: {per_thousand(spent, count)}")
+        if costs is not None and statements:
+            for calls, total_ms, query in statement_counts(costs[0].url)[:25]:
+                log(f"{name}:   {calls * 1000 / count:8.2f} calls/1k rec {total_ms:9.1f} ms  {query[:150]}")
     consumed = consume_phase(brokers.bootstrap, topic, partitions, count, {}, 600)
     log(f"{name}: consume {consumed}")
     return produced, consumed
+
+
+def per_thousand(spent: Costs, count: int) -> str:
+    scale = 1000 / count
+    return (
+        f"broker CPU {sum(spent.broker_cpu) * scale * 1000:.1f} ms, postgres CPU {spent.postgres_cpu * scale * 1000:.1f} ms, "
+        f"commits {spent.commits * scale:.1f}, WAL syncs {spent.wal_syncs * scale:.1f}"
+    )
 
 
 def coordinator_of(database_url: str, group: str) -> int:
@@ -380,6 +436,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-failover", action="store_true", help="skip the kill -9 rounds")
     parser.add_argument("--costs", action="store_true", help="log CPU, commits and WAL syncs of each produce")
     parser.add_argument(
+        "--statements", action="store_true", help="with --costs: log the statements of each produce, by kind"
+    )
+    parser.add_argument(
         "--against", metavar="SRC", help="also run every cluster from another tree's src directory, interleaved"
     )
     opts = parser.parse_args(argv)
@@ -400,7 +459,7 @@ def main(argv: list[str] | None = None) -> int:
                     disk.start(1)
                     runs.setdefault("disk, 1 broker", []).append(throughput("disk", disk, opts.count, opts.partitions))
                     disk.close()
-            pg = stack.enter_context(PostgresServer())
+            pg = stack.enter_context(PostgresServer(settings=STATEMENT_SETTINGS if opts.statements else None))
             sources: list[str | None] = [None] if opts.against is None else [None, opts.against]
             for run, size, source in ((r, n, s) for r in range(opts.repeat) for n in sizes for s in sources):
                 url = fresh_database(pg.url)
@@ -421,6 +480,7 @@ def main(argv: list[str] | None = None) -> int:
                         opts.count,
                         opts.partitions,
                         (pg, url) if opts.costs else None,
+                        opts.statements,
                     )
                 )
                 if size == 3 and run == opts.repeat - 1 and not opts.no_failover and source is None:
