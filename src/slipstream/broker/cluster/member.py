@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...coordinator import OFFSETS_TOPIC
 from ...coordinator.transactions import TRANSACTION_STATE_TOPIC
+from ...log.postgres.runner import keep_session
 from ..listeners import PLAINTEXT
 from ..security import acl_store
 from ..security.credentials import FILE_NAME as CREDENTIALS_FILE
@@ -64,7 +65,8 @@ class ClusterMember:
         self.groups = groups
         self.transactions = transactions
         self._pool = await asyncpg.create_pool(
-            self._url, min_size=1, max_size=2, timeout=self._timeout_s, command_timeout=self._timeout_s
+            self._url, min_size=1, max_size=2, timeout=self._timeout_s, command_timeout=self._timeout_s,
+            reset=keep_session,
         )
         await self._listen()
         await self.tick()
