@@ -141,16 +141,15 @@ class ClusterMember:
     async def _tick(self) -> None:
         view, me = self.view, self.view.node_id
         async with self._pool.acquire() as conn:
-            now, rows = await database.heartbeat(conn, me, self._listeners())
-            renewed = await database.renew(conn, me, self.session_ms)
+            beat = await database.beat(conn, me, self._listeners(), self.session_ms)
+            now, rows, leases = beat.now_ms, beat.brokers, beat.leases
             self._last_renewed_ms = self.state.clock()
-            lost = {tp: e for tp, e in view.held.items() if renewed.get(tp) != e}
+            lost = {tp: e for tp, e in view.held.items() if beat.renewed.get(tp) != e}
             if lost:
                 log.warning("lost the lease of %d partitions: %s", len(lost), sorted(lost)[:10])
                 await self._lose(lost, release=False)
             await self._refresh_topics()
             await self._refresh_security()
-            leases = await database.leases(conn)
             live = live_brokers(rows, now, self.session_ms)
             partitions = [
                 (topic.name, index) for topic in list(self.state.topics.topics.values())
