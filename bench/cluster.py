@@ -123,22 +123,24 @@ def reset_statements(server_url: str) -> None:
     asyncio.run(reset())
 
 
-def statement_counts(server_url: str) -> list[tuple[int, float, str]]:
-    """(calls, total ms, statement) of every statement run since ``reset_statements``,
+def statement_counts(server_url: str) -> list[tuple[int, int, float, str]]:
+    """(calls, rows, total ms, statement) of every statement run since ``reset_statements``,
     most called first (the reading connection's own left out)."""
     import asyncpg
 
-    async def read() -> list[tuple[int, float, str]]:
+    async def read() -> list[tuple[int, int, float, str]]:
         conn = await asyncpg.connect(server_url)
         try:
             rows = await conn.fetch(
-                "SELECT calls, total_exec_time, query FROM pg_stat_statements "
+                "SELECT calls, rows, total_exec_time, query FROM pg_stat_statements "
                 "WHERE query NOT LIKE '%pg_stat_statements%' AND query NOT LIKE '%pg_stat_database%' "
                 "ORDER BY calls DESC"
             )
         finally:
             await conn.close()
-        return [(int(r["calls"]), float(r["total_exec_time"]), " ".join(r["query"].split())) for r in rows]
+        return [
+            (int(r["calls"]), int(r["rows"]), float(r["total_exec_time"]), " ".join(r["query"].split())) for r in rows
+        ]
 
     return asyncio.run(read())
 
@@ -254,8 +256,9 @@ def throughput(
         )
         log(f"{name}: produce cost {spent}; per 1,000 records: {per_thousand(spent, count)}")
         if costs is not None and statements:
-            for calls, total_ms, query in statement_counts(costs[0].url)[:25]:
-                log(f"{name}:   {calls * 1000 / count:8.2f} calls/1k rec {total_ms:9.1f} ms  {query[:150]}")
+            for calls, rows, total_ms, query in statement_counts(costs[0].url)[:25]:
+                log(f"{name}:   {calls * 1000 / count:8.2f} calls/1k rec {rows * 1000 / count:8.2f} rows/1k rec "
+                    f"{total_ms:9.1f} ms  {query[:150]}")  # fmt: skip
     consumed = consume_phase(brokers.bootstrap, topic, partitions, count, {}, 600)
     log(f"{name}: consume {consumed}")
     return produced, consumed
