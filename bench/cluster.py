@@ -123,6 +123,22 @@ def reset_statements(server_url: str) -> None:
     asyncio.run(reset())
 
 
+def autovacuum_runs(server_url: str) -> int:
+    """Autovacuum and autoanalyze runs over every table of the server's database so far."""
+    import asyncpg
+
+    async def read() -> int:
+        conn = await asyncpg.connect(server_url)
+        try:
+            return int(
+                await conn.fetchval("SELECT sum(autovacuum_count + autoanalyze_count) FROM pg_stat_all_tables") or 0
+            )
+        finally:
+            await conn.close()
+
+    return asyncio.run(read())
+
+
 def statement_counts(server_url: str) -> list[tuple[int, int, float, str]]:
     """(calls, rows, total ms, statement) of every statement run since ``reset_statements``,
     most called first (the reading connection's own left out)."""
@@ -241,8 +257,10 @@ def throughput(
                      postgres_cpu_seconds(costs[0]), commits, syncs)  # fmt: skip
 
     before = sample() if costs else None
+    vacuums = 0
     if costs and statements:
         reset_statements(costs[0].url)
+        vacuums = autovacuum_runs(costs[0].url)
     produced = produce_phase(brokers.bootstrap, topic, partitions, VALUE_SIZE, count, True, 600)
     log(f"{name}: produce {produced}")
     if before is not None:
@@ -256,6 +274,7 @@ def throughput(
         )
         log(f"{name}: produce cost {spent}; per 1,000 records: {per_thousand(spent, count)}")
         if costs is not None and statements:
+            log(f"{name}:   autovacuum/autoanalyze runs meanwhile: {autovacuum_runs(costs[0].url) - vacuums}")
             for calls, rows, total_ms, query in statement_counts(costs[0].url)[:25]:
                 log(f"{name}:   {calls * 1000 / count:8.2f} calls/1k rec {rows * 1000 / count:8.2f} rows/1k rec "
                     f"{total_ms:9.1f} ms  {query[:150]}")  # fmt: skip
