@@ -15,7 +15,9 @@ values with acks=all and idempotence (linger.ms=5) round-robin over the partitio
 bootstrapped through every broker (it sends each partition to its leader), then
 consumes them from the beginning (``--repeat``: every size that many times, in turn,
 and the median reported; ``--costs``: what the produce phase cost - CPU seconds of
-each broker and of PostgreSQL, and the database's commits and WAL syncs). Then failover: a two-member group commits as it
+each broker and of PostgreSQL, and the database's commits and WAL syncs;
+``--statements``: also the statements PostgreSQL ran while producing, by kind, from
+pg_stat_statements). Then failover: a two-member group commits as it
 consumes while a producer runs; the broker that coordinates the group is killed with
 SIGKILL; the time until the group's next successful commit is reported, over
 ``--rounds`` kills (the killed broker is started again between rounds).
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import platform
 import signal
@@ -62,15 +65,21 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def cpu_seconds(pid: int, *, with_children: bool = False) -> float:
-    """User + system CPU of ``pid`` (and of its children it has reaped), from /proc."""
+    """CPU time of ``pid``, to the nanosecond: every thread's time on a CPU
+    (/proc/<pid>/task/*/schedstat; /proc/<pid>/stat counts in 10 ms ticks, too coarse
+    for a broker's share of a few seconds' run), plus, with ``with_children``, the user
+    + system time of the children it has reaped (ticks: all /proc keeps of them)."""
+    total = 0.0
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError):  # a thread that just ended
+                total += int((task / "schedstat").read_text().split()[0]) / 1e9
+        if with_children:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[13]) + int(fields[14])) / CLOCK_TICKS  # cutime, cstime
     except OSError:  # gone
-        return 0.0
-    ticks = int(fields[11]) + int(fields[12])  # utime, stime
-    if with_children:
-        ticks += int(fields[13]) + int(fields[14])  # cutime, cstime
-    return ticks / CLOCK_TICKS
+        return total
+    return total
 
 
 def postgres_cpu_seconds(pg: PostgresServer) -> float:
@@ -89,11 +98,67 @@ class Costs:
     wal_syncs: int = 0  # WAL fsyncs of the server (pg_stat_wal)
 
     def __str__(self) -> str:
-        per_broker = " + ".join(f"{c:.1f}" for c in self.broker_cpu)
+        per_broker = " + ".join(f"{c:.2f}" for c in self.broker_cpu)
         return (
-            f"CPU s: brokers {per_broker} = {sum(self.broker_cpu):.1f}, postgres {self.postgres_cpu:.1f}; "
+            f"CPU s: brokers {per_broker} = {sum(self.broker_cpu):.2f}, postgres {self.postgres_cpu:.2f}; "
             f"commits {self.commits:,}, WAL syncs {self.wal_syncs:,}"
         )
+
+
+# Server settings for --statements: count every statement by kind while producing.
+STATEMENT_SETTINGS = {"shared_preload_libraries": "pg_stat_statements", "pg_stat_statements.max": "1000"}
+
+
+def reset_statements(server_url: str) -> None:
+    import asyncpg
+
+    async def reset() -> None:
+        conn = await asyncpg.connect(server_url)
+        try:
+            await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            await conn.execute("SELECT pg_stat_statements_reset()")
+        finally:
+            await conn.close()
+
+    asyncio.run(reset())
+
+
+def autovacuum_runs(server_url: str) -> int:
+    """Autovacuum and autoanalyze runs over every table of the server's database so far."""
+    import asyncpg
+
+    async def read() -> int:
+        conn = await asyncpg.connect(server_url)
+        try:
+            return int(
+                await conn.fetchval("SELECT sum(autovacuum_count + autoanalyze_count) FROM pg_stat_all_tables") or 0
+            )
+        finally:
+            await conn.close()
+
+    return asyncio.run(read())
+
+
+def statement_counts(server_url: str) -> list[tuple[int, int, float, str]]:
+    """(calls, rows, total ms, statement) of every statement run since ``reset_statements``,
+    most called first (the reading connection's own left out)."""
+    import asyncpg
+
+    async def read() -> list[tuple[int, int, float, str]]:
+        conn = await asyncpg.connect(server_url)
+        try:
+            rows = await conn.fetch(
+                "SELECT calls, rows, total_exec_time, query FROM pg_stat_statements "
+                "WHERE query NOT LIKE '%pg_stat_statements%' AND query NOT LIKE '%pg_stat_database%' "
+                "ORDER BY calls DESC"
+            )
+        finally:
+            await conn.close()
+        return [
+            (int(r["calls"]), int(r["rows"]), float(r["total_exec_time"]), " ".join(r["query"].split())) for r in rows
+        ]
+
+    return asyncio.run(read())
 
 
 def database_counters(database_url: str) -> tuple[int, int]:
@@ -174,8 +239,11 @@ def throughput(
     count: int,
     partitions: int,
     costs: tuple[PostgresServer, str] | None = None,
+    statements: bool = False,
 ) -> tuple[Rate, Rate]:
-    """``costs``: the server and the cluster's database, to log what producing cost."""
+    """``costs``: the server and the cluster's database, to log what producing cost;
+    ``statements``: also the statements it ran, by kind (the server preloads
+    pg_stat_statements)."""
     topic = f"bench-{name.replace(' ', '-')}"
     create_topics(brokers.bootstrap, {WARMUP_TOPIC: 1, topic: partitions}, 30)
     wait_led(brokers.bootstrap, topic, partitions, len(brokers.procs))
@@ -189,6 +257,10 @@ def throughput(
                      postgres_cpu_seconds(costs[0]), commits, syncs)  # fmt: skip
 
     before = sample() if costs else None
+    vacuums = 0
+    if costs and statements:
+        reset_statements(costs[0].url)
+        vacuums = autovacuum_runs(costs[0].url)
     produced = produce_phase(brokers.bootstrap, topic, partitions, VALUE_SIZE, count, True, 600)
     log(f"{name}: produce {produced}")
     if before is not None:
@@ -200,10 +272,23 @@ def throughput(
             after.commits - before.commits,
             after.wal_syncs - before.wal_syncs,
         )
-        log(f"{name}: produce cost {spent}")
+        log(f"{name}: produce cost {spent}; per 1,000 records: {per_thousand(spent, count)}")
+        if costs is not None and statements:
+            log(f"{name}:   autovacuum/autoanalyze runs meanwhile: {autovacuum_runs(costs[0].url) - vacuums}")
+            for calls, rows, total_ms, query in statement_counts(costs[0].url)[:25]:
+                log(f"{name}:   {calls * 1000 / count:8.2f} calls/1k rec {rows * 1000 / count:8.2f} rows/1k rec "
+                    f"{total_ms:9.1f} ms  {query[:150]}")  # fmt: skip
     consumed = consume_phase(brokers.bootstrap, topic, partitions, count, {}, 600)
     log(f"{name}: consume {consumed}")
     return produced, consumed
+
+
+def per_thousand(spent: Costs, count: int) -> str:
+    scale = 1000 / count
+    return (
+        f"broker CPU {sum(spent.broker_cpu) * scale * 1000:.1f} ms, postgres CPU {spent.postgres_cpu * scale * 1000:.1f} ms, "
+        f"commits {spent.commits * scale:.1f}, WAL syncs {spent.wal_syncs * scale:.1f}"
+    )
 
 
 def coordinator_of(database_url: str, group: str) -> int:
@@ -380,6 +465,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-failover", action="store_true", help="skip the kill -9 rounds")
     parser.add_argument("--costs", action="store_true", help="log CPU, commits and WAL syncs of each produce")
     parser.add_argument(
+        "--statements", action="store_true", help="with --costs: log the statements of each produce, by kind"
+    )
+    parser.add_argument(
         "--against", metavar="SRC", help="also run every cluster from another tree's src directory, interleaved"
     )
     opts = parser.parse_args(argv)
@@ -400,7 +488,7 @@ def main(argv: list[str] | None = None) -> int:
                     disk.start(1)
                     runs.setdefault("disk, 1 broker", []).append(throughput("disk", disk, opts.count, opts.partitions))
                     disk.close()
-            pg = stack.enter_context(PostgresServer())
+            pg = stack.enter_context(PostgresServer(settings=STATEMENT_SETTINGS if opts.statements else None))
             sources: list[str | None] = [None] if opts.against is None else [None, opts.against]
             for run, size, source in ((r, n, s) for r in range(opts.repeat) for n in sizes for s in sources):
                 url = fresh_database(pg.url)
@@ -421,6 +509,7 @@ def main(argv: list[str] | None = None) -> int:
                         opts.count,
                         opts.partitions,
                         (pg, url) if opts.costs else None,
+                        opts.statements,
                     )
                 )
                 if size == 3 and run == opts.repeat - 1 and not opts.no_failover and source is None:

@@ -55,12 +55,16 @@ def _run_as() -> str | None:
 class PostgresServer:
     """``with PostgresServer() as pg: pg.url`` - the ``postgres`` database, user ``slipstream``."""
 
-    def __init__(self, bin_dir: Path | None = None, *, fsync: bool = True) -> None:
+    def __init__(
+        self, bin_dir: Path | None = None, *, fsync: bool = True, settings: dict[str, str] | None = None
+    ) -> None:
+        """``settings``: more server settings (``-c name=value``), e.g. to preload an extension."""
         found = bin_dir or find_postgres_bin()
         if found is None:
             raise FileNotFoundError("PostgreSQL server binaries (initdb, pg_ctl) not found")
         self.bin_dir = found
         self.fsync = fsync
+        self.settings = dict(settings or {})
         self.port = 0
         self._root: Path | None = None
         self._user = _run_as()
@@ -100,7 +104,7 @@ class PostgresServer:
         options = (
             f"-p {self.port} -k {self._root / 'sock'} -c listen_addresses=127.0.0.1 "
             f"-c fsync={'on' if self.fsync else 'off'} -c max_connections=200"
-        )
+        ) + "".join(f" -c {name}={value}" for name, value in self.settings.items())
         subprocess.run(
             self._command(str(self.bin_dir / "pg_ctl"), "-D", str(self._root / "data"), "-o", options,
                           "-l", str(self._root / "server.log"), "-w", "-t", "60", "start"),

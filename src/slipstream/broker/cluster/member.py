@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...coordinator import OFFSETS_TOPIC
 from ...coordinator.transactions import TRANSACTION_STATE_TOPIC
+from ...log.postgres.runner import keep_session
 from ..listeners import PLAINTEXT
 from ..security import acl_store
 from ..security.credentials import FILE_NAME as CREDENTIALS_FILE
@@ -64,7 +65,8 @@ class ClusterMember:
         self.groups = groups
         self.transactions = transactions
         self._pool = await asyncpg.create_pool(
-            self._url, min_size=1, max_size=2, timeout=self._timeout_s, command_timeout=self._timeout_s
+            self._url, min_size=1, max_size=2, timeout=self._timeout_s, command_timeout=self._timeout_s,
+            reset=keep_session,
         )
         await self._listen()
         await self.tick()
@@ -139,16 +141,15 @@ class ClusterMember:
     async def _tick(self) -> None:
         view, me = self.view, self.view.node_id
         async with self._pool.acquire() as conn:
-            now, rows = await database.heartbeat(conn, me, self._listeners())
-            renewed = await database.renew(conn, me, self.session_ms)
+            beat = await database.beat(conn, me, self._listeners(), self.session_ms)
+            now, rows, leases = beat.now_ms, beat.brokers, beat.leases
             self._last_renewed_ms = self.state.clock()
-            lost = {tp: e for tp, e in view.held.items() if renewed.get(tp) != e}
+            lost = {tp: e for tp, e in view.held.items() if beat.renewed.get(tp) != e}
             if lost:
                 log.warning("lost the lease of %d partitions: %s", len(lost), sorted(lost)[:10])
                 await self._lose(lost, release=False)
             await self._refresh_topics()
             await self._refresh_security()
-            leases = await database.leases(conn)
             live = live_brokers(rows, now, self.session_ms)
             partitions = [
                 (topic.name, index) for topic in list(self.state.topics.topics.values())

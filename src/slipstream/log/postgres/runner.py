@@ -22,6 +22,15 @@ CONNECT_TIMEOUT_S = 10.0
 STATEMENT_TIMEOUT_S = 30.0
 
 
+async def keep_session(conn: Any) -> None:
+    """The pools' reset of a connection handed back (``create_pool(reset=...)``): nothing.
+    asyncpg's default sends ``RESET ALL; CLOSE ALL; UNLISTEN *; pg_advisory_unlock_all()``,
+    one more round trip and transaction per use (a commit round's included), to undo
+    session state this code never leaves: no SET, LISTEN or session advisory lock, and
+    cursors only inside transactions. A transaction left open is still rolled back (the
+    pool does that before calling this)."""
+
+
 class DatabaseError(OSError):
     """The database failed a call or could not be reached (restarting, connection lost).
 
@@ -54,7 +63,7 @@ class DatabaseThread:
             async def connect() -> Any:  # the pool binds to the loop it is made on
                 return await asyncpg.create_pool(
                     url, min_size=min_connections, max_size=max_connections,
-                    timeout=CONNECT_TIMEOUT_S, command_timeout=STATEMENT_TIMEOUT_S,
+                    timeout=CONNECT_TIMEOUT_S, command_timeout=STATEMENT_TIMEOUT_S, reset=keep_session,
                 )  # fmt: skip
 
             self.pool: Any = self.run(connect())

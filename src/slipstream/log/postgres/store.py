@@ -436,17 +436,27 @@ class PostgresLogStore:
                 return
 
     async def _store(self, conn: Any, *, work: list[Any]) -> None:
-        """One transaction. Up to STATEMENT_COMMIT_BYTES of batches in one statement, one
-        round trip (``slipstream_commit``, schema version 4): a small commit costs its
-        trips to the database, each also waiting for both processes to be scheduled on a
-        loaded host. Larger ones stream their rows with COPY, where bytes cost more than
-        trips and one statement would first build one array value of all of them."""
-        logs: list[PostgresLog] = [w[0] for w in work]
+        """One transaction, checked and written by ``slipstream_commit`` (schema version 4):
+        up to STATEMENT_COMMIT_BYTES of batches in that one statement, one round trip - a
+        small commit costs its trips to the database, each also waiting for both
+        processes to be scheduled on a loaded host. Larger ones stream their batches with
+        COPY after it, in its transaction, where bytes cost more than trips and one
+        statement would first build one array value of all of them."""
         batches = [row for w in work for row in w[1]]
-        aborted = [row for w in work for row in w[2]]
-        if sum(len(row[5]) for row in batches) > STATEMENT_COMMIT_BYTES:
-            await self._store_streamed(conn, work, batches, aborted)
+        if sum(len(row[5]) for row in batches) <= STATEMENT_COMMIT_BYTES:
+            await self._checked_commit(conn, work, batches)
             return
+        async with conn.transaction():
+            await self._checked_commit(conn, work, [])
+            await conn.copy_records_to_table("log_batches", records=batches, columns=_BATCH_COLUMNS)
+
+    async def _checked_commit(self, conn: Any, work: list[Any], batches: list[BatchRow]) -> None:
+        """``slipstream_commit``: the leases (held for share till the transaction ends),
+        each partition's expected next offset, then its move and the rows (``batches`` -
+        none when the caller streams them - and every aborted-transaction row of
+        ``work``). Raises _Fenced or _Stale, having written nothing."""
+        logs: list[PostgresLog] = [w[0] for w in work]
+        aborted = [row for w in work for row in w[2]]
         leased = [log for log in logs if log.lease_epoch >= 0]
         lost, stale = await conn.fetchrow(
             "SELECT lost_leases, stale_ids FROM slipstream_commit("
@@ -468,38 +478,6 @@ class PostgresLogStore:
             raise _Fenced()
         if stale:
             raise _Stale(set(stale))
-
-    async def _store_streamed(
-        self, conn: Any, work: list[Any], batch_rows: list[BatchRow], aborted_rows: list[AbortedRow]
-    ) -> None:
-        """``_store`` for large commits: the same checks and rows, batches by COPY."""
-        ids = [log.partition_id for log, *_ in work]
-        async with conn.transaction():
-            if await self._fence_lost_leases(conn, [log for log, *_ in work]):
-                raise _Fenced()
-            moved = await conn.fetch(
-                "UPDATE log_partitions AS p SET next_offset = u.new_end, "
-                "log_start_offset = GREATEST(p.log_start_offset, u.log_start) "
-                "FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[]) "
-                "AS u(id, expected, new_end, log_start) "
-                "WHERE p.id = u.id AND p.next_offset = u.expected RETURNING p.id",
-                ids,
-                [w[3] for w in work],
-                [w[4] for w in work],
-                [w[5] for w in work],
-            )
-            if len(moved) != len(work):
-                raise _Stale(set(ids) - {r["id"] for r in moved})
-            if batch_rows:
-                await conn.copy_records_to_table("log_batches", records=batch_rows, columns=_BATCH_COLUMNS)
-            if aborted_rows:
-                # May repeat rows of a commit whose answer was lost (``_reconciled`` keeps
-                # its rows apart from the batches, which are rare and small): stored once.
-                await conn.executemany(
-                    "INSERT INTO log_aborted_txns (" + ", ".join(_ABORTED_COLUMNS) + ") "
-                    "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
-                    aborted_rows,
-                )
 
     def _reconciled(self, work: tuple[Any, ...]) -> tuple[Any, ...]:
         """``work`` of a partition whose next offset in the database is not the one
