@@ -9,7 +9,6 @@ be configured (its config waits for it), as in Kafka.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from ..log.metadata import MetadataStore
@@ -48,6 +47,8 @@ class GroupConfigs:
         text = self._metadata.load(_DOCUMENT) if self._metadata is not None else None
         if text is None:
             return
+        import json  # (here, not at the top: a fresh broker has no document to read)
+
         saved = json.loads(text)
         self._overrides = {g: dict(c) for g, c in saved.get("groups", {}).items()}
 
@@ -132,6 +133,8 @@ class GroupConfigs:
             )
 
     def _save(self) -> None:
+        import json  # (see load)
+
         if self._metadata is None:
             return
         self._metadata.save(_DOCUMENT, json.dumps({"groups": self._overrides}, indent=1, sort_keys=True))
