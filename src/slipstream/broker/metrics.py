@@ -13,10 +13,13 @@ import uuid
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from ..protocol.apis.fetch import FetchResponseTopic
 from ..protocol.file_region import FileRegion
 from .topics import Topic
+
+if TYPE_CHECKING:  # (the Fetch declaration loads with Fetch's handler, not at start)
+    from ..protocol.apis.fetch import FetchResponseTopic
 
 # Upper bounds (seconds) of the request latency histogram's buckets; +Inf is implied.
 LATENCY_BUCKETS: tuple[float, ...] = (

@@ -366,6 +366,7 @@ NOT_LOADED_BEFORE_THEIR_REQUESTS = (
     "slipstream.broker.handlers.produce",
     "slipstream.broker.handlers.join_group",
     "slipstream.protocol.apis.create_acls",
+    "slipstream.protocol.apis.fetch",
 )
 
 
