@@ -15,7 +15,7 @@ Command = Callable[[argparse.Namespace], int]
 
 # After the coordinators have loaded (broker/broker.py: in a worker thread once the
 # listener is open) and the collector's start-up pass (broker/gc_tuning.py, 1 s).
-SAVE_DATACLASS_CODE_AFTER_S = 2.0
+SAVE_KEPT_CODE_AFTER_S = 2.0
 
 
 def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -76,7 +76,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     from ..broker.broker import Broker
     from ..broker.config import build
-    from . import dataclass_code
+    from . import kept_code
 
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
@@ -106,14 +106,11 @@ def _serve(args: argparse.Namespace) -> int:
     config = build(args.config or os.environ.get("SLIPSTREAM_CONFIG"), None, flags)
     _install_uvloop()
     broker = Broker(config)
-    # Written now if this run compiled anything (the first run after an install or an
-    # upgrade), as .pyc files are, so even a short-lived first run leaves it; the code
-    # of modules loaded later (the coordinators, each API's handler) is written once
-    # the broker has served a while, and at exit.
-    dataclass_code.save()
 
     async def serve() -> None:
-        later = asyncio.get_running_loop().call_later(SAVE_DATACLASS_CODE_AFTER_S, dataclass_code.save)
+        # What this start compiled was appended to the kept code's file as it went; it
+        # is rewritten as one table (quicker to load) once the broker has served a while.
+        later = asyncio.get_running_loop().call_later(SAVE_KEPT_CODE_AFTER_S, kept_code.save)
         try:
             await broker.serve_forever()
         finally:
@@ -165,10 +162,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # passes over them only slow the start (~5% of its instructions).
         # Broker.serve_forever turns the collector back on (broker/gc_tuning.py).
         gc.disable()
-        from . import dataclass_code
+        from . import kept_code
 
-        # Before the broker's modules: their dataclasses' methods come compiled from the last run.
-        dataclass_code.install(dataclass_code.default_path())
+        # Before the broker's modules: their dataclasses' methods and codecs come compiled from
+        # the last run.
+        kept_code.install(kept_code.default_path())
     try:
         parser = build_parser(serve_only=serving)
         args = parser.parse_args(argv)
@@ -183,6 +181,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_ERROR
     finally:
         if serving:
-            dataclass_code.uninstall()
+            kept_code.uninstall()
         if collecting:
             gc.enable()
