@@ -21,6 +21,8 @@ HEARTBEAT_INTERVAL = "consumer.heartbeat.interval.ms"
 
 @dataclass(frozen=True, slots=True)
 class GroupConfigKey:
+    """A per-group config a client may set (IncrementalAlterConfigs), with its description."""
+
     name: str
     doc: str
 

@@ -60,6 +60,8 @@ class RequestStats:
 
 @dataclass(slots=True)
 class TopicTraffic:
+    """Bytes and records produced to and fetched from one topic."""
+
     bytes_in: int = 0
     records_in: int = 0
     bytes_out: int = 0
@@ -68,6 +70,8 @@ class TopicTraffic:
 
 @dataclass
 class BrokerMetrics:
+    """Request latencies per API version and traffic per topic, for /metrics."""
+
     requests: dict[tuple[int, int], RequestStats] = field(default_factory=dict)
     topics: dict[str, TopicTraffic] = field(default_factory=dict)
 

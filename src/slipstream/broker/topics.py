@@ -54,6 +54,8 @@ def check_topic_name(name: str | None) -> str:
 
 @dataclass
 class Topic:
+    """A topic: its id, its config overrides and one log per partition."""
+
     name: str
     topic_id: uuid.UUID
     configs: dict[str, str]  # overrides only; effective values add the broker defaults

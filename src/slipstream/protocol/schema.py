@@ -57,6 +57,8 @@ NO_VERSIONS = Versions(1, 0)
 
 @dataclass(frozen=True, slots=True)
 class Primitive:
+    """A field type: one of the protocol's primitive types, by name."""
+
     name: str
 
     def default(self) -> Any:
@@ -94,6 +96,8 @@ _PRIMITIVE_DEFAULTS: dict[str, Any] = {
 
 @dataclass(frozen=True, slots=True)
 class Array:
+    """A field type: a list of a primitive or of a struct."""
+
     item: Primitive | type[Struct]
 
 

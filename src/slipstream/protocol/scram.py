@@ -22,6 +22,8 @@ DEFAULT_ITERATIONS = 4096
 
 @dataclass(frozen=True)
 class ScramMechanism:
+    """A SCRAM mechanism: its name, its code in the SCRAM APIs and its hash."""
+
     name: str
     code: int
     hash_name: str

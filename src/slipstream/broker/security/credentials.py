@@ -34,6 +34,8 @@ FILE_NAME = "scram-credentials.json"
 
 @dataclass(frozen=True)
 class ScramCredential:
+    """What the broker keeps of a user's SCRAM password for one mechanism (RFC 5802)."""
+
     salt: bytes
     stored_key: bytes
     server_key: bytes
