@@ -37,6 +37,8 @@ STORAGE_KINDS = ("disk", "memory", "postgres")
 
 @dataclass(frozen=True)
 class BrokerConfig:
+    """A broker's settings: defaults, then a config file, SLIPSTREAM_* variables and flags (``build``)."""
+
     host: str = "127.0.0.1"
     port: int = 9092
     # What clients are told to connect to; defaults to host/port (the real port when port is 0).

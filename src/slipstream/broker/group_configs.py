@@ -9,7 +9,6 @@ be configured (its config waits for it), as in Kafka.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from ..log.metadata import MetadataStore
@@ -22,6 +21,8 @@ HEARTBEAT_INTERVAL = "consumer.heartbeat.interval.ms"
 
 @dataclass(frozen=True, slots=True)
 class GroupConfigKey:
+    """A per-group config a client may set (IncrementalAlterConfigs), with its description."""
+
     name: str
     doc: str
 
@@ -48,6 +49,8 @@ class GroupConfigs:
         text = self._metadata.load(_DOCUMENT) if self._metadata is not None else None
         if text is None:
             return
+        import json  # (here, not at the top: a fresh broker has no document to read)
+
         saved = json.loads(text)
         self._overrides = {g: dict(c) for g, c in saved.get("groups", {}).items()}
 
@@ -132,6 +135,8 @@ class GroupConfigs:
             )
 
     def _save(self) -> None:
+        import json  # (see load)
+
         if self._metadata is None:
             return
         self._metadata.save(_DOCUMENT, json.dumps({"groups": self._overrides}, indent=1, sort_keys=True))

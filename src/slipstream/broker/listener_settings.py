@@ -59,6 +59,8 @@ def split_key(key: str) -> tuple[str, str] | None:
 
 @dataclass(frozen=True)
 class ListenerSecurity:
+    """One listener's TLS files and client-auth mode, and the SASL mechanisms it offers."""
+
     certfile: str | None
     keyfile: str | None
     key_password: str | None

@@ -27,6 +27,8 @@ SECURITY_PROTOCOLS = (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)
 
 @dataclass(frozen=True)
 class Listener:
+    """A named endpoint the broker listens on, with its security protocol."""
+
     name: str
     security_protocol: str
     host: str

@@ -13,10 +13,13 @@ import uuid
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from ..protocol.apis.fetch import FetchResponseTopic
 from ..protocol.file_region import FileRegion
 from .topics import Topic
+
+if TYPE_CHECKING:  # (the Fetch declaration loads with Fetch's handler, not at start)
+    from ..protocol.apis.fetch import FetchResponseTopic
 
 # Upper bounds (seconds) of the request latency histogram's buckets; +Inf is implied.
 LATENCY_BUCKETS: tuple[float, ...] = (
@@ -57,6 +60,8 @@ class RequestStats:
 
 @dataclass(slots=True)
 class TopicTraffic:
+    """Bytes and records produced to and fetched from one topic."""
+
     bytes_in: int = 0
     records_in: int = 0
     bytes_out: int = 0
@@ -65,6 +70,8 @@ class TopicTraffic:
 
 @dataclass
 class BrokerMetrics:
+    """Request latencies per API version and traffic per topic, for /metrics."""
+
     requests: dict[tuple[int, int], RequestStats] = field(default_factory=dict)
     topics: dict[str, TopicTraffic] = field(default_factory=dict)
 

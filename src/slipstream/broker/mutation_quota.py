@@ -22,12 +22,16 @@ _MAX_CLIENTS = 10_000
 
 @dataclass
 class _Bucket:
+    """A client's tokens and when they were last refilled."""
+
     tokens: float
     updated_ms: int
 
 
 @dataclass
 class MutationQuotas:
+    """One token bucket per client id for controller.mutation.rate (KIP-599)."""
+
     _buckets: dict[str, _Bucket] = field(default_factory=dict)
 
     def _bucket(self, rate: float, client_id: str, now_ms: int) -> _Bucket:

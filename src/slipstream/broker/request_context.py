@@ -27,6 +27,8 @@ _MAX_COORDINATOR_CONTEXTS = 4096
 
 @dataclass
 class RequestContext:
+    """What a handler gets with its request: the broker's state, the coordinators, the header, the connection's session."""
+
     state: BrokerState
     # The coordinator adapters: None only for the APIs a starting broker answers before
     # it has loaded them (Dispatcher.SERVED_WHILE_STARTING), whose handlers use neither.

@@ -49,6 +49,8 @@ def wall_clock_ms() -> int:
 
 @dataclass
 class BrokerState:
+    """The broker's shared state: config, topics, producers, sessions, quotas, metrics, clock."""
+
     config: BrokerConfig
     topics: TopicManager
     cluster_id: str

@@ -13,6 +13,8 @@ _NOT_ACTED_ON = " Accepted and reported; a single-node broker does not act on it
 
 @dataclass(frozen=True, slots=True)
 class ConfigKey:
+    """A topic config Kafka defines: its type, description, allowed values, default and bounds."""
+
     name: str
     kind: str  # "long", "int", "double", "boolean", "string", "list"
     doc: str

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import re
 import uuid
@@ -55,6 +54,8 @@ def check_topic_name(name: str | None) -> str:
 
 @dataclass
 class Topic:
+    """A topic: its id, its config overrides and one log per partition."""
+
     name: str
     topic_id: uuid.UUID
     configs: dict[str, str]  # overrides only; effective values add the broker defaults
@@ -96,6 +97,8 @@ class TopicManager:
         text = self._metadata.load(_DOCUMENT) if self._metadata is not None else None
         if text is None:
             return
+        import json  # (here, not at the top: a fresh broker has no document to read)
+
         self._seen_document = text
         saved = json.loads(text)
         for name, entry in saved["topics"].items():
@@ -125,6 +128,8 @@ class TopicManager:
         self._save()
 
     def _save(self) -> None:
+        import json  # (see load)
+
         if self._metadata is None:
             return
         entries = {
@@ -141,6 +146,8 @@ class TopicManager:
         touched, self._touched = self._touched, set()
 
         def merge(current: str | None) -> str:
+            import json  # (see load)
+
             # Brokers sharing the document: only what this broker changed is written.
             topics = json.loads(current)["topics"] if current else {}
             for name in deleted:
@@ -170,6 +177,8 @@ class TopicManager:
     def apply_document(self, text: str) -> bool:
         """Follow topics created, grown, reconfigured or deleted by other brokers; True if
         anything changed here. Nothing is saved and no stored data is touched."""
+        import json  # (see load)
+
         self._seen_document = text
         saved = json.loads(text)["topics"]
         changed = False

@@ -13,6 +13,10 @@ EXIT_USAGE = 2
 
 Command = Callable[[argparse.Namespace], int]
 
+# After the coordinators have loaded (broker/broker.py: in a worker thread once the
+# listener is open) and the collector's start-up pass (broker/gc_tuning.py, 1 s).
+SAVE_KEPT_CODE_AFTER_S = 2.0
+
 
 def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
@@ -72,6 +76,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     from ..broker.broker import Broker
     from ..broker.config import build
+    from . import kept_code
 
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
@@ -101,8 +106,18 @@ def _serve(args: argparse.Namespace) -> int:
     config = build(args.config or os.environ.get("SLIPSTREAM_CONFIG"), None, flags)
     _install_uvloop()
     broker = Broker(config)
+
+    async def serve() -> None:
+        # What this start compiled was appended to the kept code's file as it went; it
+        # is rewritten as one table (quicker to load) once the broker has served a while.
+        later = asyncio.get_running_loop().call_later(SAVE_KEPT_CODE_AFTER_S, kept_code.save)
+        try:
+            await broker.serve_forever()
+        finally:
+            later.cancel()
+
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(broker.serve_forever())
+        asyncio.run(serve())
     return EXIT_OK
 
 
@@ -147,6 +162,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # passes over them only slow the start (~5% of its instructions).
         # Broker.serve_forever turns the collector back on (broker/gc_tuning.py).
         gc.disable()
+        from . import kept_code
+
+        # Before the broker's modules: their dataclasses' methods and codecs come compiled from
+        # the last run.
+        kept_code.install(kept_code.default_path())
     try:
         parser = build_parser(serve_only=serving)
         args = parser.parse_args(argv)
@@ -160,5 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"slipstream {args.command}: error: {exc}", file=sys.stderr)
             return EXIT_ERROR
     finally:
+        if serving:
+            kept_code.uninstall()
         if collecting:
             gc.enable()

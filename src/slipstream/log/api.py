@@ -23,6 +23,8 @@ Chunk = TypeVar("Chunk")
 
 @dataclass(frozen=True, slots=True)
 class LogConfig:
+    """How a partition log rolls, indexes and retains its segments."""
+
     segment_bytes: int = 1 << 30  # roll when the active segment would exceed this
     segment_ms: int = 7 * 24 * 3600 * 1000  # roll by age of the active segment's first append
     retention_ms: int = 7 * 24 * 3600 * 1000  # -1 = unlimited
@@ -33,6 +35,8 @@ class LogConfig:
 
 @dataclass(frozen=True, slots=True)
 class AppendInfo:
+    """Where an append landed: its first and last offsets, and the log's start after it."""
+
     base_offset: int
     last_offset: int
     log_append_time_ms: int  # -1 unless the batches were stamped LogAppendTime
@@ -41,6 +45,8 @@ class AppendInfo:
 
 @dataclass(slots=True)
 class ReadResult(Generic[Chunk]):
+    """Whole batches read from a partition log, with the log's bounds at the time."""
+
     # Each chunk holds one or more whole batches; chunks are in offset order and can be
     # written to a socket as they are (a FileRegion by splice or sendfile: see read_regions).
     chunks: list[Chunk]

@@ -71,6 +71,8 @@ CLUSTER_NAME = "kafka-cluster"
 
 @dataclass(frozen=True, order=True)
 class AclBinding:
+    """One ACL: who may (or may not) do what to which resources, from which host."""
+
     resource_type: ResourceType
     resource_name: str
     pattern_type: PatternType

@@ -19,6 +19,8 @@ METADATA_KEY = 3
 
 @dataclass(frozen=True, slots=True)
 class ApiSpec:
+    """One Kafka API: its key, name, request and response declarations and served versions."""
+
     key: int
     name: str
     request: type[Struct]
@@ -72,6 +74,8 @@ def api(key: int) -> ApiSpec | None:
 @fast_frozen_init  # made on every request: see schema.fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class RequestHeader:
+    """The header every request starts with."""
+
     api_key: int
     api_version: int
     correlation_id: int

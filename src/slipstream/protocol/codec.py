@@ -16,6 +16,7 @@ from typing import Any
 
 from . import primitives as p
 from .file_region import FileRegion
+from .generated_code import compile_generated
 from .schema import Array, Field, Primitive, Struct
 
 Decoder = Callable[[memoryview, int], tuple[Any, int]]
@@ -154,7 +155,7 @@ def _present(f: Field, version: int, flexible: bool) -> bool:
 def _compile(src_lines: list[str], env: dict[str, Any], name: str) -> Any:
     source = "\n".join(src_lines)
     namespace: dict[str, Any] = {}
-    exec(compile(source, f"<slipstream codec {name}>", "exec"), env, namespace)
+    exec(compile_generated(source, f"<slipstream codec {name}>"), env, namespace)
     return namespace[name]
 
 

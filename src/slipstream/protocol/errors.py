@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class ErrorInfo:
+    """A Kafka error code: its name, whether a client may retry, and its message."""
+
     code: int
     name: str
     retriable: bool

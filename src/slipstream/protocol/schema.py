@@ -24,6 +24,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
+from .generated_code import compile_generated
 from .primitives import ZERO_UUID
 
 
@@ -56,6 +57,8 @@ NO_VERSIONS = Versions(1, 0)
 
 @dataclass(frozen=True, slots=True)
 class Primitive:
+    """A field type: one of the protocol's primitive types, by name."""
+
     name: str
 
     def default(self) -> Any:
@@ -93,6 +96,8 @@ _PRIMITIVE_DEFAULTS: dict[str, Any] = {
 
 @dataclass(frozen=True, slots=True)
 class Array:
+    """A field type: a list of a primitive or of a struct."""
+
     item: Primitive | type[Struct]
 
 
@@ -258,7 +263,7 @@ def _compiled_init(cls: type[Struct]) -> Any:
     body.append("        _cls._generic_init(self, values)")  # words the error as before
     source = "def __init__(self, **values):\n" + "\n".join(body) + "\n"
     namespace: dict[str, Any] = {}
-    exec(compile(source, f"<struct init {cls.__name__}>", "exec"), env, namespace)
+    exec(compile_generated(source, f"<struct init {cls.__name__}>"), env, namespace)
     return namespace["__init__"]
 
 
@@ -308,7 +313,7 @@ def fast_frozen_init(cls: type[_C]) -> type[_C]:
     signature = ", ".join(["self", *args, *(["*", *kw_only] if kw_only else [])])
     source = f"def __init__({signature}):\n" + ("\n".join(body) or "    pass") + "\n"
     namespace: dict[str, Any] = {}
-    exec(compile(source, f"<fast_frozen_init {cls.__name__}>", "exec"), env, namespace)
+    exec(compile_generated(source, f"<fast_frozen_init {cls.__name__}>"), env, namespace)
     init = namespace["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__doc__ = cls.__init__.__doc__

@@ -9,10 +9,11 @@ SCRAM-SHA-256 (1) and SCRAM-SHA-512 (2), 4096..16384 iterations.
 from __future__ import annotations
 
 import base64
-import hashlib
-import hmac
-import secrets
 from dataclasses import dataclass
+
+# hashlib, hmac and secrets (OpenSSL's bindings, a random generator) are imported where
+# used: a broker start loads this module for its mechanism table, but hashes only when
+# a client authenticates or a credential is set.
 
 MIN_ITERATIONS = 4096
 MAX_ITERATIONS = 16384
@@ -21,18 +22,26 @@ DEFAULT_ITERATIONS = 4096
 
 @dataclass(frozen=True)
 class ScramMechanism:
+    """A SCRAM mechanism: its name, its code in the SCRAM APIs and its hash."""
+
     name: str
     code: int
     hash_name: str
 
     def digest(self, data: bytes) -> bytes:
+        import hashlib
+
         return hashlib.new(self.hash_name, data).digest()
 
     def hmac(self, key: bytes, data: bytes) -> bytes:
+        import hmac
+
         return hmac.new(key, data, self.hash_name).digest()
 
     def salted_password(self, password: str, salt: bytes, iterations: int) -> bytes:
         """Hi(password, salt, i) of RFC 5802: PBKDF2 with this mechanism's HMAC."""
+        import hashlib
+
         return hashlib.pbkdf2_hmac(self.hash_name, password.encode(), salt, iterations)
 
     def client_key(self, salted: bytes) -> bytes:
@@ -56,6 +65,8 @@ class ScramError(Exception):
 
 
 def new_nonce() -> str:
+    import secrets
+
     return secrets.token_urlsafe(24)
 
 
@@ -142,6 +153,8 @@ class ScramClient:
         return f"{without_proof},p={b64(proof)}".encode()
 
     def verify(self, server_final: bytes) -> None:
+        import hmac
+
         attrs = parse_attributes(server_final.decode("utf-8", "replace"))
         if "e" in attrs:
             raise ScramError(f"server refused: {attrs['e']}")

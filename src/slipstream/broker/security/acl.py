@@ -85,6 +85,8 @@ def make_binding(
 
 @dataclass(frozen=True)
 class AclFilter:
+    """The ACL bindings a DescribeAcls or DeleteAcls request selects (``matches``)."""
+
     resource_type: ResourceType
     resource_name: str | None
     pattern_type: PatternType

@@ -10,7 +10,6 @@ memory only.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +61,8 @@ class AclStore:
 
 def render(bindings: Iterable[AclBinding]) -> str:
     """The ``acls.json`` document of these bindings."""
+    import json  # (here, not at the top: a broker with no ACLs never parses their document)
+
     return json.dumps({"version": 1, "acls": [b.to_json() for b in sorted(bindings)]}, indent=1)
 
 
@@ -69,4 +70,6 @@ def parse(text: str | None) -> list[AclBinding]:
     """The bindings of an ``acls.json`` document (None: no document, no binding)."""
     if text is None:
         return []
+    import json  # (here, not at the top: a broker with no ACLs never parses their document)
+
     return [AclBinding.from_json(entry) for entry in json.loads(text).get("acls", [])]

@@ -11,9 +11,7 @@ broker keeps them in memory only.
 
 from __future__ import annotations
 
-import json
 import logging
-import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +34,8 @@ FILE_NAME = "scram-credentials.json"
 
 @dataclass(frozen=True)
 class ScramCredential:
+    """What the broker keeps of a user's SCRAM password for one mechanism (RFC 5802)."""
+
     salt: bytes
     stored_key: bytes
     server_key: bytes
@@ -51,6 +51,8 @@ class ScramCredential:
     def from_password(
         cls, mechanism: ScramMechanism, password: str, iterations: int = DEFAULT_ITERATIONS
     ) -> ScramCredential:
+        import secrets  # (where used: see protocol/scram.py)
+
         salt = secrets.token_bytes(32)
         return cls.from_salted_password(mechanism, salt, mechanism.salted_password(password, salt, iterations), iterations)
 
@@ -208,10 +210,14 @@ def _render(users: dict[str, dict[str, ScramCredential]]) -> str:
             for user, creds in sorted(users.items())
         },
     }
+    import json  # (where used: a broker without SCRAM users never parses the document)
+
     return json.dumps(doc, indent=1)
 
 
 def _parse(text: str) -> dict[str, dict[str, ScramCredential]]:
+    import json  # (where used: a broker without SCRAM users never parses the document)
+
     users: dict[str, dict[str, ScramCredential]] = {}
     for user, creds in json.loads(text).get("users", {}).items():
         for mechanism, c in creds.items():

@@ -12,7 +12,6 @@ binding, extensions accepted and ignored, the authorization id must be the user.
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Callable
 from typing import Protocol
 
@@ -83,6 +82,8 @@ class PlainServer:
         return b""
 
     def _password_matches(self, user: str, password: str) -> bool:
+        import hmac  # (where used: see protocol/scram.py)
+
         for name, credential in self.credentials.of_user(user).items():
             mechanism = MECHANISMS[name]
             salted = mechanism.salted_password(password, credential.salt, credential.iterations)
@@ -174,6 +175,8 @@ class ScramServer:
         if len(proof) != len(signature):
             raise _invalid_credentials(self.mechanism)
         client_key = xor(proof, signature)
+        import hmac  # (where used: see protocol/scram.py)
+
         if not hmac.compare_digest(m.digest(client_key), self._credential.stored_key):
             raise _invalid_credentials(self.mechanism)
         self._step = 2
