@@ -3,6 +3,7 @@
 with what librdkafka saw of each broker's requests.
 
     python bench/request_latency.py                      # Slipstream and Tansu, 7 rounds
+    python bench/request_latency.py --quick              # smoke run
     python bench/request_latency.py --brokers slipstream,tansu --rounds 5 --messages 300000
 
 Every broker runs at once (idle but for its turn); each round produces into a fresh
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -239,14 +241,15 @@ def main() -> int:
         default="slipstream,tansu",
         help="comma-separated, the first compared to the rest",
     )
-    parser.add_argument("--rounds", type=int, default=7, help="rounds (default 7)")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 1 round of 20,000")
+    parser.add_argument("--rounds", type=int, help="rounds (default 7; quick 1)")
     parser.add_argument(
-        "--messages", type=int, default=300_000, help="records per phase (default 300000)"
+        "--messages", type=int, help="records per phase (default 300000; quick 20000)"
     )
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds allowed per phase")
     args = parser.parse_args()
-    import signal
-
+    args.rounds = args.rounds or (1 if args.quick else 7)
+    args.messages = args.messages or (20_000 if args.quick else 300_000)
     signal.signal(signal.SIGTERM, on_signal)
     specs, missing = discover_brokers([b.strip() for b in args.brokers.split(",") if b.strip()])
     if missing:
