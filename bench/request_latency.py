@@ -25,10 +25,8 @@ import os
 import signal
 import statistics
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import confluent_kafka
@@ -44,6 +42,7 @@ from harness import (
     log,
     markdown_table,
     on_signal,
+    work_directory,
 )
 from produce_consume import WARMUP_TOPIC, consumer_config, producer_config, warm_up_consumer
 
@@ -247,6 +246,7 @@ def main() -> int:
         "--messages", type=int, help="records per phase (default 300000; quick 20000)"
     )
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds allowed per phase")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory and logs")
     args = parser.parse_args()
     args.rounds = args.rounds or (1 if args.quick else 7)
     args.messages = args.messages or (20_000 if args.quick else 300_000)
@@ -256,9 +256,8 @@ def main() -> int:
         log(f"not found: {', '.join(missing)}")
     began = time.perf_counter()
     loads = [load_average()]
-    work = Path(tempfile.mkdtemp(prefix="request-latency-"))
-    procs: dict[str, BrokerProcess] = {}
-    try:
+    with work_directory("request-latency-", args.keep) as work:
+        procs: dict[str, BrokerProcess] = {}
         for spec in specs:
             broker_dir = work / spec.key
             broker_dir.mkdir()
@@ -288,9 +287,6 @@ def main() -> int:
         loads.append(load_average())
         labels = {key: proc.spec.label for key, proc in procs.items()}
         print(report(results, labels, args.messages, loads, time.perf_counter() - began))
-    finally:
-        for proc in procs.values():
-            proc.stop()
     return 0
 
 
