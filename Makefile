@@ -76,6 +76,7 @@ test: install-test peers
 bench-quick: install-bench
 	$(BIN)/python bench/broker_throughput.py --quick
 	$(BIN)/python bench/request_path.py --quick
+	$(BIN)/python bench/request_latency.py --quick
 	$(BIN)/python bench/startup.py --quick
 	$(BIN)/python bench/client_throughput.py --quick
 	$(BIN)/python bench/group_coordinator.py --quick

@@ -40,7 +40,7 @@ class Rate:
         return f"{self.msgs_per_s:,.0f} msg/s, {self.mb_per_s:.1f} MB/s ({self.seconds:.2f} s)"
 
 
-def _producer_config(bootstrap: str, idempotent: bool, errors: list[str]) -> dict[str, Any]:
+def producer_config(bootstrap: str, idempotent: bool, errors: list[str]) -> dict[str, Any]:
     def on_delivery(err: KafkaError | None, _msg: Any) -> None:
         if err is not None:
             errors.append(str(err))
@@ -66,7 +66,7 @@ def _producer_config(bootstrap: str, idempotent: bool, errors: list[str]) -> dic
 def probe_idempotence(bootstrap: str, timeout: float) -> str | None:
     """Produce one idempotent message; None if accepted, else the reason it was not."""
     errors: list[str] = []
-    producer = Producer(_producer_config(bootstrap, True, errors))
+    producer = Producer(producer_config(bootstrap, True, errors))
     producer.produce(WARMUP_TOPIC, b"idempotence probe", partition=0)
     left = producer.flush(timeout)
     if errors:
@@ -86,7 +86,7 @@ def produce_phase(
     timeout: float,
 ) -> Rate:
     errors: list[str] = []
-    producer = Producer(_producer_config(bootstrap, idempotent, errors))
+    producer = Producer(producer_config(bootstrap, idempotent, errors))
     value = os.urandom(value_size)
     # Warm up: connection, metadata and the producer id, outside the timed window.
     producer.produce(WARMUP_TOPIC, b"warm-up", partition=0)
@@ -119,6 +119,41 @@ def produce_phase(
     return Rate(count, count * value_size, elapsed)
 
 
+def consumer_config(bootstrap: str, group_id: str, overrides: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": bootstrap,
+        # librdkafka insists on a group id; nothing is committed and no group is joined.
+        "group.id": group_id,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",
+        "error_cb": quiet_logger,
+        "log.connection.close": False,
+        # librdkafka stops fetching for fetch.queue.backoff.ms (default 1 s) whenever
+        # queued.min.messages are buffered: a client artefact that would swamp the broker.
+        "fetch.queue.backoff.ms": 10,
+        **overrides,
+    }
+
+
+def warm_up_consumer(config: dict[str, Any], timeout: float) -> None:
+    """Read one record of the warm-up topic (every produce phase wrote some) with a consumer
+    of its own, so the first ListOffsets and Fetch a broker serves, and whatever it sets up
+    for them, fall outside the timed window, as the producer's warm-up does for Produce.
+    Not the timed consumer: its next Fetch would wait behind one parked on this topic."""
+    consumer = Consumer({**config, "group.id": f"{config['group.id']}-warm-up"})
+    try:
+        consumer.assign([TopicPartition(WARMUP_TOPIC, 0, confluent_kafka.OFFSET_BEGINNING)])
+        deadline = time.perf_counter() + timeout
+        while time.perf_counter() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                return
+        raise BenchError(f"no warm-up record read within {timeout:.0f}s")
+    finally:
+        consumer.close()
+
+
 def consume_phase(
     bootstrap: str,
     topic: str,
@@ -127,22 +162,9 @@ def consume_phase(
     overrides: dict[str, Any],
     timeout: float,
 ) -> Rate:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            # librdkafka insists on a group id; nothing is committed and no group is joined.
-            "group.id": f"bench-{topic}-{os.getpid()}",
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "auto.offset.reset": "earliest",
-            "error_cb": quiet_logger,
-            "log.connection.close": False,
-            # librdkafka stops fetching for fetch.queue.backoff.ms (default 1 s) whenever
-            # queued.min.messages are buffered: a client artefact that would swamp the broker.
-            "fetch.queue.backoff.ms": 10,
-            **overrides,
-        }
-    )
+    config = consumer_config(bootstrap, f"bench-{topic}-{os.getpid()}", overrides)
+    warm_up_consumer(config, min(timeout, 30.0))
+    consumer = Consumer(config)
     try:
         consumer.list_topics(topic, timeout=min(timeout, 10.0))  # connect outside the window
         start = time.perf_counter()

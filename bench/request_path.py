@@ -4,6 +4,10 @@
     python bench/request_path.py            # Heartbeat, Produce and Fetch, a few seconds
     python bench/request_path.py --quick    # fewer iterations
 
+Produce and Fetch come in two shapes: 8 partitions of small batches, and the one
+partition of a few thousand 100 B records per batch that librdkafka sends in
+broker_throughput.py's 100 B x 1 partition rows.
+
 An embedded broker (disk storage in a temporary directory, as `slipstream serve`) is driven through its own layers with pre-encoded
 request frames; each stage is timed over many iterations with ``time.process_time``
 (CPU, not wall time, so other work on the machine skews it less; best of ``--repeat``):
@@ -16,8 +20,9 @@ request frames; each stage is timed over many iterations with ``time.process_tim
   out its result);
 * encode: the response frame (``dispatch._frame``);
 * dispatch: ``Dispatcher.dispatch``, all of the above plus the request context and metrics;
-* connection: ``KafkaConnection`` fed the frame with a stand-in transport, through the
-  task, the write-ready callback and ``writelines`` (the event-loop hops included).
+* connection: ``KafkaConnection`` fed the frame with a stand-in transport (into the
+  buffers it offers, as a socket transport does), through the task, the write-ready
+  callback and ``writelines`` (the event-loop hops included).
 
 The figures are microseconds per request; the difference between two rows is what the
 layer between them costs. Prints Markdown.
@@ -52,6 +57,8 @@ from slipstream.protocol.records import ProducerRecord, build_batch
 PEER = "127.0.0.1:40000"
 TOPIC = "path-bench"
 PARTITIONS = 8
+BIG_TOPIC = "path-bench-one"
+BIG_BATCH_RECORDS = 4000
 _SIZE = struct.Struct(">i")
 
 
@@ -183,6 +190,18 @@ async def join_consumer_group(dispatcher: Dispatcher, group: str) -> tuple[str, 
     raise RuntimeError("the consumer-protocol member never got its partitions")
 
 
+def receive(conn: KafkaConnection, wire: bytes) -> None:
+    """Hand ``wire`` to the connection as a socket transport does: into the buffer it
+    offers (the scratch buffer, or a large frame's own), as many reads as that takes."""
+    view = memoryview(wire)
+    while view:
+        buffer = conn.get_buffer(-1)
+        n = min(len(buffer), len(view))
+        buffer[:n] = view[:n]
+        conn.buffer_updated(n)
+        view = view[n:]
+
+
 class Stages:
     def __init__(self, dispatcher: Dispatcher, key: int, version: int, frame: bytes) -> None:
         self.dispatcher = dispatcher
@@ -260,7 +279,7 @@ class Stages:
         async def connection_n(k: int) -> None:
             for _ in range(k):
                 transport.waiter = loop.create_future()
-                conn.data_received(wire)
+                receive(conn, wire)
                 await transport.waiter
 
         rows["connection (dispatch + loop hops + write)"] = await cpu_us_async(
@@ -354,6 +373,47 @@ async def run_in(n: int, repeat: int, data_dir: str) -> dict[str, dict[str, floa
         )
         stages = Stages(dispatcher, fe.SPEC.key, 12, frame_of(fe.SPEC, 12, fetch))
         out["Fetch v12, 8 partitions x 64 KiB"] = await stages.measure(n // 4, repeat, None)
+
+        # The broker_throughput rows of 100 B x 1 partition: librdkafka (linger.ms=5,
+        # acks=all) sends one batch of a few thousand records per Produce, and its Fetch
+        # asks for max.partition.fetch.bytes=1 MiB of the one partition.
+        state.topics.create(BIG_TOPIC, 1, {})
+        big = build_batch([ProducerRecord(None, os.urandom(100)) for _ in range(BIG_BATCH_RECORDS)])
+        produce_big = pr.ProduceRequest(
+            acks=-1,
+            timeout_ms=30_000,
+            topic_data=[
+                pr.ProduceRequestTopicData(
+                    name=BIG_TOPIC,
+                    partition_data=[pr.ProduceRequestPartitionData(index=0, records=memoryview(big))],
+                )
+            ],
+        )
+        stages = Stages(dispatcher, pr.SPEC.key, 9, frame_of(pr.SPEC, 9, produce_big))
+
+        async def append_big(req: Any) -> None:
+            await state.append(BIG_TOPIC, 0, req.topic_data[0].partition_data[0].records, acks=-1)
+
+        big_n = max(n // 500, 5)  # each appends about 440 KB to the data file
+        out[f"Produce v9, 1 partition x {BIG_BATCH_RECORDS:,} x 100 B"] = await stages.measure(
+            big_n, repeat, ("append", append_big)
+        )
+        fetch_big = fe.FetchRequest(
+            max_wait_ms=0,
+            min_bytes=1,
+            max_bytes=50 * 1024 * 1024,
+            session_epoch=-1,
+            topics=[
+                fe.FetchRequestTopic(
+                    topic=BIG_TOPIC,
+                    partitions=[
+                        fe.FetchRequestPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)
+                    ],
+                )
+            ],
+        )
+        stages = Stages(dispatcher, fe.SPEC.key, 12, frame_of(fe.SPEC, 12, fetch_big))
+        out["Fetch v12, 1 partition x 1 MiB"] = await stages.measure(n // 20, repeat, None)
     return out
 
 
@@ -362,7 +422,8 @@ def report(results: dict[str, dict[str, float]], n: int, repeat: int) -> str:
         f"Command: `{' '.join(['python', *sys.argv])}`",
         "",
         f"CPU microseconds per request (best of {repeat} runs of {n} Heartbeats, {n // 4} of the"
-        " others; a stage's figure excludes decoding where it takes a decoded request):",
+        f" 8-partition requests, {max(n // 500, 5)} 1-partition Produces, {n // 20} 1-partition"
+        " Fetches; a stage's figure excludes decoding where it takes a decoded request):",
         "",
     ]
     stages = list(dict.fromkeys(s for rows in results.values() for s in rows))

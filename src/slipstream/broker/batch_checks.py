@@ -18,6 +18,7 @@ batch a second time or without a bound.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..protocol import compression
@@ -29,7 +30,7 @@ from ..protocol.compression import (
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.record_batch import HEADER_SIZE, BatchHeader, InvalidBatch
 from ..protocol.record_framing import check_records
-from ..protocol.uniform_records import check_uniform_records
+from ..protocol.uniform_records import uniform_records_keyless
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +38,7 @@ class CheckedRecords:
     """A batch's records section as checked: the uncompressed bytes and the keyless records."""
 
     raw: bytes | bytearray | memoryview
-    keyless: list[int]
+    keyless: Sequence[int]
 
 
 def check_batch_records(batch: memoryview, header: BatchHeader, max_bytes: int) -> CheckedRecords:
@@ -70,9 +71,9 @@ def check_batch_records(batch: memoryview, header: BatchHeader, max_bytes: int) 
             raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(exc)) from None
     # Records of one shape (the usual batch) are checked in C; any other batch, or a
     # faulty one, is walked record by record, which also words the error.
-    keyless = check_uniform_records(raw, count)
-    if keyless is not None:
-        return CheckedRecords(raw, keyless)
+    all_keyless = uniform_records_keyless(raw, count)
+    if all_keyless is not None:
+        return CheckedRecords(raw, range(count) if all_keyless else ())
     if isinstance(raw, memoryview):
         raw = raw.tobytes()  # the walk indexes bytes much faster than a view
     try:

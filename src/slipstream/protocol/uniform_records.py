@@ -137,8 +137,9 @@ class _ShapePatterns:
             pattern = self.runs[bit] = re.compile(b"%s{%d}+" % (self.record, 1 << bit), re.DOTALL)
         return pattern
 
-    def match(self, data: bytes | bytearray | memoryview, count: int) -> list[int] | None:
-        """The keyless indices if ``data`` is exactly ``count`` records of this shape."""
+    def match(self, data: bytes | bytearray | memoryview, count: int) -> bool | None:
+        """Whether the records are keyless, if ``data`` is exactly ``count`` records of
+        this shape; None if it is not."""
         if count <= 0 or count >= 1 << _MAX_COUNT_BITS or count * self.min_record_bytes > len(data):
             return None
         pos = 0
@@ -152,7 +153,7 @@ class _ShapePatterns:
                 pos = found.end()
         if pos != len(data):
             return None
-        return list(range(count)) if self.keyless else []
+        return self.keyless
 
 
 def _patterns_for(shape: tuple[int, int]) -> _ShapePatterns:
@@ -167,6 +168,16 @@ def _patterns_for(shape: tuple[int, int]) -> _ShapePatterns:
 def check_uniform_records(data: bytes | bytearray | memoryview, count: int) -> list[int] | None:
     """The keyless record indices if ``data`` is exactly ``count`` well-framed records of
     the first record's shape; None when that does not hold (run the full walk)."""
+    keyless = uniform_records_keyless(data, count)
+    if keyless is None:
+        return None
+    return list(range(count)) if keyless else []
+
+
+def uniform_records_keyless(data: bytes | bytearray | memoryview, count: int) -> bool | None:
+    """``check_uniform_records`` without building the list: whether every record is
+    keyless (all or none are, sharing one shape); None when the shortcut does not apply.
+    A list of a batch's indices cost more than matching its records (4,000: 90 µs)."""
     global _last
     # Batches come in runs of one shape: try the last one's patterns before parsing the
     # first record (a mismatch fails within the first record or so, then the shape is

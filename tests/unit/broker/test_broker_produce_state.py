@@ -124,3 +124,18 @@ async def test_keyless_records_are_named_in_record_errors(version: int) -> None:
             assert "2 of the batch's 4 records" in (part.error_message or "")
         plog = b.state.topics.partition("c", 0)
         assert plog is not None and plog.log_end_offset == 0  # nothing of the batch written
+
+
+async def test_a_batch_of_one_keyless_shape_names_every_record() -> None:
+    """Records of one shape are checked by the one-shape shortcut, which reports them all
+    keyless at once: a compacted topic refuses each of them by index, as the walk does."""
+    async with Broker(storage="memory", port=0) as b:
+        b.state.topics.create("c", 1, {"cleanup.policy": "compact"})
+        keyed = build_batch([ProducerRecord(b"k", b"v" * 10) for _ in range(3)])
+        await b.state.append("c", 0, memoryview(bytearray(keyed)), acks=-1)
+        keyless = build_batch([ProducerRecord(None, b"v" * 10) for _ in range(3)])
+        with pytest.raises(KafkaError) as refused:
+            await b.state.append("c", 0, memoryview(bytearray(keyless)), acks=-1)
+        assert refused.value.code == ErrorCode.INVALID_RECORD
+        assert [index for index, _ in refused.value.record_errors] == [0, 1, 2]  # type: ignore[attr-defined]
+        assert "3 of the batch's 3 records" in refused.value.message
