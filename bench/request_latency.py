@@ -35,6 +35,7 @@ from harness import (
     BenchError,
     BrokerProcess,
     child_env,
+    cpu_of,
     create_topics,
     discover_brokers,
     free_port,
@@ -90,12 +91,6 @@ def _broker_stats(raw: list[str], api: str) -> tuple[int, float, float, int, int
     return requests, mean, rtt_max / 1000, last.get("rxbytes", 0), last.get("rx", 0)
 
 
-def _cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _settle_stats(poll: Any) -> None:
     """Let one more statistics window close after the phase, so it holds the last requests."""
     time.sleep(STATS_INTERVAL_MS / 1000 * 1.5)
@@ -114,7 +109,7 @@ def produce(proc: BrokerProcess, topic: str, count: int, timeout: float) -> Phas
     producer.poll(STATS_INTERVAL_MS / 1000 * 1.5)
     stats.clear()  # the windows so far hold the warm-up's requests
     value = os.urandom(VALUE_BYTES)
-    cpu = _cpu_seconds(proc.pid)
+    cpu = cpu_of(proc.pid)
     start = time.perf_counter()
     for i in range(count):
         while True:
@@ -128,7 +123,7 @@ def produce(proc: BrokerProcess, topic: str, count: int, timeout: float) -> Phas
     if producer.flush(timeout) or errors:
         raise BenchError(f"produce failed: {errors[0] if errors else 'timeout'}")
     elapsed = time.perf_counter() - start
-    cpu = _cpu_seconds(proc.pid) - cpu
+    cpu = cpu_of(proc.pid) - cpu
     _settle_stats(producer.poll)
     requests, rtt_avg, rtt_max, _, _ = _broker_stats(stats, "Produce")
     return Phase(count / elapsed, requests, rtt_avg, rtt_max, cpu)
@@ -146,7 +141,7 @@ def consume(
     try:
         consumer.list_topics(topic, timeout=10.0)
         stats.clear()
-        cpu = _cpu_seconds(proc.pid)
+        cpu = cpu_of(proc.pid)
         start = time.perf_counter()
         deadline = start + timeout
         first: float | None = None
@@ -163,7 +158,7 @@ def consume(
                 received += 1
                 msg.value()
         elapsed = time.perf_counter() - start
-        cpu = _cpu_seconds(proc.pid) - cpu
+        cpu = cpu_of(proc.pid) - cpu
         _settle_stats(consumer.poll)
     finally:
         consumer.close()

@@ -106,6 +106,25 @@ class StandInTransport:
         pass
 
 
+def sessionless_fetch(topic: str, partitions: int, partition_max_bytes: int) -> fe.FetchRequest:
+    """A Fetch of every partition of ``topic`` from offset 0, outside any fetch session."""
+    return fe.FetchRequest(
+        max_wait_ms=0,
+        min_bytes=1,
+        max_bytes=50 * 1024 * 1024,
+        session_epoch=-1,
+        topics=[
+            fe.FetchRequestTopic(
+                topic=topic,
+                partitions=[
+                    fe.FetchRequestPartition(partition=i, fetch_offset=0, partition_max_bytes=partition_max_bytes)
+                    for i in range(partitions)
+                ],
+            )
+        ],
+    )
+
+
 def cpu_us(n: int, repeat: int, run: Callable[[int], None]) -> float:
     best = float("inf")
     for _ in range(repeat):
@@ -354,23 +373,7 @@ async def run_in(n: int, repeat: int, data_dir: str) -> dict[str, dict[str, floa
         )
 
         # Fetch: 8 partitions from offset 0 (what the produce stage wrote), sessionless.
-        fetch = fe.FetchRequest(
-            max_wait_ms=0,
-            min_bytes=1,
-            max_bytes=50 * 1024 * 1024,
-            session_epoch=-1,
-            topics=[
-                fe.FetchRequestTopic(
-                    topic=TOPIC,
-                    partitions=[
-                        fe.FetchRequestPartition(
-                            partition=i, fetch_offset=0, partition_max_bytes=64 * 1024
-                        )
-                        for i in range(PARTITIONS)
-                    ],
-                )
-            ],
-        )
+        fetch = sessionless_fetch(TOPIC, PARTITIONS, 64 * 1024)
         stages = Stages(dispatcher, fe.SPEC.key, 12, frame_of(fe.SPEC, 12, fetch))
         out["Fetch v12, 8 partitions x 64 KiB"] = await stages.measure(n // 4, repeat, None)
 
@@ -398,20 +401,7 @@ async def run_in(n: int, repeat: int, data_dir: str) -> dict[str, dict[str, floa
         out[f"Produce v9, 1 partition x {BIG_BATCH_RECORDS:,} x 100 B"] = await stages.measure(
             big_n, repeat, ("append", append_big)
         )
-        fetch_big = fe.FetchRequest(
-            max_wait_ms=0,
-            min_bytes=1,
-            max_bytes=50 * 1024 * 1024,
-            session_epoch=-1,
-            topics=[
-                fe.FetchRequestTopic(
-                    topic=BIG_TOPIC,
-                    partitions=[
-                        fe.FetchRequestPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)
-                    ],
-                )
-            ],
-        )
+        fetch_big = sessionless_fetch(BIG_TOPIC, 1, 1 << 20)
         stages = Stages(dispatcher, fe.SPEC.key, 12, frame_of(fe.SPEC, 12, fetch_big))
         out["Fetch v12, 1 partition x 1 MiB"] = await stages.measure(n // 20, repeat, None)
     return out

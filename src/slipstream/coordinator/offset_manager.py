@@ -17,7 +17,6 @@ fetches answer UNSTABLE_OFFSET_COMMIT and retention leaves the partition alone.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -58,8 +57,6 @@ from .newest_connections import NewestConnections
 from .offset_and_metadata import OffsetAndMetadata
 from .result import Completion, CoordinatorResult, Pending, RequestContext
 from .state import GroupState
-
-log = logging.getLogger("slipstream.coordinator")
 
 OFFSET_COMMIT_KEY = 8
 TXN_OFFSET_COMMIT_KEY = 28

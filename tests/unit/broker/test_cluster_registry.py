@@ -31,8 +31,8 @@ def test_a_heartbeat_registers_every_listener_in_order(postgres_url: str) -> Non
 
     async def work(conn: Any) -> Any:
         await migrate(conn)
-        await database.heartbeat(conn, 1, listeners)
-        await database.heartbeat(conn, 2, listeners[:1])
+        await database.beat(conn, 1, listeners, 60_000)
+        await database.beat(conn, 2, listeners[:1], 60_000)
         return await database.brokers(conn)
 
     one, two = run(postgres_url, work)
@@ -60,27 +60,29 @@ def test_brokers_registered_before_listeners_were_keep_their_endpoint(postgres_u
     assert old.endpoint("PLAINTEXT") == old.endpoint("INTERNAL") == ("old-host", 9000)
 
 
-def test_one_beat_records_the_heartbeat_renews_and_reads_what_the_separate_statements_do(postgres_url: str) -> None:
+def test_one_beat_records_the_heartbeat_renews_and_reads_brokers_and_leases(postgres_url: str) -> None:
     listeners = [ListenerEndpoint("PLAINTEXT", "10.0.0.1", 9092)]
     others = [ListenerEndpoint("PLAINTEXT", "10.0.0.2", 9092)]
 
     async def work(conn: Any) -> Any:
         await migrate(conn)
-        await database.heartbeat(conn, 2, others)
+        await database.beat(conn, 2, others, 60_000)
         await database.claim(conn, 1, [("t", 0), ("t", 1)], 60_000)
         await database.claim(conn, 2, [("t", 2)], 60_000)
         await conn.execute("UPDATE partition_leases SET expires_ms = 0 WHERE topic = 't' AND partition = 1")
         first = await database.beat(conn, 1, listeners, 60_000)  # not registered before
-        now, rows = await database.heartbeat(conn, 1, listeners)
-        renewed = await database.renew(conn, 1, 60_000)
-        return first, now, rows, renewed, await database.leases(conn)
+        return first, await database.brokers(conn), await database.leases(conn)
 
-    beat, now, rows, renewed, leases = run(postgres_url, work)
+    beat, rows, leases = run(postgres_url, work)
+    # What it returns is what is stored now, its own heartbeat and renewals included.
     assert [(b.node_id, b.host, b.listeners) for b in beat.brokers] == [(b.node_id, b.host, b.listeners) for b in rows]
+    assert [b.node_id for b in beat.brokers] == [1, 2]
     me = beat.brokers[0]
-    assert me.node_id == 1 and 0 < beat.now_ms == me.heartbeat_ms <= now
-    assert beat.renewed == renewed == {("t", 0): 1}  # the expired lease of t-1 is not renewed
-    assert set(beat.leases) == set(leases) == {("t", 0), ("t", 1), ("t", 2)}
-    assert beat.leases[("t", 0)].owner == 1 and beat.leases[("t", 0)].expires_ms >= beat.now_ms + 60_000
-    assert beat.leases[("t", 1)].expires_ms == 0
-    assert beat.leases[("t", 2)] == leases[("t", 2)]
+    assert me.listeners == tuple(listeners)
+    assert 0 < beat.now_ms == me.heartbeat_ms == rows[0].heartbeat_ms
+    assert beat.renewed == {("t", 0): 1}  # the expired lease of t-1 is not renewed
+    assert beat.leases == leases
+    assert set(leases) == {("t", 0), ("t", 1), ("t", 2)}
+    assert leases[("t", 0)].owner == 1 and leases[("t", 0)].expires_ms >= beat.now_ms + 60_000
+    assert leases[("t", 1)].expires_ms == 0
+    assert leases[("t", 2)].owner == 2

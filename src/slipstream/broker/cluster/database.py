@@ -24,23 +24,6 @@ async def notify(conn: Any, what: str) -> None:
     await conn.execute("SELECT pg_notify($1, $2)", CHANNEL, what)
 
 
-async def heartbeat(conn: Any, node_id: int, listeners: Sequence[ListenerEndpoint]) -> tuple[int, list[BrokerRow]]:
-    """Record this broker's heartbeat and its advertised listeners (the first one is also
-    its host and port); (database now, every registered broker)."""
-    first = listeners[0]
-    now = await conn.fetchval(
-        "INSERT INTO cluster_brokers (node_id, host, port, heartbeat_ms, listeners) "
-        f"VALUES ($1, $2, $3, {NOW_MS}, $4::jsonb) ON CONFLICT (node_id) DO UPDATE SET "
-        "host = EXCLUDED.host, port = EXCLUDED.port, heartbeat_ms = EXCLUDED.heartbeat_ms, "
-        "listeners = EXCLUDED.listeners RETURNING heartbeat_ms",
-        node_id,
-        first.host,
-        first.port,
-        json.dumps([{"name": e.name, "host": e.host, "port": e.port} for e in listeners]),
-    )
-    return int(now), await brokers(conn)
-
-
 @dataclass(frozen=True, slots=True)
 class Beat:
     """What one heartbeat statement (``beat``) found."""
@@ -52,10 +35,12 @@ class Beat:
 
 
 async def beat(conn: Any, node_id: int, listeners: Sequence[ListenerEndpoint], ttl_ms: int) -> Beat:
-    """``heartbeat``, ``renew`` and ``leases`` in one statement - one round trip and one
-    transaction per heartbeat instead of four, paid by every broker every interval. The
-    statement's reads see the rows as they were before its own writes, so this broker's
-    heartbeat and renewed leases are put in from what the writes returned."""
+    """Record this broker's heartbeat and its advertised listeners (the first one is also
+    its host and port), extend every lease it still holds, and read every broker and every
+    lease: one statement, so one round trip and one transaction per heartbeat (every broker
+    pays it every interval). The statement's reads see the rows as they were before its own
+    writes, so this broker's heartbeat and renewed leases are put in from what the writes
+    returned."""
     first = listeners[0]
     endpoints = [{"name": e.name, "host": e.host, "port": e.port} for e in listeners]
     row = await conn.fetchrow(
@@ -119,17 +104,6 @@ async def leave(conn: Any, node_id: int) -> None:
 async def leases(conn: Any) -> dict[TopicPartition, Lease]:
     rows = await conn.fetch("SELECT topic, partition, owner, epoch, expires_ms FROM partition_leases")
     return {(r["topic"], r["partition"]): Lease(r["owner"], r["epoch"], r["expires_ms"]) for r in rows}
-
-
-async def renew(conn: Any, node_id: int, ttl_ms: int) -> dict[TopicPartition, int]:
-    """Extend every lease this broker still holds; the partitions held, with their epochs."""
-    rows = await conn.fetch(
-        f"UPDATE partition_leases SET expires_ms = {NOW_MS} + $2 "
-        f"WHERE owner = $1 AND expires_ms > {NOW_MS} RETURNING topic, partition, epoch",
-        node_id,
-        ttl_ms,
-    )
-    return {(r["topic"], r["partition"]): r["epoch"] for r in rows}
 
 
 async def claim(conn: Any, node_id: int, wanted: list[TopicPartition], ttl_ms: int) -> dict[TopicPartition, int]:
