@@ -18,21 +18,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..log.api import LogFenced
-
-# Loaded with the broker, not in start(): an embedded broker's first start stays quick.
-from ..log.memory import MemoryLogStore
 from ..log.metadata import DirectoryMetadata, MetadataStore
-from ..protocol.record_batch import load_crc32c
 from .config import BrokerConfig
 from .connection_limits import ConnectionLimits
 from .dispatch import Dispatcher
-from .fetch_sessions import FetchSessionCache
 from .gc_tuning import FREEZE_AFTER_S, ServingGC
 from .group_configs import GroupConfigs
 from .handlers import all_handlers
 from .listener_settings import ListenerSecurity
 from .listeners import Listener, advertised_endpoint, parse_advertised, parse_listeners
-from .producer_state import ProducerIdAllocator
+from .producer_ids import ProducerIdAllocator
 from .security.acl_store import AclStore
 from .security.authorizer import Authorizer, parse_super_users
 from .security.credentials import CredentialStore
@@ -58,9 +53,18 @@ log = logging.getLogger(__name__)
 COORDINATOR_MODULES = tuple(f"{__package__}.{name}" for name in ("groups", "transactions", "cleaner"))
 
 
+# The produce and fetch path, imported where first used (BrokerState names it for types
+# only): the same worker thread imports it after the coordinators, so a first Produce or
+# Fetch finds it loaded. (Their handlers and declarations still load at their first request.)
+SERVING_PATH_MODULES = tuple(
+    f"{__package__}.{name}" for name in ("appends", "append_policy", "producer_state", "fetch_sessions")
+)
+
+
 def load_coordinator_modules() -> None:
-    """Import COORDINATOR_MODULES (once; later calls find them loaded)."""
-    for name in COORDINATOR_MODULES:
+    """Import COORDINATOR_MODULES, then SERVING_PATH_MODULES (once; later calls find them
+    loaded)."""
+    for name in COORDINATOR_MODULES + SERVING_PATH_MODULES:
         importlib.import_module(name)
 
 
@@ -74,6 +78,7 @@ def load_all_modules() -> None:
     then import nothing, as when this module still imported it all."""
     load_coordinator_modules()
     all_handlers()
+    importlib.import_module("slipstream.log.memory")  # the embedded broker's default store
 
 
 class Broker:
@@ -121,6 +126,8 @@ class Broker:
             )
             metadata = store.metadata()
         else:
+            from ..log.memory import MemoryLogStore
+
             store = MemoryLogStore()
         topics = TopicManager(config, store, metadata)
         # A disk broker recovers __consumer_offsets (50 partitions) in a worker thread while
@@ -136,7 +143,6 @@ class Broker:
                 metadata, store.reserve_producer_ids if config.storage == "postgres" else None
             ),
             group_configs=group_configs,
-            fetch_sessions=FetchSessionCache(config.max_incremental_fetch_session_cache_slots),
         )
         if config.uses_acl_authorizer:
             state.acl_store = AclStore(metadata)
@@ -446,5 +452,7 @@ def _redacted(url: str) -> str:
 def _settle_start_up(tuning: ServingGC) -> None:
     """A second after the listener opened: load what the first produce would otherwise load
     (the CRC module), then collect and freeze the start-up heap with it in."""
+    from ..protocol.record_batch import load_crc32c
+
     load_crc32c()
     tuning.freeze_start_up_heap()

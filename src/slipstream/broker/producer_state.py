@@ -1,4 +1,4 @@
-"""Idempotent producers: producer id allocation and per-partition sequence checks.
+"""Idempotent producers: per-partition sequence checks (ids are handed out by producer_ids.py).
 
 Kafka keeps, per producer id and partition, the epoch and the last five batches
 (first/last sequence and offsets) so a retried batch is recognised and answered
@@ -14,16 +14,13 @@ open transaction bounds the last stable offset (LSO) that read_committed readers
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ..log.metadata import MetadataStore
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.record_batch import BatchHeader
 
 CACHED_BATCHES = 5
-_ID_BLOCK = 1000
-_DOCUMENT = "producer-ids"
 _SEQ_MOD = 1 << 31
 
 
@@ -71,34 +68,6 @@ class CompletedTxn:
     last_offset: int
     last_stable_offset: int
     aborted: bool
-
-
-class ProducerIdAllocator:
-    """Hands out unique producer ids; blocks are persisted so ids never repeat after a restart."""
-
-    def __init__(self, metadata: MetadataStore | None, reserve: Callable[[int, int], int] | None = None) -> None:
-        """``reserve(count, floor)``: the first id (at least ``floor``) of a block no other
-        broker hands out (a cluster's shared database); without it blocks are recorded in
-        ``metadata``."""
-        self._metadata = metadata
-        self._reserve = reserve
-        self._next = 0
-        self._block_end = 0
-        saved = metadata.load(_DOCUMENT) if metadata is not None else None
-        if saved is not None:
-            self._next = self._block_end = int(saved.strip() or 0)
-
-    def allocate(self) -> int:
-        if self._next >= self._block_end and self._reserve is not None:
-            self._next = self._reserve(_ID_BLOCK, self._next)
-            self._block_end = self._next + _ID_BLOCK
-        if self._next >= self._block_end:
-            self._block_end = self._next + _ID_BLOCK
-            if self._metadata is not None:
-                self._metadata.save(_DOCUMENT, str(self._block_end))
-        pid = self._next
-        self._next += 1
-        return pid
 
 
 class PartitionProducerState:

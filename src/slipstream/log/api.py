@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar, runtime_checkable
 
 from slipstream.protocol.file_region import FileRegion
-from slipstream.protocol.record_batch import BatchHeader
+
+if TYPE_CHECKING:  # (for types only: the record batch module is the produce path's)
+    from slipstream.protocol.record_batch import BatchHeader
 
 Chunk = TypeVar("Chunk")
 

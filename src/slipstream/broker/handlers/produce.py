@@ -32,9 +32,9 @@ from ...protocol.apis.produce import (
     ProduceResponseTopic,
 )
 from ...protocol.errors import ErrorCode, KafkaError
+from ..appends import InvalidRecords
 from ..request_context import RequestContext
 from ..security.acl import Operation, ResourceType
-from ..state import InvalidRecords
 
 MIN_VERSION = 3
 MAX_VERSION = 13
