@@ -343,6 +343,7 @@ NOT_LOADED_TO_SERVE = (
     "confluent_kafka",
     "cryptography",
     "tomllib",
+    "slipstream.log.memory",  # (the store of --storage memory and embedded brokers)
 )
 
 
@@ -357,6 +358,15 @@ LOADED_AFTER_THE_FIRST_ANSWER = (
     "slipstream.coordinator.result",
     "slipstream.coordinator.topics_image",
     "slipstream.coordinator.transactions",
+    # The produce and fetch path (imported by the same worker thread, after the coordinators).
+    "slipstream.broker.appends",
+    "slipstream.broker.append_policy",
+    "slipstream.broker.batch_checks",
+    "slipstream.broker.fetch_sessions",
+    "slipstream.broker.producer_state",
+    "slipstream.protocol.record_batch",
+    "slipstream.protocol.compression",
+    "cramjam",
 )
 # Loaded where used, not by a fresh broker's first answer: SCRAM's hashing and random
 # nonces (only when a client authenticates or a credential is set), and json (a fresh
