@@ -10,11 +10,11 @@ import asyncio
 import contextlib
 import importlib
 import logging
+import os
 import sys
 import threading
 from dataclasses import replace
 from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..log.api import LogFenced
@@ -107,14 +107,16 @@ class Broker:
 
     async def start(self) -> Broker:
         config = self.config
-        data_dir: Path | None = None
+        data_dir: str | None = None
         metadata: MetadataStore | None = None
         if config.storage == "disk":
             from ..log.disk.store import DiskLogStore
 
-            data_dir = Path(config.data_dir)
-            data_dir.mkdir(parents=True, exist_ok=True)
-            store: Any = DiskLogStore(data_dir / "logs")
+            # (os.path, not pathlib: a start that opens no partition before it answers
+            # need not import pathlib.)
+            data_dir = os.path.normpath(config.data_dir)
+            os.makedirs(data_dir, exist_ok=True)
+            store: Any = DiskLogStore(os.path.join(data_dir, "logs"))
             metadata = DirectoryMetadata(data_dir)
         elif config.storage == "postgres":
             from ..log.postgres import PostgresLogStore

@@ -10,7 +10,6 @@ import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from pathlib import Path
 from typing import Any
 
 from ..coordinator.config import MigrationPolicy
@@ -390,10 +389,11 @@ def apply(config: BrokerConfig, settings: dict[str, Any]) -> BrokerConfig:
     return replace(config, **changes)
 
 
-def load_file(path: str | Path) -> dict[str, Any]:
+def load_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     """A TOML file (flat keys) or a Java-style .properties file."""
-    text = Path(path).read_text()
-    if str(path).endswith(".toml"):
+    with open(path) as f:
+        text = f.read()
+    if os.fspath(path).endswith(".toml"):
         import tomllib  # here: most starts read no TOML, and each module loaded costs start time
 
         return dict(tomllib.loads(text))

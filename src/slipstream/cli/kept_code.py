@@ -29,7 +29,6 @@ import os
 import sys
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from types import CodeType
 from typing import Any
 
@@ -40,13 +39,14 @@ from ..protocol import generated_code
 MAX_KEPT = 4096
 
 
-def default_path() -> Path | None:
-    """Where the code is kept: beside this package's .pyc files (None if unknown)."""
+def default_path() -> str | None:
+    """Where the code is kept: beside this package's .pyc files (None if unknown). (Paths
+    are strs here: pathlib costs a start some 16 M instructions.)"""
     try:
         pyc = importlib.util.cache_from_source(__file__)
     except (NotImplementedError, ValueError):  # no cache tag: nothing is cached anyway
         return None
-    return Path(pyc).parent / f"kept-code.{sys.implementation.cache_tag}.bin"
+    return os.path.join(os.path.dirname(pyc), f"kept-code.{sys.implementation.cache_tag}.bin")
 
 
 def _header() -> bytes:
@@ -68,8 +68,8 @@ class KeptCode:
     """Serves ``dataclasses``' ``exec`` calls and the protocol layer's compiles from
     compiled code kept on file."""
 
-    def __init__(self, path: Path | None) -> None:
-        self.path = path
+    def __init__(self, path: str | os.PathLike[str] | None) -> None:
+        self.path = None if path is None else os.fspath(path)
         # Text -> its code, marshalled: unmarshalled on first use (a file holds the
         # classes of every module a broker may load; a start uses about half of them).
         self._codes: dict[str, CodeType | bytes] = {}
@@ -125,7 +125,8 @@ class KeptCode:
         if self.path is None:
             return {}
         try:
-            data = self.path.read_bytes()
+            with open(self.path, "rb") as f:
+                data = f.read()
         except FileNotFoundError:
             return {}
         except OSError:
@@ -158,7 +159,7 @@ class KeptCode:
         record = marshal.dumps({key: marshal.dumps(code)})
         with self._appending:
             try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
+                os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
                 with open(self.path, "ab") as f:
                     if f.tell() == 0:
                         f.write(_header())
@@ -176,25 +177,26 @@ class KeptCode:
         codes = dict(self._codes)
         if len(codes) > MAX_KEPT:
             codes = {text: code for text, code in codes.items() if text in self._used}
-        temporary = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+        temporary = f"{self.path}.{os.getpid()}.tmp"
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
             on_file = {text: c if isinstance(c, bytes) else marshal.dumps(c) for text, c in codes.items()}
             table = marshal.dumps(on_file)
-            temporary.write_bytes(_header() + len(table).to_bytes(4, "little") + table)
+            with open(temporary, "wb") as f:
+                f.write(_header() + len(table).to_bytes(4, "little") + table)
             with self._appending:
                 os.replace(temporary, self.path)
                 self._appendable = True
         except OSError:
             with contextlib.suppress(OSError):
-                temporary.unlink()
+                os.unlink(temporary)
 
 
 # The one in use in this process (``slipstream serve`` installs it).
 _installed: KeptCode | None = None
 
 
-def install(path: Path | None) -> KeptCode:
+def install(path: str | os.PathLike[str] | None) -> KeptCode:
     """Serve dataclasses and the protocol's compiles from the code kept at ``path``."""
     global _installed
     if _installed is None:

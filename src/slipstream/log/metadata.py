@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Protocol
 
 
@@ -23,16 +22,20 @@ class MetadataStore(Protocol):
 class DirectoryMetadata:
     """One file per document in ``directory`` (written to a temp file, fsynced, renamed)."""
 
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        # (a str, not a pathlib.Path: a broker start need not import pathlib)
+        self.directory = os.fspath(directory)
 
     def load(self, name: str) -> str | None:
-        path = self.directory / name
-        return path.read_text() if path.exists() else None
+        try:
+            with open(os.path.join(self.directory, name)) as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
 
     def save(self, name: str, body: str) -> None:
-        path = self.directory / name
-        tmp = path.with_name(path.name + ".tmp")
+        path = os.path.join(self.directory, name)
+        tmp = path + ".tmp"
         with open(tmp, "w") as f:
             f.write(body)
             f.flush()

@@ -10,9 +10,9 @@ memory only.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from ...log.metadata import DirectoryMetadata, MetadataStore, update_document
 from .acl import AclBinding, AclFilter
@@ -31,9 +31,12 @@ class StoredChange:
 
 
 class AclStore:
-    def __init__(self, where: MetadataStore | Path | None) -> None:
-        """``where``: the broker's metadata store, a data directory, or None (memory only)."""
-        self.metadata: MetadataStore | None = DirectoryMetadata(where) if isinstance(where, Path) else where
+    def __init__(self, where: MetadataStore | str | os.PathLike[str] | None) -> None:
+        """``where``: the broker's metadata store, a data directory (a path), or None
+        (memory only)."""
+        self.metadata: MetadataStore | None = (
+            DirectoryMetadata(where) if isinstance(where, (str, os.PathLike)) else where
+        )
 
     def load(self) -> list[AclBinding]:
         return parse(self.metadata.load(FILE_NAME) if self.metadata is not None else None)

@@ -12,9 +12,9 @@ broker keeps them in memory only.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from ...log.metadata import DirectoryMetadata, MetadataStore, update_document
 from ...protocol.scram import (
@@ -73,10 +73,13 @@ def check_credential(user: str, mechanism: str, iterations: int) -> ScramMechani
 
 
 class CredentialStore:
-    def __init__(self, where: MetadataStore | Path | None) -> None:
-        """``where``: the broker's metadata store, a data directory, or None (memory only)."""
-        self.metadata: MetadataStore | None = DirectoryMetadata(where) if isinstance(where, Path) else where
-        self.path = where / FILE_NAME if isinstance(where, Path) else None
+    def __init__(self, where: MetadataStore | str | os.PathLike[str] | None) -> None:
+        """``where``: the broker's metadata store, a data directory (a path), or None
+        (memory only)."""
+        self.metadata: MetadataStore | None = (
+            DirectoryMetadata(where) if isinstance(where, (str, os.PathLike)) else where
+        )
+        self.path = os.path.join(where, FILE_NAME) if isinstance(where, (str, os.PathLike)) else None
         self._users: dict[str, dict[str, ScramCredential]] = {}
 
     def load(self) -> None:

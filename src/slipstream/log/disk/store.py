@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import uuid
-from pathlib import Path
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from slipstream.log.api import LogConfig
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from slipstream.log.disk.disk_log import DiskLog
 
 _DELETE_SUFFIX = "-delete"
@@ -27,15 +29,23 @@ class DiskLogStore:
     renamed to ``<name>.<id>-delete`` (so it vanishes from ``existing()`` at once) and
     then deleted; leftovers of an interrupted removal are cleaned at start."""
 
-    def __init__(self, data_dir: Path | str) -> None:
-        self.data_dir = Path(data_dir)
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+    def __init__(self, data_dir: str | os.PathLike[str]) -> None:
+        # A str until a partition is opened (data_dir): a broker that answers before it
+        # opens any need not import pathlib.
+        self._root = os.fspath(data_dir)
+        os.makedirs(self._root, exist_ok=True)
         self._logs: dict[tuple[str, int], DiskLog] = {}
-        for entry in os.scandir(self.data_dir):
+        for entry in os.scandir(self._root):
             if entry.is_dir() and entry.name.endswith(_DELETE_SUFFIX):
                 import shutil  # (rarely needed: a broker start imports it only for leftovers)
 
                 shutil.rmtree(entry.path, ignore_errors=True)
+
+    @cached_property
+    def data_dir(self) -> Path:
+        from pathlib import Path
+
+        return Path(self._root)
 
     def _directory(self, topic: str, partition: int) -> Path:
         if not topic or "/" in topic or topic in (".", "..") or partition < 0:
@@ -71,7 +81,7 @@ class DiskLogStore:
 
     def existing(self) -> list[tuple[str, int]]:
         found = []
-        for entry in os.scandir(self.data_dir):
+        for entry in os.scandir(self._root):
             if not entry.is_dir():
                 continue
             parsed = _parse_partition_dir(entry.name)
