@@ -28,6 +28,8 @@ TOPIC_CODECS = {
 
 @dataclass(frozen=True, slots=True)
 class AppendPolicy:
+    """What Produce checks and does for one topic: its configs, parsed."""
+
     max_batch_bytes: int
     compacted: bool
     # The topic's min.insync.replicas when above 1 (acks=all cannot be met), else None.

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from ..coordinator.config import MigrationPolicy
+from ..coordinator.migration_policy import MigrationPolicy
 from . import inter_broker
 from .inter_broker import InterBrokerClient
 from .listener_settings import (

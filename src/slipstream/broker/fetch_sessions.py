@@ -37,6 +37,8 @@ PartitionKey = tuple[str | uuid.UUID, int]
 
 @dataclass(slots=True)
 class CachedPartition:
+    """A session's partition: the client's fetch position and what it was last told."""
+
     fetch_offset: int
     max_bytes: int
     high_watermark: int = -1  # as last reported to the client; -1 until then
@@ -45,6 +47,8 @@ class CachedPartition:
 
 @dataclass(slots=True)
 class FetchSession:
+    """One client's incremental fetch session: its partitions, in response order."""
+
     id: int
     uses_topic_ids: bool
     last_used_ms: int

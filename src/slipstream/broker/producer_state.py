@@ -26,6 +26,8 @@ _SEQ_MOD = 1 << 31
 
 @dataclass(slots=True)
 class _BatchMeta:
+    """One of a producer's last batches: its sequence range and offsets."""
+
     first_seq: int
     last_seq: int
     base_offset: int
@@ -34,6 +36,8 @@ class _BatchMeta:
 
 @dataclass(slots=True)
 class _ProducerEntry:
+    """A producer id's epoch and last batches on one partition."""
+
     epoch: int
     batches: deque[_BatchMeta] = field(default_factory=lambda: deque(maxlen=CACHED_BATCHES))
     # Max timestamp of the producer's last batch (DescribeProducers' LastTimestamp).
@@ -50,6 +54,8 @@ class _ProducerEntry:
 
 @dataclass(frozen=True, slots=True)
 class ActiveProducer:
+    """A producer's state on a partition, as DescribeProducers reports it."""
+
     producer_id: int
     epoch: int
     last_sequence: int

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
+
+# (Its own module: the broker's config checks the policy without loading this one.)
+from .migration_policy import MigrationPolicy
 
 # group.initial.rebalance.delay.ms: Kafka's default is 3000 ms, which makes a lone
 # consumer wait three seconds for its first assignment. We default to 100 ms, and
@@ -17,36 +19,10 @@ DEFAULT_INITIAL_REBALANCE_DELAY_MS = 100
 DEFAULT_RECONCILING_HEARTBEAT_INTERVAL_MS = 200
 
 
-class MigrationPolicy(enum.Enum):
-    """``group.consumer.migration.policy``: which online conversions between the classic
-    and the consumer group protocols are allowed (Kafka 4's default: bidirectional)."""
-
-    DISABLED = "disabled"
-    UPGRADE = "upgrade"
-    DOWNGRADE = "downgrade"
-    BIDIRECTIONAL = "bidirectional"
-
-    @classmethod
-    def parse(cls, text: str) -> MigrationPolicy:
-        """Case-insensitive, as Kafka reads it."""
-        try:
-            return cls(text.strip().lower())
-        except ValueError:
-            raise ValueError(
-                f"group.consumer.migration.policy must be one of {', '.join(p.value for p in cls)}; got {text!r}"
-            ) from None
-
-    @property
-    def upgrade_enabled(self) -> bool:
-        return self in (MigrationPolicy.UPGRADE, MigrationPolicy.BIDIRECTIONAL)
-
-    @property
-    def downgrade_enabled(self) -> bool:
-        return self in (MigrationPolicy.DOWNGRADE, MigrationPolicy.BIDIRECTIONAL)
-
-
 @dataclass(frozen=True, slots=True)
 class CoordinatorConfig:
+    """The coordinators' settings (Kafka's group.* and offsets.* broker configs)."""
+
     # group.min.session.timeout.ms / group.max.session.timeout.ms: JoinGroup outside
     # this range answers INVALID_SESSION_TIMEOUT.
     group_min_session_timeout_ms: int = 6_000

@@ -61,6 +61,8 @@ class InvalidBatch(ValueError):
 @fast_frozen_init  # made several times per produced batch: see schema.fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class BatchHeader:
+    """The fixed 61-byte header of a v2 record batch, decoded."""
+
     base_offset: int
     batch_length: int
     partition_leader_epoch: int
