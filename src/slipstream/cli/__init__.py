@@ -2,102 +2,27 @@
 
 from __future__ import annotations
 
-import argparse
 import gc
 import sys
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # (argparse is imported only where a command line needs it: parser.py)
+    import argparse
 
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 
-Command = Callable[[argparse.Namespace], int]
+Command = Callable[[Any], int]  # called with the parsed arguments
 
 # After the coordinators have loaded (broker/broker.py: in a worker thread once the
 # listener is open) and the collector's start-up pass (broker/gc_tuning.py, 1 s).
 SAVE_KEPT_CODE_AFTER_S = 2.0
 
 
-class HelpFormatter(argparse.HelpFormatter):
-    """argparse's formatter, sized as shutil.get_terminal_size would, without importing
-    shutil (and the zlib, bz2 and lzma it imports): argparse makes a formatter for every
-    add_argument, so each `slipstream serve` start paid for them (~2 ms)."""
-
-    def __init__(
-        self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None
-    ) -> None:
-        if width is None:
-            width = _terminal_columns() - 2  # (as HelpFormatter does with shutil's size)
-        super().__init__(prog, indent_increment, max_help_position, width)
-
-
-def _terminal_columns(fallback: int = 80) -> int:
-    """shutil.get_terminal_size().columns: $COLUMNS, else the terminal of stdout, else 80."""
-    import os
-
-    try:
-        columns = int(os.environ["COLUMNS"])
-    except (KeyError, ValueError):
-        columns = 0
-    if columns > 0:
-        return columns
-    try:
-        return os.get_terminal_size(sys.__stdout__.fileno()).columns or fallback  # type: ignore[union-attr]
-    except (AttributeError, ValueError, OSError):
-        return fallback
-
-
-def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "serve",
-        formatter_class=HelpFormatter,
-        help="run a broker",
-        description="Run a Slipstream broker. Settings come from defaults, then --config FILE "
-        "(TOML or Java .properties), then SLIPSTREAM_* environment variables, then flags.",
-    )
-    p.add_argument("--config", help="config file (.toml, or key=value .properties)")
-    p.add_argument("--host", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, help="port to listen on (default 9092; 0 picks a free one)")
-    p.add_argument("--data-dir", help="where partition logs live (default ./slipstream-data)")
-    p.add_argument(
-        "--storage", choices=["disk", "memory", "postgres"], help="disk (default), memory or postgres"
-    )
-    p.add_argument(
-        "--database-url",
-        help="PostgreSQL URL for --storage postgres (postgresql://user:password@host:port/db)",
-    )
-    p.add_argument("--advertised-host", help="host clients are told to connect to")
-    p.add_argument("--advertised-port", type=int, help="port clients are told to connect to")
-    p.add_argument(
-        "--listeners", help="NAME://host:port,... (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL; Kafka's listeners)"
-    )
-    p.add_argument("--advertised-listeners", help="NAME://host:port,... told to clients of each listener")
-    p.add_argument("--auto-create-topics", choices=["true", "false"], help="create topics on first metadata request")
-    p.add_argument("--default-partitions", type=int, help="partitions of auto-created topics")
-    p.add_argument(
-        "--durability",
-        choices=["page-cache", "interval", "fsync"],
-        help="page-cache (default: survives a process crash), interval fsync, or fsync before ack",
-    )
-    p.add_argument(
-        "--admin-port",
-        type=int,
-        help="serve the web console (/), /metrics, /healthz, /readyz and the JSON API over HTTP on this port "
-        "(default: off)",
-    )
-    p.add_argument("--admin-host", help="address of the admin listener (default: --host)")
-    p.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="any other setting, Kafka-style (e.g. --set group.initial.rebalance.delay.ms=0)",
-    )
-    p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
-    p.set_defaults(func=_serve)
-
-
-def _serve(args: argparse.Namespace) -> int:
+def _serve(args: Any) -> int:
+    """``args``: argparse's Namespace, or serve_options.read_serve_command's."""
     # Imported here, not at the top: main() has switched the collector off by now (see below).
     import asyncio
     import contextlib
@@ -162,26 +87,9 @@ def _install_uvloop() -> None:
 
 
 def build_parser(*, serve_only: bool = False) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="slipstream",
-        description="A Kafka-compatible broker built around consumer groups, with its own client.",
-        formatter_class=HelpFormatter,
-    )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    _add_serve(sub)
-    if serve_only:
-        # The client commands import the whole client; a broker start need not pay for that.
-        return parser
-    from . import acls, certs, client_commands, cluster, groups, pipeline, users
+    from .parser import build_parser
 
-    client_commands.add_commands(sub)
-    groups.add_commands(sub)
-    users.add_commands(sub)
-    acls.add_commands(sub)
-    certs.add_commands(sub)
-    pipeline.add_commands(sub)
-    cluster.add_commands(sub)
-    return parser
+    return build_parser(_serve, serve_only=serve_only)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -199,8 +107,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         # the last run.
         kept_code.install(kept_code.default_path())
     try:
-        parser = build_parser(serve_only=serving)
-        args = parser.parse_args(argv)
+        args: Any = None
+        if serving:
+            from .serve_options import read_serve_command
+
+            args = read_serve_command(argv, _serve)  # None: argparse reads it (and words any error)
+        if args is None:
+            parser = build_parser(serve_only=serving)
+            args = parser.parse_args(argv)
         func: Command | None = getattr(args, "func", None)
         if func is None:
             parser.print_help()

@@ -371,9 +371,10 @@ LOADED_AFTER_THE_FIRST_ANSWER = (
 # Loaded where used, not by a fresh broker's first answer: SCRAM's hashing and random
 # nonces (only when a client authenticates or a credential is set), and json (a fresh
 # data dir has no topic, group-config, credential or ACL document to read), pathlib (paths
-# are strs up to the first partition log opened) and shutil (argparse's help formatter
-# imports it to size the help; cli.HelpFormatter does not).
-NOT_LOADED_TO_ANSWER_ON_A_FRESH_DATA_DIR = ("secrets", "hmac", "hashlib", "json", "pathlib", "shutil")
+# are strs up to the first partition log opened), argparse (a plain serve command line is
+# read without it: cli/serve_options.py) and shutil (argparse's help formatter imports it
+# to size the help; cli.parser.HelpFormatter does not).
+NOT_LOADED_TO_ANSWER_ON_A_FRESH_DATA_DIR = ("secrets", "hmac", "hashlib", "json", "pathlib", "shutil", "argparse")
 NOT_LOADED_BEFORE_THEIR_REQUESTS = (
     "slipstream.broker.handlers.produce",
     "slipstream.broker.handlers.join_group",
