@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Awaitable
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 from ...protocol.api import ApiSpec
 from ..request_context import RequestContext
@@ -27,11 +27,20 @@ class Handler(Protocol):
     def handle(self, ctx: RequestContext, request: Any, /) -> Awaitable[Any]: ...
 
 
-class ApiEntry(NamedTuple):
-    name: str  # the API's name in the protocol (SPEC.name)
-    module: str  # its handler module in this package
-    min_version: int
-    max_version: int
+class ApiEntry:
+    """An API's row of the table. (A plain class: making a NamedTuple class costs a start
+    about 0.3 ms.)"""
+
+    __slots__ = ("max_version", "min_version", "module", "name")
+
+    def __init__(self, name: str, module: str, min_version: int, max_version: int) -> None:
+        self.name = name  # the API's name in the protocol (SPEC.name)
+        self.module = module  # its handler module in this package
+        self.min_version = min_version
+        self.max_version = max_version
+
+    def __repr__(self) -> str:
+        return f"ApiEntry({self.name!r}, {self.module!r}, {self.min_version}, {self.max_version})"
 
 
 # API key -> its handler module and the versions it serves.
