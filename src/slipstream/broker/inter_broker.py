@@ -33,7 +33,8 @@ if TYPE_CHECKING:
 
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 # A JAAS option: name="quoted value" (backslash escapes) or name=bare-value.
-_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))')
+# (A pattern, compiled at its first use, by re, which keeps it: not paid by every start.)
+_JAAS_OPTION = r'(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))'
 
 
 def jaas_credentials(text: str) -> tuple[str | None, str | None]:
@@ -41,7 +42,7 @@ def jaas_credentials(text: str) -> tuple[str | None, str | None]:
     The module's class name and ``required`` flag are not checked: the mechanism comes
     from the setting's name, as in Kafka."""
     found: dict[str, str] = {}
-    for name, quoted, bare in _JAAS_OPTION.findall(text):
+    for name, quoted, bare in re.findall(_JAAS_OPTION, text):
         found[name] = re.sub(r"\\(.)", r"\1", quoted) if quoted or not bare else bare
     return found.get("username"), found.get("password")
 

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
+# A pattern, compiled at its first use (re keeps it): compiling costs a start ~0.2 ms.
+_LEGAL_NAME = r"^[a-zA-Z0-9._-]+$"
 MAX_NAME_LENGTH = 249
 OFFSETS_TOPIC = "__consumer_offsets"
 _DOCUMENT = "topics.json"
@@ -44,7 +45,7 @@ def check_topic_name(name: str | None) -> str:
             ErrorCode.INVALID_TOPIC_EXCEPTION,
             f"topic name is {len(name)} characters; the limit is {MAX_NAME_LENGTH}",
         )
-    if not _LEGAL_NAME.match(name):
+    if not re.match(_LEGAL_NAME, name):
         raise KafkaError(
             ErrorCode.INVALID_TOPIC_EXCEPTION,
             f"topic name {name!r} may only contain ASCII letters, digits, '.', '_' and '-'",
