@@ -455,6 +455,10 @@ class GroupCoordinator:
             for index, om in by_partition.items()
         }
 
+    def committed_group_ids(self) -> list[str]:
+        """The groups with committed offsets (an emptied group's entry is removed)."""
+        return list(self.offset_manager.offsets)
+
 
 
 def _answer(response: Struct) -> CoordinatorResult:
