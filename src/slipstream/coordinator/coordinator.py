@@ -91,7 +91,7 @@ class GroupCoordinator:
         UNKNOWN_TOPIC_OR_PARTITION when False (default: everything exists).
         ``member_id_factory(client_id_or_instance_id)``: new member ids (default, like
         Kafka: ``<prefix>-<uuid4>`` in classic groups, a random Uuid string in consumer
-        groups, ``member_ids.py``).
+        groups, ``protocol/uuid_strings.py``).
         ``topics()``: the broker's topics now (ids, partition counts), for consumer groups.
         ``consumer_group_timeouts(group_id)``: a consumer group's session timeout and
         heartbeat interval (default: the config's, for every group).
