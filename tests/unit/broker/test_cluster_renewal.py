@@ -68,12 +68,20 @@ def test_a_failed_beat_is_retried_soon_with_what_is_left_of_the_leases() -> None
     assert s.wait_ms(6500) == 2000
 
 
-def test_once_the_leases_expired_a_beat_gets_the_idle_timeout() -> None:
+def test_once_the_leases_expired_a_beat_gets_the_idle_timeout_and_interval() -> None:
     """Nothing is at stake any more: a database slow to come back is given time."""
     s = schedule()
     s.renewed(0)
     s.failed(6000)
     assert s.timeout_ms(6500) == IDLE_TIMEOUT_MS
+    assert s.wait_ms(6000) == 2000  # and a database that is down is not asked more often
+
+
+def test_a_failed_first_beat_is_retried_after_the_interval() -> None:
+    s = schedule()
+    s.failed(0)
+    assert s.wait_ms(0) == 2000
+    assert s.timeout_ms(2000) == IDLE_TIMEOUT_MS
 
 
 def test_a_member_whose_commits_hold_the_lease_rows_keeps_them() -> None:

@@ -12,7 +12,8 @@ rules are tested with a manual clock; ``member.py`` carries them out.
 - The leases count from when the renewal was sent (the database extends them from a
   moment after that), so this broker never believes it holds a lease longer than the
   database does.
-- A failed beat is retried after a quarter of the interval, while the leases still hold.
+- A failed beat is retried after a quarter of the interval while the leases still hold
+  (after the interval once they expired: a database down is not asked more often).
 """
 
 from __future__ import annotations
@@ -48,7 +49,9 @@ class RenewalSchedule:
     def wait_ms(self, now_ms: int) -> int:
         """How long until the next beat is due (0: now)."""
         if self.failed_ms is not None:
-            due = self.failed_ms + max(self.interval_ms // 4, 25)
+            deadline = self.deadline_ms()
+            at_stake = deadline is not None and self.failed_ms < deadline
+            due = self.failed_ms + (max(self.interval_ms // 4, 25) if at_stake else self.interval_ms)
         elif self.renewed_ms is not None:
             due = self.renewed_ms + self.interval_ms
         else:
