@@ -468,6 +468,10 @@ def main(argv: list[str] | None = None) -> int:
         "--statements", action="store_true", help="with --costs: log the statements of each produce, by kind"
     )
     parser.add_argument(
+        "--server-setting", action="append", default=[], metavar="NAME=VALUE",
+        help="a setting of the PostgreSQL server (-c NAME=VALUE), e.g. commit_delay=1000; repeatable",
+    )
+    parser.add_argument(
         "--against", metavar="SRC", help="also run every cluster from another tree's src directory, interleaved"
     )
     opts = parser.parse_args(argv)
@@ -488,7 +492,11 @@ def main(argv: list[str] | None = None) -> int:
                     disk.start(1)
                     runs.setdefault("disk, 1 broker", []).append(throughput("disk", disk, opts.count, opts.partitions))
                     disk.close()
-            pg = stack.enter_context(PostgresServer(settings=STATEMENT_SETTINGS if opts.statements else None))
+            settings = dict(STATEMENT_SETTINGS if opts.statements else {})
+            settings.update(setting.split("=", 1) for setting in opts.server_setting)
+            if settings:
+                log(f"PostgreSQL settings: {settings}")
+            pg = stack.enter_context(PostgresServer(settings=settings))
             sources: list[str | None] = [None] if opts.against is None else [None, opts.against]
             for run, size, source in ((r, n, s) for r in range(opts.repeat) for n in sizes for s in sources):
                 url = fresh_database(pg.url)

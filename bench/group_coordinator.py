@@ -12,8 +12,9 @@ Measures, with confluent-kafka (librdkafka) as the client:
    several runs each for Slipstream (--herd-runs):
    time until every consumer has its assignment and how many generations it took;
 3. sustained OffsetCommit and Heartbeat requests per second, from a separate load-generator
-   process that speaks the protocol directly (one pre-encoded frame per request kind,
-   pipelined over raw connections; only the correlation id changes per request);
+   process that speaks the protocol directly (four members of one group, one pre-encoded
+   frame per member and request kind, each pipelined over the member's own raw connection;
+   only the correlation id changes per request);
 4. capacity: G groups x 5 members heartbeating every 3 s (one connection per member,
    load generator in two processes): expired members, heartbeat latency p50/p99, broker RSS.
 
@@ -52,16 +53,19 @@ from harness import (
     work_directory,
 )
 
+# (3)'s load: this many members of one group, each pipelining over its own connection.
+RATE_CONNECTIONS = 4
+
 
 def measure_rate(spec: BrokerSpec, workdir: Path, rate_s: float) -> dict[str, Any]:
     """(3): OffsetCommit, then Heartbeat requests per second from one load generator."""
     with spec_broker(spec, workdir, "slipstream-3") as b:
-        create_topics(b.bootstrap, {"commits": 1}, 30)
+        create_topics(b.bootstrap, {"commits": RATE_CONNECTIONS}, 30)
         cpu0 = cpu_of(b.pid)
         child = run_child(
             GROUP_LOAD, ["rate", json.dumps(
                 {"port": b.port, "topic": "commits", "duration": rate_s,
-                 "connections": 4, "depth": 32, "broker_pid": b.pid})],
+                 "connections": RATE_CONNECTIONS, "depth": 32, "broker_pid": b.pid})],
             workdir,
         )
         rates = collect(child, 2 * rate_s + 60)

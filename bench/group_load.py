@@ -2,8 +2,9 @@
 """The classic group protocol's load generators of group_coordinator.py, run as children
 (``python bench/group_load.py MODE JSON``, see ``harness.load_generator_main``):
 
-* ``rate``: one member joins a group, then OffsetCommit and then Heartbeat requests are
-  pipelined over raw connections (one pre-encoded frame per kind);
+* ``rate``: one member per connection joins a group, then each member's OffsetCommit and
+  then Heartbeat requests are pipelined over its own raw connection (one pre-encoded frame
+  per member and kind);
 * ``capacity``: groups of five members, one connection each, JoinGroup/SyncGroup, then a
   Heartbeat every ``interval`` seconds; counts expired members and heartbeat latency.
 
@@ -243,47 +244,68 @@ def request_frame(spec: Any, version: int, request: Any) -> bytes:
 async def rate_main(
     port: int, topic: str, duration: float, connections: int, depth: int, broker_pid: int
 ) -> dict:
-    """Join one group as one member, then pipeline OffsetCommit, then Heartbeat requests.
+    """Join one group with one member per connection, then pipeline each member's
+    OffsetCommit, then Heartbeat requests over its own connection.
 
-    The member joins with Slipstream's client; the load itself is one pre-encoded frame per
-    request kind, sent over raw connections (see ``_Pipelined``) so that the generator's own
-    cost per request stays far below the broker's.
+    The members join with Slipstream's client; the load itself is one pre-encoded frame per
+    member and request kind, sent over raw connections (see ``_Pipelined``) so that the
+    generator's own cost per request stays far below the broker's. One member per
+    connection, as clients do: the coordinator refuses a member's OffsetCommit from an
+    older connection than one it has committed on (coordinator/newest_connections.py).
     """
-    from slipstream.client.connection import BrokerConnection
     from slipstream.protocol.apis import heartbeat as hb
     from slipstream.protocol.apis import offset_commit as oc
 
     group = f"rate-{os.getpid()}"
-    conn = await BrokerConnection(HOST, port, request_timeout_s=30).connect()
-    member, generation, reply = await join_member(conn, group, topic, 30)
-    await sync_member(conn, group, topic, member, generation, reply, 30)
-    commit = oc.OffsetCommitRequest(
-        group_id=group,
-        generation_id_or_member_epoch=generation,
-        member_id=member,
-        topics=[
-            oc.OffsetCommitRequestTopic(
-                name=topic,
-                partitions=[
-                    oc.OffsetCommitRequestPartition(
-                        partition_index=0, committed_offset=42, committed_metadata=""
-                    )
-                ],
-            )
-        ],
-    )
-    beat = hb.HeartbeatRequest(group_id=group, generation_id=generation, member_id=member)
+    keys = [(0, m) for m in range(connections)]
+    conns, connect_errors, _connect_s = await connect_members(port, keys)
+    if connect_errors:
+        raise BenchError(f"connecting the members failed: {connect_errors[0]}")
+
+    async def join(key: tuple[int, int]) -> tuple[str, int]:
+        conn = conns[key]
+        member, generation, reply = await join_member(conn, group, topic, 30)
+        await sync_member(conn, group, topic, member, generation, reply, 30)
+        return member, generation
+
+    # Joined together, the members land in one generation (the group's initial delay).
+    joined = await asyncio.gather(*(join(k) for k in keys))
+    generations = {generation for _member, generation in joined}
+    if len(generations) != 1:
+        raise BenchError(f"the members joined in several generations: {sorted(generations)}")
+
+    def commit(index: int, member: str, generation: int) -> Any:
+        return oc.OffsetCommitRequest(
+            group_id=group,
+            generation_id_or_member_epoch=generation,
+            member_id=member,
+            topics=[
+                oc.OffsetCommitRequestTopic(
+                    name=topic,
+                    partitions=[
+                        oc.OffsetCommitRequestPartition(
+                            partition_index=index, committed_offset=42, committed_metadata=""
+                        )
+                    ],
+                )
+            ],
+        )
+
+    def beat(_index: int, member: str, generation: int) -> Any:
+        return hb.HeartbeatRequest(group_id=group, generation_id=generation, member_id=member)
+
+    first = conns[keys[0]]
     out: dict[str, Any] = {}
     loop = asyncio.get_running_loop()
     # OffsetCommit v10+ names topics by id; this request names them (v9, as our client).
-    for kind, spec, request, max_version in (
+    for kind, spec, build, max_version in (
         ("commit", oc.SPEC, commit, NAMED_TOPICS_OFFSET_COMMIT_MAX_VERSION),
         ("heartbeat", hb.SPEC, beat, None),
     ):
-        version = conn.version_for(spec, max_version)
-        frame = request_frame(spec, version, request)
+        version = first.version_for(spec, max_version)
         pipes: list[_Pipelined] = []
-        for _ in range(connections):
+        for index, (member, generation) in enumerate(joined):
+            frame = request_frame(spec, version, build(index, member, generation))
             _t, pipe = await loop.create_connection(
                 functools.partial(_Pipelined, frame, depth, spec, version, None), HOST, port
             )
@@ -314,7 +336,7 @@ async def rate_main(
             "client_cpu": time.process_time() - cpu0,
             "broker_cpu": cpu_of(broker_pid) - bcpu0,
         }
-    await conn.close()
+    await asyncio.gather(*(conn.close() for conn in conns.values()))
     return out
 
 

@@ -87,12 +87,12 @@ def report(
         c, h = rates["commit"], rates["heartbeat"]
         cr = c["ok"] / c["seconds"]
         hr = h["ok"] / h["seconds"]
-        row(f"(3) OffsetCommit v{c.get('version', '?')}/s, one member, 4 connections x 32 in flight,"
+        row(f"(3) OffsetCommit v{c.get('version', '?')}/s, 4 members, a connection each x 32 in flight,"
             f" {rate_s:.0f} s",
             [f"{cr:,.0f}/s (errors {c['errors'] or 0}; CPU broker {c['broker_cpu']:.1f} s,"
              f" load-gen {c['client_cpu']:.1f} s in {c['seconds']:.1f} s)",
              *others], "≥ 20,000/s" + mark(cr >= 20_000))
-        row(f"(3) Heartbeat v{h.get('version', '?')}/s, same member and connections",
+        row(f"(3) Heartbeat v{h.get('version', '?')}/s, same members and connections",
             [f"{hr:,.0f}/s (errors {h['errors'] or 0}; CPU broker {h['broker_cpu']:.1f} s,"
              f" load-gen {h['client_cpu']:.1f} s in {h['seconds']:.1f} s)",
              *others], "")
@@ -132,10 +132,11 @@ def report(
         " subscribed together; generations = most on_assign calls any consumer saw, watched for"
         " 3 s after all were assigned; time is to the last on_assign. (3) and (4) are"
         " Slipstream only: the load generators use Slipstream's own protocol client."
-        " (3) joins with that client, then sends one pre-encoded request per kind (the same"
-        " group, member, partition and offset each time; only the correlation id changes) over"
-        " raw pipelined connections, checking each response's correlation id (in order) and"
-        " error codes; a response with an error is not counted."
+        " (3) joins four members of one group with that client, then each member sends one"
+        " pre-encoded request per kind (the same partition and offset each time; only the"
+        " correlation id changes) over its own raw pipelined connection, checking each"
+        " response's correlation id (in order) and error codes; a response with an error is not"
+        " counted."
         " (4) runs in two processes, one TCP connection per member, session timeout 30 s;"
         " expired = heartbeat answered UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS or"
         " ILLEGAL_GENERATION after the member was stable."

@@ -8,15 +8,19 @@ Checked on real batches of many shapes and on thousands of seeded corruptions of
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 
+from slipstream.protocol import uniform_records
 from slipstream.protocol.record_batch import HEADER_SIZE, InvalidBatch
 from slipstream.protocol.record_framing import check_records
 from slipstream.protocol.records import ProducerRecord, build_batch
 from slipstream.protocol.uniform_records import (
+    WALK_PER_COMPILE,
     check_uniform_records,
     first_record_shape,
+    uniform_records_keyless,
     zigzag_varint,
 )
 
@@ -146,3 +150,60 @@ def test_corrupted_batches_never_pass_what_the_walk_refuses(shape: int) -> None:
             assert walk(bytes(data), count) == fast
     # Damage inside a key or value keeps the framing: those the shortcut still answers.
     assert answered > 0
+
+
+# ---------------------------------------------------------------- when patterns are compiled
+
+
+@pytest.fixture
+def compiles(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the patterns compiled (one entry per compile)."""
+    made: list[int] = []
+    real = uniform_records.re.compile
+
+    def counting(pattern: bytes, flags: int = 0) -> re.Pattern[bytes]:
+        made.append(1)
+        return real(pattern, flags)
+
+    monkeypatch.setattr(uniform_records.re, "compile", counting)
+    return made
+
+
+def test_a_new_shapes_first_small_batches_are_walked_without_compiling(compiles: list[int]) -> None:
+    # A shape no other test uses: its patterns are not cached yet.
+    data = section(uniform(3, b"k" * 7, b"v" * 333))
+    for _ in range(3):
+        assert uniform_records_keyless(data, 3) is None
+        assert uniform_records_keyless(memoryview(data), 3) is None
+    assert compiles == []
+    assert walk(data, 3) == []
+    # The exact entry compiles what it needs and answers; the broker's entry then uses it.
+    assert check_uniform_records(data, 3) == []
+    assert len(compiles) == 2  # runs of 2 and 1
+    assert uniform_records_keyless(data, 3) is False
+    assert len(compiles) == 2
+
+
+def test_a_shape_is_compiled_once_its_walked_records_would_have_paid_for_it(compiles: list[int]) -> None:
+    batch = 100  # runs of 64, 32 and 4 records: three patterns
+    data = section(uniform(batch, None, b"v" * 222))
+    walked = 0
+    while walked + batch < 3 * WALK_PER_COMPILE:
+        assert uniform_records_keyless(data, batch) is None
+        walked += batch
+    assert compiles == []
+    assert uniform_records_keyless(data, batch) is True
+    assert len(compiles) == 3
+    for _ in range(5):
+        assert uniform_records_keyless(data, batch) is True
+    assert len(compiles) == 3
+
+
+def test_a_batch_as_large_as_the_walk_budget_is_compiled_for_at_once(compiles: list[int]) -> None:
+    count = WALK_PER_COMPILE  # a power of two: one pattern
+    data = section(uniform(count, b"kk", b"v" * 5))
+    assert uniform_records_keyless(data, count) is False
+    assert len(compiles) == 1
+    damaged = data[:-1] + b"\x01"  # the last record's header count: left to the walk
+    assert uniform_records_keyless(damaged, count) is None
+    assert walk(damaged, count) is None

@@ -169,9 +169,7 @@ class Broker:
             # Imported only when switched on: a broker without it never loads prometheus_client.
             from .admin.listener import AdminListener
 
-            self.admin = AdminListener(
-                state, groups.coordinator, lambda: len(self._connections), groups.committed_offsets
-            )
+            self.admin = AdminListener(state, groups.coordinator, lambda: len(self._connections), groups)
             await self.admin.start(config.admin_host or config.host, config.admin_port)
         limits = ConnectionLimits(
             config.max_connections, config.max_connections_per_ip, config.connections_max_idle_ms, lambda: state.clock()

@@ -375,6 +375,14 @@ class GroupCoordinatorAdapter:
         applied = self.coordinator.committed_offsets(group_id)
         return self._unsynced.durable_offsets(group_id, applied) if self._unsynced else applied
 
+    def groups_with_committed_offsets(self) -> set[str]:
+        """The groups with committed offsets as OffsetFetch answers them: a group whose
+        deletion is not yet durable still has them, one whose first commit is not, none."""
+        applied = self.coordinator.committed_group_ids()
+        if not self._unsynced:
+            return set(applied)
+        return self._unsynced.groups_with_offsets(applied, self.coordinator.committed_offsets)
+
     def history_for(self, group_id: str, since: int = 0) -> list[dict[str, Any]]:
         """The group's rebalance history, oldest first, as JSON-able dicts numbered by ``seq``
         (events after ``since`` only). Read without the lock: it only reads a finished list."""

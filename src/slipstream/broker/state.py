@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -160,10 +159,11 @@ _start_append: Callable[..., Coroutine[Any, Any, AppendInfo]] = _load_write_path
 
 
 def load_cluster_id(metadata: MetadataStore | None) -> str:
-    """Kafka cluster ids are 22-char url-safe base64 UUIDs; ours persists in meta.properties."""
-    import base64
+    """Kafka cluster ids are Uuid strings (22-char url-safe base64); ours persists in
+    meta.properties and is read back as stored (one made before the no-leading-"-" rule too)."""
+    from ..protocol.uuid_strings import random_uuid_string
 
-    fresh = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    fresh = random_uuid_string()
     if metadata is None:
         return fresh
     update = getattr(metadata, "update", None)

@@ -16,8 +16,8 @@ under the adapter's lock, which the un-batched writes hold through their sync). 
 only reader that runs while a write's sync is outstanding is whatever follows a
 group-committed OffsetCommit, whose sync runs outside the lock; of those, only
 OffsetFetch and the admin listener (lag and committed offsets in its API, console and
-metrics: ``durable_offsets``) read offsets. So the durable view is a few keys deep and
-touches those two readers. After a failed sync the other readers act on the applied
+metrics: ``durable_offsets``; which groups have any: ``groups_with_offsets``) read
+offsets. So the durable view is a few keys deep and touches those two readers. After a failed sync the other readers act on the applied
 value (OffsetDelete or expiry write a tombstone for it, ListGroups counts it): each only
 adds records whose own sync decides what OffsetFetch shows.
 
@@ -41,7 +41,7 @@ so its outcome was unknown to the client.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ..coordinator import Record
@@ -226,6 +226,19 @@ class UnsyncedOffsets:
             else:
                 shown[tp] = entry.durable
         return shown
+
+    def groups_with_offsets(
+        self, applied_groups: Iterable[str], applied: Callable[[str], dict[TopicPartition, OffsetAndMetadata]]
+    ) -> set[str]:
+        """The groups with durable committed offsets, given those with applied ones and a
+        group's applied offsets: only the few groups with unsynced writes are looked into."""
+        groups = set(applied_groups)
+        for group_id in self._by_group:
+            if self.durable_offsets(group_id, applied(group_id)):
+                groups.add(group_id)
+            else:
+                groups.discard(group_id)
+        return groups
 
 
     def show_durable(self, version: int, request: OffsetFetchRequest, response: OffsetFetchResponse) -> None:

@@ -40,6 +40,7 @@ from ..protocol.apis.leave_group import (
 )
 from ..protocol.apis.sync_group import SyncGroupRequest, SyncGroupResponse
 from ..protocol.errors import ErrorCode
+from ..protocol.uuid_strings import random_uuid_string
 from . import consumer_records as crec
 from . import history as ev
 from .append_errors import append_error_for_group
@@ -48,7 +49,6 @@ from .consumer import ConsumerGroup, ConsumerGroupMember, MemberState, replaceme
 from .consumer.member import ClassicMemberMetadata
 from .consumer_group_manager import ConsumerGroupManager
 from .consumer_rebalance import MemberChange
-from .member_ids import random_uuid_string
 from .migration import to_assignment_bytes, to_partition_map
 from .result import CoordinatorResult, Record, RequestContext
 
@@ -74,7 +74,7 @@ class ClassicMembers:
 
     def __init__(self, manager: ConsumerGroupManager, new_member_id: Callable[[str], str] | None = None) -> None:
         """``new_member_id(client_id)``: the id of a classic member joining without one (Kafka:
-        its random Uuid string in a consumer group, member_ids.py); the simulator injects one
+        its random Uuid string in a consumer group, protocol/uuid_strings.py); the simulator injects one
         so a seed replays exactly."""
         self.manager = manager
         self.sessions = manager.sessions

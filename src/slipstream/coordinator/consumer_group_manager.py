@@ -31,6 +31,7 @@ from ..protocol.apis.consumer_group_heartbeat import (
 )
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.errors import name as error_name
+from ..protocol.uuid_strings import random_uuid_string
 from . import consumer_records as crec
 from . import history as ev
 from .config import ConsumerGroupTimeouts, CoordinatorConfig
@@ -53,7 +54,6 @@ from .consumer_intervals import HeartbeatIntervals
 from .consumer_rebalance import ConsumerRebalance, MemberChange
 from .consumer_responses import answer_after_write, heartbeat_error
 from .consumer_sessions import ConsumerSessions, rebalance_key
-from .member_ids import random_uuid_string
 from .newest_connections import NewestConnections
 from .result import CoordinatorResult, Record, RequestContext
 from .timer import GuardedTimer

@@ -91,7 +91,7 @@ class GroupCoordinator:
         UNKNOWN_TOPIC_OR_PARTITION when False (default: everything exists).
         ``member_id_factory(client_id_or_instance_id)``: new member ids (default, like
         Kafka: ``<prefix>-<uuid4>`` in classic groups, a random Uuid string in consumer
-        groups, ``member_ids.py``).
+        groups, ``protocol/uuid_strings.py``).
         ``topics()``: the broker's topics now (ids, partition counts), for consumer groups.
         ``consumer_group_timeouts(group_id)``: a consumer group's session timeout and
         heartbeat interval (default: the config's, for every group).
@@ -454,6 +454,10 @@ class GroupCoordinator:
             for topic, by_partition in self.offset_manager.offsets.get(group_id, {}).items()
             for index, om in by_partition.items()
         }
+
+    def committed_group_ids(self) -> list[str]:
+        """The groups with committed offsets (an emptied group's entry is removed)."""
+        return list(self.offset_manager.offsets)
 
 
 

@@ -303,6 +303,43 @@ async def test_the_admin_listener_shows_the_offsets_offset_fetch_answers(tmp_pat
         await broker.stop()
 
 
+async def test_a_deleted_group_stays_in_the_metrics_and_lag_samples_until_its_tombstones_are_durable(
+    tmp_path: Path,
+) -> None:
+    broker, adapter, gate = await gated(tmp_path, admin_port=0)
+    assert broker.admin is not None and broker.state is not None
+    try:
+        async with AIOProducer(broker.bootstrap_servers, linger_ms=0) as producer:
+            for _ in range(4):
+                await producer.send_and_wait("t", b"v", partition=0)
+        assert codes(await adapter.offset_commit(COMMIT_V9, commit("g", 0, 1))) == [0]
+        gate.fail = True
+        deleted = await adapter.delete_groups(ctx(2), dg.DeleteGroupsRequest(groups_names=["g"]))
+        assert deleted.results[0].error_code != 0
+        gate.fail = False
+        assert adapter.coordinator.committed_offsets("g") == {}  # applied, not durable
+        assert "g" not in adapter.coordinator.group_ids()
+
+        labels = 'group="g",partition="0",topic="t"'
+        metrics = await admin_get(broker, "/metrics")
+        assert f"slipstream_consumer_group_committed_offset{{{labels}}} 1.0" in metrics
+        assert f"slipstream_consumer_group_lag{{{labels}}} 3.0" in metrics
+        broker.admin.sample_lag()
+        history = json.loads(await admin_get(broker, "/api/groups/g/lag"))
+        assert history["samples"][-1]["lag"] == {"t-0": 3}
+
+        # The next sync of that offsets partition makes the tombstone durable: g is gone.
+        partition = adapter.coordinator.partition_for("g")
+        other = next(f"h{i}" for i in range(1000) if adapter.coordinator.partition_for(f"h{i}") == partition)
+        assert codes(await adapter.offset_commit(COMMIT_V9, commit(other, 1, 0))) == [0]
+        metrics = await admin_get(broker, "/metrics")
+        assert 'group="g"' not in metrics
+        broker.admin.sample_lag()
+        assert broker.admin.lag_history.samples("g") == []
+    finally:
+        await broker.stop()
+
+
 async def test_default_durability_reads_what_is_applied_and_never_syncs(tmp_path: Path) -> None:
     broker, adapter = await started(storage="disk", data_dir=str(tmp_path))
     try:
@@ -393,3 +430,23 @@ def test_forgetting_an_offsets_partition_drops_its_writes() -> None:
     assert view
     view.forget([4])
     assert not view
+
+
+def test_the_groups_with_durable_offsets_overlay_the_applied_ones() -> None:
+    view = UnsyncedOffsets()
+    plog = MemoryLog(LogConfig())
+    durable = {("gone", "t", 0): om(1), ("kept", "t", 0): om(2)}
+    records = [
+        rec.offset_tombstone(0, "gone", "t", 0),  # its only offset deleted: still has one
+        rec.offset_commit_record(0, "new", "t", 0, om(5)),  # its first offset: none yet
+        rec.offset_tombstone(0, "kept", "t", 0),  # one of two deleted: still has the other
+    ]
+    view.written(plog, 0, records, lambda g, t, p: durable.get((g, t, p)))
+    applied = {"new": {("t", 0): om(5)}, "kept": {("t", 1): om(3)}, "plain": {("t", 0): om(4)}}
+
+    def offsets(group_id: str) -> dict[tuple[str, int], OffsetAndMetadata]:
+        return applied.get(group_id, {})
+
+    assert view.groups_with_offsets(set(applied), offsets) == {"gone", "kept", "plain"}
+    view.synced(plog, view.sync_mark())
+    assert view.groups_with_offsets(set(applied), offsets) == {"new", "kept", "plain"}

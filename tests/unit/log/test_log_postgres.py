@@ -190,6 +190,24 @@ def test_schema_is_versioned_and_a_newer_one_is_refused(postgres_url: str) -> No
         asyncio.run(migrate_again())
 
 
+def test_batches_are_compressed_with_lz4_when_the_server_has_it(postgres_url: str) -> None:
+    lz4 = query(postgres_url, "SELECT 'lz4' = ANY(enumvals) FROM pg_settings WHERE name = 'default_toast_compression'")
+    store = PostgresLogStore(postgres_url)
+    try:
+        log = store.open("t", 0, LogConfig())
+        log.append([make_batch([1000] * 200, value=b"x" * 1000)], now_ms=0, log_append_time=False)
+        log.flush()
+    finally:
+        store.close()
+    expected = "lz4" if lz4 == [(True,)] else "pglz"
+    assert query(postgres_url, "SELECT pg_column_compression(data) FROM log_batches") == [(expected,)]
+    store = PostgresLogStore(postgres_url)
+    try:
+        assert store.open("t", 0, LogConfig()).log_end_offset == 200
+    finally:
+        store.close()
+
+
 def test_metadata_documents_round_trip(postgres_url: str) -> None:
     store = PostgresLogStore(postgres_url)
     meta = store.metadata()

@@ -46,16 +46,16 @@ class AdminListener:
         state: BrokerState,
         coordinator: GroupCoordinator,
         open_connections: Callable[[], int],
-        committed_offsets: views.CommittedOffsets,
+        committed: views.CommittedOffsets,
         lag_sample_interval_s: float = LAG_SAMPLE_INTERVAL_S,
     ) -> None:
-        """``committed_offsets(group_id)``: the offsets OffsetFetch would answer (durable
-        ones), which every lag and committed offset shown here is read from."""
+        """``committed``: the offsets OffsetFetch would answer (durable ones), which every
+        lag, committed offset and group with offsets shown here is read from."""
         self.state = state
         self.coordinator = coordinator
-        self.committed_offsets = committed_offsets
+        self.committed = committed
         self.registry = prometheus.broker_registry(
-            prometheus.BrokerCollector(state, coordinator, open_connections, committed_offsets)
+            prometheus.BrokerCollector(state, coordinator, open_connections, committed)
         )
         self.lag_history = LagHistory()
         self.lag_sample_interval_s = lag_sample_interval_s
@@ -83,11 +83,9 @@ class AdminListener:
     def sample_lag(self) -> None:
         """Record one lag sample of every group with committed offsets."""
         # Only the groups the ring keeps are computed: the sampler's cost stays bounded.
-        group_ids = views.groups_with_offsets(self.coordinator)[: self.lag_history.max_groups]
+        group_ids = views.groups_with_offsets(self.coordinator, self.committed)[: self.lag_history.max_groups]
         lags = {
-            group_id: {
-                (p.topic, p.partition): p.lag for p in views.group_lag(self.state, self.committed_offsets, group_id)
-            }
+            group_id: {(p.topic, p.partition): p.lag for p in views.group_lag(self.state, self.committed, group_id)}
             for group_id in group_ids
         }
         self.lag_history.record(self.state.clock(), lags)
@@ -113,7 +111,7 @@ class AdminListener:
         if path == "/api/topics":
             return _json(200, views.topics_document(self.state))
         if path == "/api/groups":
-            return _json(200, views.groups_document(self.state, self.coordinator, self.committed_offsets))
+            return _json(200, views.groups_document(self.state, self.coordinator, self.committed))
         if path.startswith(_GROUPS) and path.endswith(timeline_view.TIMELINE_SUFFIX):
             group_id = path[len(_GROUPS) : -len(timeline_view.TIMELINE_SUFFIX)]
             if not self._group_known(group_id):
@@ -151,7 +149,7 @@ class AdminListener:
             return _json(200, history)
         if path.startswith("/api/groups/"):
             group_id = path[len("/api/groups/") :]
-            document = views.group_document(self.state, self.coordinator, self.committed_offsets, group_id)
+            document = views.group_document(self.state, self.coordinator, self.committed, group_id)
             if document is None:
                 return _json(404, {"error": f"no group {group_id!r}"})
             return _json(200, document)
@@ -166,7 +164,7 @@ class AdminListener:
     def _group_known(self, group_id: str) -> bool:
         return (
             views.group_summary(self.coordinator, group_id) is not None
-            or group_id in self.coordinator.offset_manager.offsets
+            or bool(self.committed.committed_offsets(group_id))
             or bool(self.coordinator.history.events(group_id))
         )
 

@@ -45,12 +45,12 @@ class BrokerCollector(Collector):
         state: BrokerState,
         coordinator: GroupCoordinator,
         open_connections: Callable[[], int],
-        committed_offsets: views.CommittedOffsets,
+        committed: views.CommittedOffsets,
     ) -> None:
         self.state = state
         self.coordinator = coordinator
         self.open_connections = open_connections
-        self.committed_offsets = committed_offsets
+        self.committed = committed
 
     def collect(self) -> Iterator[Metric]:
         yield from self._requests()
@@ -135,8 +135,8 @@ class BrokerCollector(Collector):
         committed = GaugeMetricFamily(
             "slipstream_consumer_group_committed_offset", "The group's committed offset.", labels=labels
         )
-        for group_id in views.groups_with_offsets(self.coordinator):
-            for p in views.group_lag(self.state, self.committed_offsets, group_id):
+        for group_id in views.groups_with_offsets(self.coordinator, self.committed):
+            for p in views.group_lag(self.state, self.committed, group_id):
                 values = [group_id, p.topic, str(p.partition)]
                 lag.add_metric(values, p.lag)
                 committed.add_metric(values, p.committed)

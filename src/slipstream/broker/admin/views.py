@@ -7,9 +7,8 @@ here runs on the event loop between requests, so it sees one consistent state.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ...coordinator.coordinator import GroupCoordinator
 from ...coordinator.group_admin import CLASSIC_GROUP_TYPE, CONSUMER_GROUP_TYPE
@@ -21,9 +20,14 @@ from ..topics import Topic
 
 _DEAD = "Dead"
 
-# A group's committed offsets as OffsetFetch answers them (durable ones only: the group
-# adapter's ``committed_offsets``), so lag shown here is what a consumer would resume from.
-CommittedOffsets = Callable[[str], dict[tuple[str, int], OffsetAndMetadata]]
+
+class CommittedOffsets(Protocol):
+    """Committed offsets as OffsetFetch answers them (durable ones only: the group adapter),
+    so lag and the groups shown here are what a consumer would resume from."""
+
+    def committed_offsets(self, group_id: str) -> dict[tuple[str, int], OffsetAndMetadata]: ...
+
+    def groups_with_committed_offsets(self) -> set[str]: ...
 
 
 @dataclass(frozen=True)
@@ -83,21 +87,21 @@ def group_summary(coordinator: GroupCoordinator, group_id: str) -> GroupSummary 
     )  # fmt: skip
 
 
-def groups_with_offsets(coordinator: GroupCoordinator) -> list[str]:
+def groups_with_offsets(coordinator: GroupCoordinator, committed: CommittedOffsets) -> list[str]:
     """Every group with a live state or committed offsets (a consumer that commits
     without joining has offsets but may have no live group)."""
-    return sorted(set(coordinator.group_ids()) | set(coordinator.offset_manager.offsets))
+    return sorted(set(coordinator.group_ids()) | committed.groups_with_committed_offsets())
 
 
-def group_lag(state: BrokerState, committed_offsets: CommittedOffsets, group_id: str) -> list[PartitionLag]:
+def group_lag(state: BrokerState, committed: CommittedOffsets, group_id: str) -> list[PartitionLag]:
     """Committed offset against log end for every partition the group has committed
     (partitions of deleted topics are left out)."""
     out: list[PartitionLag] = []
-    for (topic, partition), committed in sorted(committed_offsets(group_id).items()):
+    for (topic, partition), offset in sorted(committed.committed_offsets(group_id).items()):
         plog = state.topics.partition(topic, partition)
         if plog is None:
             continue
-        out.append(PartitionLag(topic, partition, committed.offset, plog.log_end_offset))
+        out.append(PartitionLag(topic, partition, offset.offset, plog.log_end_offset))
     return out
 
 
@@ -137,21 +141,21 @@ def _topic_dict(state: BrokerState, name: str, topic: Topic) -> dict[str, Any]:
 
 
 def groups_document(
-    state: BrokerState, coordinator: GroupCoordinator, committed_offsets: CommittedOffsets
+    state: BrokerState, coordinator: GroupCoordinator, committed: CommittedOffsets
 ) -> list[dict[str, Any]]:
     return [
-        {**_summary_dict(s), "lag": sum(p.lag for p in group_lag(state, committed_offsets, s.group_id))}
+        {**_summary_dict(s), "lag": sum(p.lag for p in group_lag(state, committed, s.group_id))}
         for s in group_summaries(coordinator)
     ]
 
 
 def group_document(
-    state: BrokerState, coordinator: GroupCoordinator, committed_offsets: CommittedOffsets, group_id: str
+    state: BrokerState, coordinator: GroupCoordinator, committed: CommittedOffsets, group_id: str
 ) -> dict[str, Any] | None:
     summary = group_summary(coordinator, group_id)
     if summary is None:
         return None
-    lag = group_lag(state, committed_offsets, group_id)
+    lag = group_lag(state, committed, group_id)
     return {
         **_summary_dict(summary),
         "members": _members(state, coordinator, group_id),

@@ -34,13 +34,16 @@ class Beat:
     leases: dict[TopicPartition, Lease]  # every lease, this broker's as just renewed
 
 
-async def beat(conn: Any, node_id: int, listeners: Sequence[ListenerEndpoint], ttl_ms: int) -> Beat:
+async def beat(
+    conn: Any, node_id: int, listeners: Sequence[ListenerEndpoint], ttl_ms: int, *, timeout_s: float | None = None
+) -> Beat:
     """Record this broker's heartbeat and its advertised listeners (the first one is also
     its host and port), extend every lease it still holds, and read every broker and every
     lease: one statement, so one round trip and one transaction per heartbeat (every broker
     pays it every interval). The statement's reads see the rows as they were before its own
     writes, so this broker's heartbeat and renewed leases are put in from what the writes
-    returned."""
+    returned. The renewal waits for this broker's commits in flight (they lock their lease
+    rows FOR SHARE): ``timeout_s`` (default: the connection's) should let it."""
     first = listeners[0]
     endpoints = [{"name": e.name, "host": e.host, "port": e.port} for e in listeners]
     row = await conn.fetchrow(
@@ -63,6 +66,7 @@ async def beat(conn: Any, node_id: int, listeners: Sequence[ListenerEndpoint], t
         first.port,
         json.dumps(endpoints),
         ttl_ms,
+        timeout=timeout_s,
     )
     now = int(row["now"])
     rows = {

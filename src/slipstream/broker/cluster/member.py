@@ -1,14 +1,15 @@
 """This broker's part in the cluster: heartbeat, renew, claim and hand over leases.
 
-Every ``session / 3`` ms: record the heartbeat, renew the leases held (a lease the
-database no longer gives back is lost: the partition stops being served at once), read
-the registry and the leases, let ``assignment.plan`` say what to claim and what to hand
-over, and carry that out. Gaining a partition loads it from the database (the copy
-held while it was another broker's leader is stale); losing one commits what it
-queued and keeps an empty placeholder. ``__consumer_offsets`` partitions also load or
-unload their groups in the group coordinator, ``__transaction_state`` partitions their
-transactions in the transaction coordinator. Topics, ACLs and SCRAM credentials changed
-through other brokers are read back from the database every heartbeat.
+Every ``session / 3`` ms (timed by ``renewal.RenewalSchedule``): record the heartbeat,
+renew the leases held (a lease the database no longer gives back is lost: the partition
+stops being served at once), read the registry and the leases, let ``assignment.plan``
+say what to claim and what to hand over, and carry that out. Gaining a partition loads
+it from the database (the copy held while it was another broker's leader is stale);
+losing one commits what it queued and keeps an empty placeholder. ``__consumer_offsets``
+partitions also load or unload their groups in the group coordinator,
+``__transaction_state`` partitions their transactions in the transaction coordinator.
+Topics, ACLs and SCRAM credentials changed through other brokers are read back from the
+database every heartbeat.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...coordinator import OFFSETS_TOPIC
@@ -26,6 +29,7 @@ from ..security import acl_store
 from ..security.credentials import FILE_NAME as CREDENTIALS_FILE
 from . import database
 from .assignment import ListenerEndpoint, TopicPartition, live_brokers, plan
+from .renewal import RenewalSchedule
 from .view import ClusterView
 
 if TYPE_CHECKING:
@@ -36,8 +40,15 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+def monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
 class ClusterMember:
-    def __init__(self, state: BrokerState, store: Any, database_url: str, view: ClusterView) -> None:
+    def __init__(
+        self, state: BrokerState, store: Any, database_url: str, view: ClusterView,
+        clock: Callable[[], int] = monotonic_ms,
+    ) -> None:  # fmt: skip
         self.state = state
         self.store = store  # PostgresLogStore
         self.view = view
@@ -48,11 +59,13 @@ class ClusterMember:
         self._task: asyncio.Task[None] | None = None
         self.session_ms = state.config.cluster_broker_session_ms
         self.interval_s = max(self.session_ms // 3, 50) / 1000
-        # Every connect and statement of the heartbeat gives up after this: a database that
-        # hangs (cut off, not refusing) fails the heartbeat, and _check_session then stops
-        # serving partitions whose leases may be another broker's by now.
+        # Every connect and statement of the heartbeat but the renewal gives up after this:
+        # a database that hangs (cut off, not refusing) fails the heartbeat, and
+        # _check_session then stops serving partitions whose leases may be another broker's
+        # by now. The renewal may take until the leases would expire (see renewal.py).
         self._timeout_s = max(self.interval_s, 1.0)
-        self._last_renewed_ms: int | None = None  # local clock: when the database last answered
+        self._clock = clock  # monotonic, ms: the renewal timing
+        self.renewal = RenewalSchedule(self.session_ms, idle_timeout_ms=int(self._timeout_s * 1000))
         self._tick_lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._listener: Any = None  # the connection LISTENing on database.CHANNEL
@@ -113,7 +126,7 @@ class ClusterMember:
     async def _run(self) -> None:
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.interval_s)
+                await asyncio.wait_for(self._wake.wait(), self.renewal.wait_ms(self._clock()) / 1000)
             self._wake.clear()
             try:
                 await self._listen()
@@ -125,10 +138,9 @@ class ClusterMember:
                 self._check_session()
 
     def _check_session(self) -> None:
-        """No answer from the database for a whole session: our leases may be another's
-        by now, so stop serving them (their commits would be refused anyway)."""
-        last = self._last_renewed_ms
-        if last is not None and self.view.held and self.state.clock() - last >= self.session_ms:
+        """No renewal for a whole session: our leases may be another's by now, so stop
+        serving them (their commits would be refused anyway)."""
+        if self.view.held and self.renewal.expired(self._clock()):
             log.warning("no heartbeat for %d ms: giving up %d partitions", self.session_ms, len(self.view.held))
             lost = dict(self.view.held)
             self.view.held.clear()
@@ -141,9 +153,16 @@ class ClusterMember:
     async def _tick(self) -> None:
         view, me = self.view, self.view.node_id
         async with self._pool.acquire() as conn:
-            beat = await database.beat(conn, me, self._listeners(), self.session_ms)
+            sent = self._clock()
+            try:
+                beat = await database.beat(
+                    conn, me, self._listeners(), self.session_ms, timeout_s=self.renewal.timeout_ms(sent) / 1000
+                )
+            except Exception:
+                self.renewal.failed(self._clock())
+                raise
+            self.renewal.renewed(sent)
             now, rows, leases = beat.now_ms, beat.brokers, beat.leases
-            self._last_renewed_ms = self.state.clock()
             lost = {tp: e for tp, e in view.held.items() if beat.renewed.get(tp) != e}
             if lost:
                 log.warning("lost the lease of %d partitions: %s", len(lost), sorted(lost)[:10])
