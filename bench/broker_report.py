@@ -142,8 +142,8 @@ def cpu_table(
     """Broker CPU seconds per million records, per test (median over the runs)."""
     out = [
         "Broker CPU seconds per million records (user + system time of the broker process"
-        " during each test's timed part, median of the runs; lower is better; the stub's"
-        " own cost is its column):",
+        " during each test's timed part and until the broker went quiet after it, median"
+        " of the runs; lower is better; the stub's own cost is its column):",
         "",
     ]
     header = ["Test", *(r.spec.label for r in results)]
@@ -306,9 +306,11 @@ def report(
         return "≤ 150 MB" + mark(None if not value else value <= 150 * MB)
 
     add_row(
-        "broker CPU time in its turns of the throughput tests (their timed part took)",
+        "broker CPU time in its turns of the throughput tests (their timed part took;"
+        " it went on working after them for)",
         [
-            "-" if r.cpu_seconds is None else f"{r.cpu_seconds:.1f} s ({r.busy_seconds:.1f} s)"
+            "-" if r.cpu_seconds is None
+            else f"{r.cpu_seconds:.1f} s ({r.busy_seconds:.1f} s; {r.settle_seconds:.1f} s)"
             for r in results
         ],
     )
@@ -320,7 +322,7 @@ def report(
         ],
     )
     add_row(
-        "peak RSS during the throughput tests",
+        "peak RSS during the throughput tests (each run's topic deleted once consumed)",
         [fmt_mb(r.peak_rss) for r in results],
         rss_target(ours.peak_rss if ours else None),
     )
