@@ -142,8 +142,8 @@ def cpu_table(
     """Broker CPU seconds per million records, per test (median over the runs)."""
     out = [
         "Broker CPU seconds per million records (user + system time of the broker process"
-        " during each test's timed part and until the broker went quiet after it, median"
-        " of the runs; lower is better; the stub's own cost is its column):",
+        " during each test's timed part, median of the runs; lower is better; the stub's"
+        " own cost is its column):",
         "",
     ]
     header = ["Test", *(r.spec.label for r in results)]
@@ -211,7 +211,7 @@ def report(
     out.append("")
     out.append(
         f"Median of {opts.repeat} run{'s' if opts.repeat > 1 else ''} per test, each into its own"
-        " topic; every broker up at once and idle but for its turns: in each run of a test"
+        " topic; every broker up at once and stopped (SIGSTOP) but for its turns: in each run of a test"
         " every broker produces in turn, then every broker consumes in turn, the order"
         " rotated each run. Producer acks=all, idempotence on, linger.ms=5, no compression,"
         " partitions round-robin; consumer assigns every partition from the earliest offset"
@@ -306,16 +306,14 @@ def report(
         return "≤ 150 MB" + mark(None if not value else value <= 150 * MB)
 
     add_row(
-        "broker CPU time in its turns of the throughput tests (their timed part took;"
-        " it went on working after them for)",
+        "broker CPU time in its turns of the throughput tests (their timed part took)",
         [
-            "-" if r.cpu_seconds is None
-            else f"{r.cpu_seconds:.1f} s ({r.busy_seconds:.1f} s; {r.settle_seconds:.1f} s)"
+            "-" if r.cpu_seconds is None else f"{r.cpu_seconds:.1f} s ({r.busy_seconds:.1f} s)"
             for r in results
         ],
     )
     add_row(
-        "broker CPU time while idle through the other brokers' turns (those took)",
+        "broker CPU time while stopped through the other brokers' turns (those took)",
         [
             "-" if r.cpu_seconds is None else f"{r.idle_cpu_seconds:.2f} s ({r.idle_seconds:.0f} s)"
             for r in results

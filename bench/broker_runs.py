@@ -113,8 +113,6 @@ class BrokerResult:
     peak_rss: int | None = None
     cpu_seconds: float | None = None  # over its own turns of the throughput tests
     busy_seconds: float = 0.0
-    # Time it went on working after its phases (their CPU is counted in its tests').
-    settle_seconds: float = 0.0
     # CPU it used while idle through the other brokers' turns, and how long those took.
     idle_cpu_seconds: float = 0.0
     idle_seconds: float = 0.0
@@ -200,30 +198,29 @@ class Contender:
     result: BrokerResult
     proc: BrokerProcess
     idempotent: bool
+    pauses: bool  # stopped between its turns (not while py-spy records it)
     peak_rss: int = 0
     out: bool = False  # it failed: no more turns
 
 
-# A broker is quiet once it uses at most one 10 ms clock tick of CPU in 100 ms.
-QUIET_WINDOW = 0.1
-QUIET_CPU = 0.01
-QUIET_LIMIT = 30.0
+def pause(contender: Contender) -> None:
+    """Stop the broker's process group (SIGSTOP) between its turns. Idle is not enough:
+    noida-db goes on working for 8-15 s after acknowledging a produce (1M x 100 B or
+    100k x 1 KiB), with pauses of a second between bursts; stopped, that work waits for
+    its own next turn, as it would have run into its own next test alone on the machine."""
+    if contender.pauses:
+        _signal_group(contender.proc, signal.SIGSTOP)
 
 
-def wait_until_quiet(pid: int, limit: float = QUIET_LIMIT) -> float:
-    """Wait until the process goes quiet, at most ``limit`` seconds; the seconds waited.
-    noida-db goes on working for seconds after it acknowledged a produce (4-5 s of CPU
-    after 1M x 100 B) and after a topic is deleted: that work must fall in its own turn,
-    not in the next broker's."""
-    began = time.perf_counter()
-    before = cpu_of(pid)
-    while time.perf_counter() - began < limit:
-        time.sleep(QUIET_WINDOW)
-        now = cpu_of(pid)
-        if now - before <= QUIET_CPU:
-            break
-        before = now
-    return time.perf_counter() - began
+def resume(contender: Contender) -> None:
+    if contender.pauses:
+        _signal_group(contender.proc, signal.SIGCONT)
+
+
+def _signal_group(proc: BrokerProcess, sig: signal.Signals) -> None:
+    if proc.popen.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
 
 
 def turn_order(contenders: list[Contender], round_index: int) -> list[Contender]:
@@ -236,7 +233,7 @@ def turn_order(contenders: list[Contender], round_index: int) -> list[Contender]
 
 
 def measure_throughput(results: list[BrokerResult], opts: Options) -> None:
-    """Every broker of ``results`` up at once, idle but for its turns. For each
+    """Every broker of ``results`` up at once, stopped but for its turns. For each
     (size, partitions) test and each run, every broker produces in turn, then every broker
     consumes in turn (the order rotated each round): the rates a ratio compares are taken
     seconds apart, so a burst of load on the shared machine hits them alike instead of one
@@ -269,6 +266,7 @@ def measure_throughput(results: list[BrokerResult], opts: Options) -> None:
             if profiler is not None:
                 stop_profiler(profiler)
             for c in contenders:
+                resume(c)  # a stopped process would sit on the SIGTERM that ends it
                 peak = max(c.peak_rss, c.proc.kernel_peak_rss() or 0)
                 c.result.peak_rss = peak or None
             for r in results:
@@ -299,7 +297,9 @@ def _start_contender(
         result.idempotence_note = reason
         log(f"{spec.label}: idempotent produce failed ({reason}); using acks=all only")
     result.cpu_seconds = 0.0
-    return Contender(result, proc, idempotent=reason is None)
+    contender = Contender(result, proc, idempotent=reason is None, pauses=opts.profile_dir is None)
+    pause(contender)
+    return contender
 
 
 def _take_turn(
@@ -311,15 +311,15 @@ def _take_turn(
     run: int,
     opts: Options,
 ) -> None:
-    """One timed phase on one broker; the CPU the idle others use meanwhile is counted too
-    (it should be next to nothing, or the turns would not be fair)."""
+    """One timed phase on one broker, resumed for it; the CPU the stopped others use
+    meanwhile is counted too (none, unless pausing is off or failed)."""
     result, proc = turn.result, turn.proc
     cell = result.cells[(op, size, parts)]
     others = {c: cpu_of(c.proc.pid) for c in everyone if c is not turn}
-    # The turn (and its CPU) ends once the broker has gone quiet after the phase.
     what = f"{size} B x {parts}p, run {run + 1}/{opts.repeat}"
     count = count_for(opts, size)
     topic = topic_name(size, parts, run)
+    resume(turn)
     sampler = RssSampler(proc.pid)
     began = time.perf_counter()
     cpu_start = sampler.cpu_seconds()
@@ -333,8 +333,6 @@ def _take_turn(
                 proc.bootstrap, topic, parts, count, result.spec.consumer_overrides,
                 opts.timeout, fetch_stats=True,
             )  # fmt: skip
-        # Past the first window, the broker was still busy with this phase's work.
-        result.settle_seconds += max(0.0, wait_until_quiet(proc.pid) - QUIET_WINDOW)
         cpu_end = sampler.cpu_seconds()
         cell.rates.append(rate)
         _add_cpu(cell, cpu_start, cpu_end)
@@ -352,6 +350,7 @@ def _take_turn(
         log(f"{result.spec.label}: FAILED: {error}")
     finally:
         turn.peak_rss = max(turn.peak_rss, sampler.stop())
+        pause(turn)
         took = time.perf_counter() - began
         for other, before in others.items():
             other.result.idle_cpu_seconds += max(0.0, cpu_of(other.proc.pid) - before)
@@ -359,9 +358,9 @@ def _take_turn(
 
 
 def _drop_topic(contenders: list[Contender], topic: str) -> None:
-    """Delete a run's topic on every broker once every broker has consumed it, and wait
-    for each to go quiet: the in-memory peers would otherwise hold every run's records
-    at once (noida-db passed 9 GB with 5 runs of 1M x 100 B). The stub stores nothing."""
+    """Delete a run's topic on every broker once every broker has consumed it: the
+    in-memory peers would otherwise hold every run's records at once (noida-db passed
+    9 GB with 5 runs of 1M x 100 B). The stub stores nothing."""
     import confluent_kafka.admin
 
     for c in contenders:
@@ -369,11 +368,14 @@ def _drop_topic(contenders: list[Contender], topic: str) -> None:
             continue
         config: dict[str, Any] = {"bootstrap.servers": c.proc.bootstrap, "error_cb": quiet_logger}
         admin = confluent_kafka.admin.AdminClient(config)
+        resume(c)
         try:
             admin.delete_topics([topic], operation_timeout=30.0)[topic].result(60.0)
         except Exception as exc:  # keep measuring; only the memory grows
             log(f"{c.result.spec.label}: could not delete {topic}: {exc}")
-        wait_until_quiet(c.proc.pid)
+        finally:
+            del admin  # its connection closed before the broker stops
+            pause(c)
 
 
 def _add_cpu(cell: Cell, before: float | None, after: float | None) -> None:

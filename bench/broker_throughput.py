@@ -22,14 +22,16 @@ Measures, for every broker, with confluent-kafka (librdkafka) as the client:
 * peak resident memory of each broker process, and its RSS after 200k x 1 KiB.
 
 Brokers run as subprocesses listening on 127.0.0.1 only. Start-up and the memory
-measurement run one broker at a time. The throughput tests run every broker at once,
-idle but for its turns: in each run of each test every broker produces in turn, then
-every broker consumes in turn, the order rotated each run, so the rates a ratio compares
-are taken seconds apart and a burst of load elsewhere on the machine hits them alike.
+measurement run one broker at a time. The throughput tests start every broker at once
+and keep each stopped (SIGSTOP) but for its turns: in each run of each test every broker
+produces in turn, then every broker consumes in turn, the order rotated each run, so
+the rates a ratio compares are taken seconds apart and a burst of load elsewhere on the
+machine hits them alike, while work a broker defers past its answers stays in its own
+turns. Each run's topic is deleted on every broker once all have consumed it.
 Every wait is bounded and every process is killed on exit.
 Progress goes to stderr; the Markdown report (paste into the README) to stdout.
 ``--profile DIR`` also records Slipstream's throughput phase with py-spy (a flame graph
-SVG and the raw collapsed stacks in DIR).
+SVG and the raw collapsed stacks in DIR); no broker is stopped between turns then.
 """
 
 from __future__ import annotations
