@@ -210,11 +210,32 @@ def pause(contender: Contender) -> None:
     its own next turn, as it would have run into its own next test alone on the machine."""
     if contender.pauses:
         _signal_group(contender.proc, signal.SIGSTOP)
+        _wait_stopped(contender.proc.pid)
 
 
 def resume(contender: Contender) -> None:
     if contender.pauses:
         _signal_group(contender.proc, signal.SIGCONT)
+
+
+def _wait_stopped(pid: int, limit: float = 1.0) -> None:
+    """Wait until every thread of the process has stopped: a busy thread runs on until it
+    takes the signal, and that CPU would land in the next broker's turn."""
+    deadline = time.perf_counter() + limit
+    tasks = Path(f"/proc/{pid}/task")
+    while time.perf_counter() < deadline:
+        try:
+            states = [
+                (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                for task in tasks.iterdir()
+            ]
+        except OSError:  # gone, or a thread ended while read: look again
+            states = []
+            if not tasks.exists():
+                return
+        if states and all(state in "Tt" for state in states):
+            return
+        time.sleep(0.001)
 
 
 def _signal_group(proc: BrokerProcess, sig: signal.Signals) -> None:
