@@ -79,7 +79,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--messages",
         type=int,
-        help="messages per test (default 1000000 for 100 B values, 100000 for 1 KiB; quick 5000)",
+        help="messages per test (default 1000000 for 100 B values, 300000 for 1 KiB; quick 5000)",
     )
     parser.add_argument(
         "--rss-messages",
