@@ -274,8 +274,9 @@ def measure_throughput(results: list[BrokerResult], opts: Options) -> None:
             for size in opts.sizes:
                 for parts in opts.partitions:
                     for c in contenders:
-                        c.result.cells[("produce", size, parts)] = Cell()
-                        c.result.cells[("consume", size, parts)] = Cell()
+                        if not c.out:  # a failed broker's later cells say "not run"
+                            c.result.cells[("produce", size, parts)] = Cell()
+                            c.result.cells[("consume", size, parts)] = Cell()
                     for run in range(opts.repeat):
                         order = turn_order(contenders, round_index)
                         round_index += 1
@@ -342,10 +343,11 @@ def _take_turn(
     count = count_for(opts, size)
     topic = topic_name(size, parts, run)
     resume(turn)
-    sampler = RssSampler(proc.pid)
     began = time.perf_counter()
-    cpu_start = sampler.cpu_seconds()
+    sampler: RssSampler | None = None
     try:
+        sampler = RssSampler(proc.pid)  # fails if the broker died since its last turn
+        cpu_start = sampler.cpu_seconds()
         if op == "produce":
             rate = produce_phase(
                 proc.bootstrap, topic, parts, size, count, turn.idempotent, opts.timeout
@@ -371,7 +373,8 @@ def _take_turn(
         result.errors.append(error)
         log(f"{result.spec.label}: FAILED: {error}")
     finally:
-        turn.peak_rss = max(turn.peak_rss, sampler.stop())
+        if sampler is not None:
+            turn.peak_rss = max(turn.peak_rss, sampler.stop())
         pause(turn)
         took = time.perf_counter() - began
         for other, before in others.items():
