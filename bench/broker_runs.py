@@ -114,7 +114,8 @@ class BrokerResult:
     peak_rss: int | None = None
     cpu_seconds: float | None = None  # over its own turns of the throughput tests
     busy_seconds: float = 0.0
-    # CPU it used while idle through the other brokers' turns, and how long those took.
+    # CPU it used through the other brokers' turns (stopped, so none is expected), and
+    # how long those turns took.
     idle_cpu_seconds: float = 0.0
     idle_seconds: float = 0.0
     rss_after_write: int | None = None
