@@ -8,10 +8,9 @@ import platform
 import shlex
 import statistics
 import sys
-from collections.abc import Iterator
 
 import confluent_kafka
-from broker_runs import CEILING, BrokerResult, Cell, Options, count_for
+from broker_runs import CEILING, BrokerResult, Cell, Options, count_for, each_test
 from embedded_start import EmbeddedResult
 from harness import MB, load_average, mark, ms
 
@@ -19,14 +18,6 @@ from harness import MB, load_average, mark, ms
 def header_lines(header: list[str]) -> list[str]:
     """A table's header and separator: the first column left, the figures right-aligned."""
     return ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
-
-
-def each_test(opts: Options) -> Iterator[tuple[str, int, int]]:
-    """(operation, value size, partitions) of every test, in the order of the tables' rows."""
-    for op in ("produce", "consume"):
-        for size in opts.sizes:
-            for parts in opts.partitions:
-                yield op, size, parts
 
 
 def fmt_rate(cell: Cell | None) -> str:
@@ -52,6 +43,96 @@ def fmt_cpu(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f} s"
 
 
+def test_name(op: str, size: int, parts: int) -> str:
+    size_text = "1 KiB" if size == 1024 else f"{size} B"
+    return f"{op} {size_text}, {parts} partition{'s' if parts > 1 else ''}"
+
+
+def per_run_ratios(ours: Cell | None, theirs: list[Cell | None]) -> list[float]:
+    """Slipstream's rate over the faster peer's, run by run: the runs of one index were
+    taken seconds apart, so each ratio saw one load."""
+    if ours is None:
+        return []
+    peers = [c for c in theirs if c is not None and c.rates]
+    if not peers:
+        return []
+    runs = min(len(ours.rates), *(len(c.rates) for c in peers))
+    out = []
+    for run in range(runs):
+        best = max(c.rates[run].msgs_per_s for c in peers)
+        if best > 0:
+            out.append(ours.rates[run].msgs_per_s / best)
+    return out
+
+
+def fmt_spread(cell: Cell | None) -> str:
+    if cell is None or cell.spread is None or cell.rate is None:
+        return "-"
+    low, high = cell.spread
+    median = cell.rate.msgs_per_s
+    width = (high - low) / median * 100 if median else 0.0
+    return f"{low / 1e6:.2f}-{high / 1e6:.2f}M (±{width / 2:.0f}%)"
+
+
+def spread_table(
+    results: list[BrokerResult], ours: BrokerResult | None, peers: list[BrokerResult], opts: Options
+) -> list[str]:
+    """The slowest and fastest run of every cell, and Slipstream's per-run ratio to the
+    faster peer: how far one run moves, and whether the verdict holds run by run."""
+    out = [
+        f"Spread over the {opts.repeat} runs: the slowest and the fastest run in million msg/s"
+        " (± half their gap, as a share of the median), and Slipstream's rate over the"
+        " faster peer's in each run (the brokers' runs of one index were taken seconds"
+        " apart):",
+        "",
+    ]
+    header = ["Test", *(r.spec.label for r in results)]
+    if ours is not None and peers:
+        header.append("Slipstream / faster peer, run by run")
+    out.extend(header_lines(header))
+    for op, size, parts in each_test(opts):
+        key = (op, size, parts)
+        row = [test_name(op, size, parts)]
+        row += [fmt_spread(r.cells.get(key)) for r in results]
+        if ours is not None and peers:
+            ratios = per_run_ratios(ours.cells.get(key), [p.cells.get(key) for p in peers])
+            row.append(" ".join(f"{x:.2f}" for x in ratios) or "-")
+        out.append("| " + " | ".join(row) + " |")
+    return out
+
+
+def fmt_bytes(value: float) -> str:
+    return f"{value / MB:.2f} MB" if value >= 100_000 else f"{value / 1000:.1f} kB"
+
+
+def fetch_size_table(results: list[BrokerResult], opts: Options) -> list[str]:
+    """Bytes per Fetch response in each consume test, from librdkafka's statistics."""
+    out = [
+        "Bytes received per Fetch in the consume tests, and the Fetch requests sent"
+        " (librdkafka's statistics: bytes received over Fetch requests sent; medians of"
+        " the runs; kB = 10^3 bytes). Every consumer asks for"
+        " at most 1 MiB per partition (librdkafka's default fetch.message.max.bytes); a"
+        " broker that sends more saves round trips, which is how a peer can beat the"
+        " stub's ceiling on the 100 B rows:",
+        "",
+    ]
+    out.extend(header_lines(["Test", *(r.spec.label for r in results)]))
+    for op, size, parts in each_test(opts):
+        if op != "consume":
+            continue
+        row = [test_name(op, size, parts)]
+        for r in results:
+            cell = r.cells.get((op, size, parts))
+            size_each = cell.bytes_per_fetch if cell is not None else None
+            fetches = cell.fetches if cell is not None else None
+            row.append(
+                "-" if size_each is None or fetches is None
+                else f"{fmt_bytes(size_each)} x {fetches:,.0f}"
+            )
+        out.append("| " + " | ".join(row) + " |")
+    return out
+
+
 def cpu_table(
     results: list[BrokerResult],
     ours: BrokerResult | None,
@@ -71,8 +152,7 @@ def cpu_table(
     out.extend(header_lines(header))
     for op, size, parts in each_test(opts):
         key = (op, size, parts)
-        size_text = "1 KiB" if size == 1024 else f"{size} B"
-        row = [f"{op} {size_text}, {parts} partition{'s' if parts > 1 else ''}"]
+        row = [test_name(op, size, parts)]
         values = {}
         for r in results:
             cell = r.cells.get(key)
@@ -131,7 +211,9 @@ def report(
     out.append("")
     out.append(
         f"Median of {opts.repeat} run{'s' if opts.repeat > 1 else ''} per test, each into its own"
-        " topic; producer acks=all, idempotence on, linger.ms=5, no compression,"
+        " topic; every broker up at once and stopped (SIGSTOP) but for its turns: in each run of a test"
+        " every broker produces in turn, then every broker consumes in turn, the order"
+        " rotated each run. Producer acks=all, idempotence on, linger.ms=5, no compression,"
         " partitions round-robin; consumer assigns every partition from the earliest offset"
         " (no group, no commits), fetch.queue.backoff.ms=10. MB = 10^6 bytes of record values."
     )
@@ -165,6 +247,10 @@ def report(
             if ceiling is not None:
                 row.append(fmt_ratio(mine, [ceiling.cells.get(key)]))
         out.append("| " + " | ".join(row) + " |")
+    out.append("")
+    out.extend(spread_table(results, ours, peers, opts))
+    out.append("")
+    out.extend(fetch_size_table(results, opts))
     out.append("")
     out.extend(cpu_table(results, ours, peers, opts))
     out.append("")
@@ -220,14 +306,21 @@ def report(
         return "≤ 150 MB" + mark(None if not value else value <= 150 * MB)
 
     add_row(
-        "broker CPU time during the throughput tests (their timed part took)",
+        "broker CPU time in its turns of the throughput tests (their timed part took)",
         [
             "-" if r.cpu_seconds is None else f"{r.cpu_seconds:.1f} s ({r.busy_seconds:.1f} s)"
             for r in results
         ],
     )
     add_row(
-        "peak RSS during the throughput tests",
+        "broker CPU time while stopped through the other brokers' turns (those took)",
+        [
+            "-" if r.cpu_seconds is None else f"{r.idle_cpu_seconds:.2f} s ({r.idle_seconds:.0f} s)"
+            for r in results
+        ],
+    )
+    add_row(
+        "peak RSS during the throughput tests (each run's topic deleted once consumed)",
         [fmt_mb(r.peak_rss) for r in results],
         rss_target(ours.peak_rss if ours else None),
     )

@@ -1,6 +1,7 @@
-"""The measurements of broker_throughput.py, one broker at a time: process start-up,
-produce/consume throughput with the broker's CPU and peak RSS, and memory after a write.
-Each fills a ``BrokerResult``; broker_report.py renders them.
+"""The measurements of broker_throughput.py: process start-up and memory after a write,
+one broker at a time; produce/consume throughput with each broker's CPU and peak RSS,
+every broker up at once and taking turns (``measure_throughput``). Each fills a
+``BrokerResult``; broker_report.py renders them.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from harness import (
     HOST,
@@ -25,9 +27,11 @@ from harness import (
     BrokerSpec,
     RssSampler,
     child_env,
+    cpu_of,
     create_topics,
     free_port,
     log,
+    quiet_logger,
 )
 from produce_consume import WARMUP_TOPIC, Rate, consume_phase, probe_idempotence, produce_phase
 
@@ -69,6 +73,26 @@ class Cell:
         return ranked[(len(ranked) - 1) // 2]
 
     @property
+    def spread(self) -> tuple[float, float] | None:
+        """The slowest and the fastest run, msg/s: how far one run moves."""
+        if not self.rates:
+            return None
+        rates = [r.msgs_per_s for r in self.rates]
+        return min(rates), max(rates)
+
+    @property
+    def bytes_per_fetch(self) -> float | None:
+        """Median over the runs of the bytes each Fetch brought (consume tests only)."""
+        per_run = [r.bytes_per_fetch for r in self.rates if r.bytes_per_fetch is not None]
+        return statistics.median(per_run) if per_run else None
+
+    @property
+    def fetches(self) -> float | None:
+        """Median over the runs of the Fetch requests the consumer sent."""
+        per_run = [r.fetches for r in self.rates if r.fetches is not None]
+        return statistics.median(per_run) if per_run else None
+
+    @property
     def cpu_per_million(self) -> float | None:
         """Median broker CPU seconds per million records over the runs."""
         per_run = [
@@ -88,8 +112,12 @@ class BrokerResult:
     startup_no_pyc: list[float] = field(default_factory=list)
     startup_error: str | None = None
     peak_rss: int | None = None
-    cpu_seconds: float | None = None
+    cpu_seconds: float | None = None  # over its own turns of the throughput tests
     busy_seconds: float = 0.0
+    # CPU it used through the other brokers' turns (stopped, so none is expected), and
+    # how long those turns took.
+    idle_cpu_seconds: float = 0.0
+    idle_seconds: float = 0.0
     rss_after_write: int | None = None
     anon_after_write: int | None = None
     rss_phase_peak: int | None = None
@@ -112,11 +140,21 @@ class Options:
 
 
 def count_for(opts: Options, size: int) -> int:
-    """Messages per test: explicit, or enough for a ~0.3 s window on this machine without
-    holding too much data in the in-memory peers (30 MB of 100 B values, 100 MB of 1 KiB)."""
+    """Messages per test: explicit, or about a second's window for the faster brokers on
+    this machine (100k x 1 KiB was 0.12-0.5 s, 300k x 100 B 0.25 s, and such windows
+    moved with every burst of load): 1M x 100 B, 300k x 1 KiB. Each run's topic is
+    deleted once consumed, so a broker holds one run's data at a time."""
     if opts.messages is not None:
         return opts.messages
-    return 300_000 if size < 512 else 100_000
+    return 1_000_000 if size < 512 else 300_000
+
+
+def each_test(opts: Options) -> Iterator[tuple[str, int, int]]:
+    """(operation, value size, partitions) of every test, in the order of the tables' rows."""
+    for op in ("produce", "consume"):
+        for size in opts.sizes:
+            for parts in opts.partitions:
+                yield op, size, parts
 
 
 def topic_name(size: int, partitions: int, run: int) -> str:
@@ -155,79 +193,215 @@ def measure_startup(spec: BrokerSpec, opts: Options, result: BrokerResult) -> No
         result.errors.append(f"start-up: {exc}")
 
 
-def measure_throughput(spec: BrokerSpec, opts: Options, result: BrokerResult) -> None:
-    """One broker process: every (size, partitions) test, produce then consume, R times each."""
-    with running(spec, opts, "throughput") as proc:
-        sampler = RssSampler(proc.pid)
-        cpu_before: float | None = None
-        profiler = (
-            start_profiler(proc.pid, opts.profile_dir)
-            if opts.profile_dir is not None and spec.key == "slipstream"
-            else None
-        )
+@dataclass(eq=False)
+class Contender:
+    """A broker of the throughput tests: its process runs through the whole section."""
+
+    result: BrokerResult
+    proc: BrokerProcess
+    idempotent: bool
+    pauses: bool  # stopped between its turns (not while py-spy records it)
+    peak_rss: int = 0
+    out: bool = False  # it failed: no more turns
+
+
+def pause(contender: Contender) -> None:
+    """Stop the broker's process group (SIGSTOP) between its turns. Idle is not enough:
+    noida-db goes on working for 8-15 s after acknowledging a produce (1M x 100 B or
+    100k x 1 KiB), with pauses of a second between bursts; stopped, that work waits for
+    its own next turn, as it would have run into its own next test alone on the machine."""
+    if contender.pauses:
+        _signal_group(contender.proc, signal.SIGSTOP)
+        _wait_stopped(contender.proc.pid)
+
+
+def resume(contender: Contender) -> None:
+    if contender.pauses:
+        _signal_group(contender.proc, signal.SIGCONT)
+
+
+def _wait_stopped(pid: int, limit: float = 1.0) -> None:
+    """Wait until every thread of the process has stopped: a busy thread runs on until it
+    takes the signal, and that CPU would land in the next broker's turn."""
+    deadline = time.perf_counter() + limit
+    tasks = Path(f"/proc/{pid}/task")
+    while time.perf_counter() < deadline:
         try:
-            topics = {WARMUP_TOPIC: 1}
+            states = [
+                (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                for task in tasks.iterdir()
+            ]
+        except OSError:  # gone, or a thread ended while read: look again
+            states = []
+            if not tasks.exists():
+                return
+        if states and all(state in "Tt" for state in states):
+            return
+        time.sleep(0.001)
+
+
+def _signal_group(proc: BrokerProcess, sig: signal.Signals) -> None:
+    if proc.popen.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+
+
+def turn_order(contenders: list[Contender], round_index: int) -> list[Contender]:
+    """The brokers' order in one round: rotated every round, so none always goes first
+    (or always last, right after the client has warmed up on the others)."""
+    if not contenders:
+        return []
+    shift = round_index % len(contenders)
+    return contenders[shift:] + contenders[:shift]
+
+
+def measure_throughput(results: list[BrokerResult], opts: Options) -> None:
+    """Every broker of ``results`` up at once, stopped but for its turns. For each
+    (size, partitions) test and each run, every broker produces in turn, then every broker
+    consumes in turn (the order rotated each round): the rates a ratio compares are taken
+    seconds apart, so a burst of load on the shared machine hits them alike instead of one
+    broker's whole series. A broker that fails sits out the remaining turns."""
+    with contextlib.ExitStack() as stack:
+        contenders = [
+            c for r in results if (c := _start_contender(r, opts, stack)) is not None
+        ]
+        profiler = None
+        if opts.profile_dir is not None:
+            ours = next((c for c in contenders if c.result.spec.key == "slipstream"), None)
+            if ours is not None:
+                profiler = start_profiler(ours.proc.pid, opts.profile_dir)
+        try:
+            round_index = 0
             for size in opts.sizes:
                 for parts in opts.partitions:
+                    for c in contenders:
+                        if not c.out:  # a failed broker's later cells say "not run"
+                            c.result.cells[("produce", size, parts)] = Cell()
+                            c.result.cells[("consume", size, parts)] = Cell()
                     for run in range(opts.repeat):
-                        topics[topic_name(size, parts, run)] = parts
-            create_topics(proc.bootstrap, topics, 30.0)
-            reason = probe_idempotence(proc.bootstrap, 30.0)
-            idempotent = reason is None
-            cpu_before = sampler.cpu_seconds()
-            if reason is not None:
-                result.idempotence_note = reason
-                log(f"{spec.label}: idempotent produce failed ({reason}); using acks=all only")
-            for size in opts.sizes:
-                for parts in opts.partitions:
-                    produced = result.cells[("produce", size, parts)] = Cell()
-                    consumed = result.cells[("consume", size, parts)] = Cell()
-                    for run in range(opts.repeat):
-                        topic = topic_name(size, parts, run)
-                        what = f"{size} B x {parts}p, run {run + 1}/{opts.repeat}"
-                        try:
-                            cpu_start = sampler.cpu_seconds()
-                            rate = produce_phase(
-                                proc.bootstrap, topic, parts, size, count_for(opts, size),
-                                idempotent, opts.timeout,
-                            )  # fmt: skip
-                            produced.rates.append(rate)
-                            _add_cpu(produced, cpu_start, sampler.cpu_seconds())
-                            result.busy_seconds += rate.seconds
-                            log(f"{spec.label}: produce {what}: {rate}")
-                        except Exception as exc:
-                            produced.error = consumed.error = str(exc)
-                            _check_alive(proc)
-                            raise BenchError(f"produce {what}: {exc}") from exc
-                        try:
-                            cpu_start = sampler.cpu_seconds()
-                            rate = consume_phase(
-                                proc.bootstrap, topic, parts, count_for(opts, size),
-                                spec.consumer_overrides, opts.timeout,
-                            )  # fmt: skip
-                            consumed.rates.append(rate)
-                            _add_cpu(consumed, cpu_start, sampler.cpu_seconds())
-                            result.busy_seconds += rate.seconds
-                            log(f"{spec.label}: consume {what}: {rate}")
-                        except Exception as exc:
-                            consumed.error = str(exc)
-                            _check_alive(proc)
-                            raise BenchError(f"consume {what}: {exc}") from exc
-        except BenchError as exc:
-            result.errors.append(str(exc))
-            log(f"{spec.label}: FAILED: {exc}")
+                        order = turn_order(contenders, round_index)
+                        round_index += 1
+                        for op in ("produce", "consume"):
+                            for c in order:
+                                if not c.out:
+                                    _take_turn(c, contenders, op, size, parts, run, opts)
+                        _drop_topic(contenders, topic_name(size, parts, run))
         finally:
-            for size in opts.sizes:
-                for parts in opts.partitions:
-                    for op in ("produce", "consume"):
-                        result.cells.setdefault((op, size, parts), Cell(error="not run"))
-            cpu = sampler.cpu_seconds()
-            if cpu is not None and cpu_before is not None:
-                result.cpu_seconds = cpu - cpu_before
             if profiler is not None:
                 stop_profiler(profiler)
-            peak = sampler.stop()
-            result.peak_rss = max(peak, proc.kernel_peak_rss() or 0) or None
+            for c in contenders:
+                resume(c)  # a stopped process would sit on the SIGTERM that ends it
+                peak = max(c.peak_rss, c.proc.kernel_peak_rss() or 0)
+                c.result.peak_rss = peak or None
+            for r in results:
+                for key in each_test(opts):
+                    r.cells.setdefault(key, Cell(error="not run"))
+
+
+def _start_contender(
+    result: BrokerResult, opts: Options, stack: contextlib.ExitStack
+) -> Contender | None:
+    """Start the broker, create every topic of the tests, find whether it takes idempotent
+    producers; None (and the error recorded) if any of that fails."""
+    spec = result.spec
+    try:
+        proc = stack.enter_context(running(spec, opts, "throughput"))
+        topics = {WARMUP_TOPIC: 1}
+        for size in opts.sizes:
+            for parts in opts.partitions:
+                for run in range(opts.repeat):
+                    topics[topic_name(size, parts, run)] = parts
+        create_topics(proc.bootstrap, topics, 30.0)
+        reason = probe_idempotence(proc.bootstrap, 30.0)
+    except BenchError as exc:
+        result.errors.append(f"throughput set-up: {exc}")
+        log(f"{spec.label}: FAILED: {exc}")
+        return None
+    if reason is not None:
+        result.idempotence_note = reason
+        log(f"{spec.label}: idempotent produce failed ({reason}); using acks=all only")
+    result.cpu_seconds = 0.0
+    contender = Contender(result, proc, idempotent=reason is None, pauses=opts.profile_dir is None)
+    pause(contender)
+    return contender
+
+
+def _take_turn(
+    turn: Contender,
+    everyone: list[Contender],
+    op: str,
+    size: int,
+    parts: int,
+    run: int,
+    opts: Options,
+) -> None:
+    """One timed phase on one broker, resumed for it; the CPU the stopped others use
+    meanwhile is counted too (none, unless pausing is off or failed)."""
+    result, proc = turn.result, turn.proc
+    cell = result.cells[(op, size, parts)]
+    others = {c: cpu_of(c.proc.pid) for c in everyone if c is not turn}
+    what = f"{size} B x {parts}p, run {run + 1}/{opts.repeat}"
+    count = count_for(opts, size)
+    topic = topic_name(size, parts, run)
+    resume(turn)
+    began = time.perf_counter()
+    sampler: RssSampler | None = None
+    try:
+        sampler = RssSampler(proc.pid)  # fails if the broker died since its last turn
+        cpu_start = sampler.cpu_seconds()
+        if op == "produce":
+            rate = produce_phase(
+                proc.bootstrap, topic, parts, size, count, turn.idempotent, opts.timeout
+            )
+        else:
+            rate = consume_phase(
+                proc.bootstrap, topic, parts, count, result.spec.consumer_overrides,
+                opts.timeout, fetch_stats=True,
+            )  # fmt: skip
+        cpu_end = sampler.cpu_seconds()
+        cell.rates.append(rate)
+        _add_cpu(cell, cpu_start, cpu_end)
+        if cpu_start is not None and cpu_end is not None:
+            result.cpu_seconds = (result.cpu_seconds or 0.0) + cpu_end - cpu_start
+        result.busy_seconds += rate.seconds
+        log(f"{result.spec.label}: {op} {what}: {rate}")
+    except Exception as exc:
+        turn.out = True
+        cell.error = str(exc)
+        if op == "produce":
+            result.cells[("consume", size, parts)].error = str(exc)
+        error = f"{op} {what}: {_exit_report(proc) or exc}"
+        result.errors.append(error)
+        log(f"{result.spec.label}: FAILED: {error}")
+    finally:
+        if sampler is not None:
+            turn.peak_rss = max(turn.peak_rss, sampler.stop())
+        pause(turn)
+        took = time.perf_counter() - began
+        for other, before in others.items():
+            other.result.idle_cpu_seconds += max(0.0, cpu_of(other.proc.pid) - before)
+            other.result.idle_seconds += took
+
+
+def _drop_topic(contenders: list[Contender], topic: str) -> None:
+    """Delete a run's topic on every broker once every broker has consumed it: the
+    in-memory peers would otherwise hold every run's records at once (noida-db passed
+    9 GB with 5 runs of 1M x 100 B). The stub stores nothing."""
+    import confluent_kafka.admin
+
+    for c in contenders:
+        if c.result.spec.key == CEILING or c.proc.popen.poll() is not None:
+            continue
+        config: dict[str, Any] = {"bootstrap.servers": c.proc.bootstrap, "error_cb": quiet_logger}
+        admin = confluent_kafka.admin.AdminClient(config)
+        resume(c)
+        try:
+            admin.delete_topics([topic], operation_timeout=30.0)[topic].result(60.0)
+        except Exception as exc:  # keep measuring; only the memory grows
+            log(f"{c.result.spec.label}: could not delete {topic}: {exc}")
+        finally:
+            del admin  # its connection closed before the broker stops
+            pause(c)
 
 
 def _add_cpu(cell: Cell, before: float | None, after: float | None) -> None:
@@ -235,12 +409,14 @@ def _add_cpu(cell: Cell, before: float | None, after: float | None) -> None:
         cell.cpu_seconds.append(after - before)
 
 
-def _check_alive(proc: BrokerProcess) -> None:
-    if proc.popen.poll() is not None:
-        raise BenchError(
-            f"{proc.spec.label} exited with code {proc.popen.returncode};"
-            f" log tail:\n{proc.log_tail()}"
-        )
+def _exit_report(proc: BrokerProcess) -> str | None:
+    """What to say when the broker died (its exit code and log tail); None if it lives."""
+    if proc.popen.poll() is None:
+        return None
+    return (
+        f"{proc.spec.label} exited with code {proc.popen.returncode};"
+        f" log tail:\n{proc.log_tail()}"
+    )
 
 
 def start_profiler(pid: int, out_dir: Path) -> list[subprocess.Popen[bytes]]:

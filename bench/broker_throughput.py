@@ -9,7 +9,9 @@ Measures, for every broker, with confluent-kafka (librdkafka) as the client:
 * produce throughput (acks=all, idempotence on where the broker accepts it) and
   consume throughput (assign every partition from the beginning, no commits),
   100-byte and 1 KiB values, 1 and 8 partitions, with Slipstream/peer ratios; the
-  median of ``--runs`` runs (3) per test;
+  median of ``--runs`` runs (5) per test, with the slowest and fastest run and the
+  per-run ratios, so the noise shows;
+* bytes received per Fetch in each consume test (librdkafka's statistics);
 * the broker's CPU seconds per million records in each test (user + system time of
   the broker process across the test's timed part: the client shares the cores, so a
   cheaper broker leaves more of them to the client);
@@ -19,11 +21,17 @@ Measures, for every broker, with confluent-kafka (librdkafka) as the client:
 * Slipstream's in-process start (``Broker(storage="memory", port=0)``);
 * peak resident memory of each broker process, and its RSS after 200k x 1 KiB.
 
-Brokers run one after another (never side by side) as subprocesses listening on
-127.0.0.1 only; every wait is bounded and every process is killed on exit.
+Brokers run as subprocesses listening on 127.0.0.1 only. Start-up and the memory
+measurement run one broker at a time. The throughput tests start every broker at once
+and keep each stopped (SIGSTOP) but for its turns: in each run of each test every broker
+produces in turn, then every broker consumes in turn, the order rotated each run, so
+the rates a ratio compares are taken seconds apart and a burst of load elsewhere on the
+machine hits them alike, while work a broker defers past its answers stays in its own
+turns. Each run's topic is deleted on every broker once all have consumed it.
+Every wait is bounded and every process is killed on exit.
 Progress goes to stderr; the Markdown report (paste into the README) to stdout.
 ``--profile DIR`` also records Slipstream's throughput phase with py-spy (a flame graph
-SVG and the raw collapsed stacks in DIR).
+SVG and the raw collapsed stacks in DIR); no broker is stopped between turns then.
 """
 
 from __future__ import annotations
@@ -71,7 +79,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--messages",
         type=int,
-        help="messages per test (default 300000 for 100 B values, 100000 for 1 KiB; quick 5000)",
+        help="messages per test (default 1000000 for 100 B values, 300000 for 1 KiB; quick 5000)",
     )
     parser.add_argument(
         "--rss-messages",
@@ -83,7 +91,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--repeat",
         dest="repeat",
         type=int,
-        help="runs of each test, the median reported (default 3; quick 1)",
+        help="runs of each test, the median reported (default 5; quick 1)",
     )
     parser.add_argument(
         "--startup-runs", type=int, help="process starts to time (default 7; quick 3)"
@@ -141,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
             embedded_runs=args.embedded_runs or (5 if quick else 15),
             timeout=args.timeout or (60.0 if quick else 180.0),
             workdir=workdir,
-            repeat=args.repeat or (1 if quick else 3),
+            repeat=args.repeat or (1 if quick else 5),
             sizes=args.sizes,
             partitions=args.partitions,
             profile_dir=args.profile,
@@ -152,24 +160,25 @@ def main(argv: list[str] | None = None) -> int:
         specs, missing = discover_brokers([b for b in wanted if b != CEILING])
         if CEILING in wanted:
             specs.append(ceiling_spec())
-        results: list[BrokerResult] = []
+        results = [BrokerResult(spec) for spec in specs]
         embedded: EmbeddedResult | None = None
-        for spec in specs:
-            result = BrokerResult(spec)
-            results.append(result)
+        # Start-up first, each broker alone on the machine.
+        for result in results:
+            spec = result.spec
             log(f"{spec.label} {spec.version}: start-up x{opts.startup_runs}")
             measure_startup(spec, opts, result)
-            if result.startup_error is None:
-                log(f"{spec.label}: throughput")
-                measure_throughput(spec, opts, result)
-                if spec.key != CEILING:  # the stub keeps nothing: its memory says nothing
-                    log(f"{spec.label}: memory, {opts.rss_messages:,} x 1 KiB")
-                    measure_memory(spec, opts, result)
-            else:
+            if result.startup_error is not None:
                 log(f"{spec.label}: start-up FAILED: {result.startup_error}")
             if spec.key == "slipstream":
                 log(f"Slipstream: embedded start x{opts.embedded_runs + 1}")
                 embedded = measure_embedded(opts.embedded_runs, workdir, 120.0)
+        started = [r for r in results if r.startup_error is None]
+        log(f"throughput, {', '.join(r.spec.label for r in started)} taking turns")
+        measure_throughput(started, opts)
+        for result in started:
+            if result.spec.key != CEILING:  # the stub keeps nothing: its memory says nothing
+                log(f"{result.spec.label}: memory, {opts.rss_messages:,} x 1 KiB")
+                measure_memory(result.spec, opts, result)
         print(report(results, embedded, opts, missing, time.perf_counter() - began, load_start))
         failed = any(r.errors for r in results) or (embedded is not None and embedded.error)
         return 1 if failed else 0

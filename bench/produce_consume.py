@@ -7,6 +7,7 @@ Used by broker_throughput.py, cluster.py and postgres_storage.py.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from dataclasses import dataclass
@@ -27,6 +28,9 @@ class Rate:
     messages: int
     value_bytes: int
     seconds: float
+    # Consume phases asked for it: Fetch requests the client sent, bytes it received per Fetch.
+    fetches: int | None = None
+    bytes_per_fetch: float | None = None
 
     @property
     def msgs_per_s(self) -> float:
@@ -154,6 +158,25 @@ def warm_up_consumer(config: dict[str, Any], timeout: float) -> None:
         consumer.close()
 
 
+# With fetch_stats, librdkafka's statistics every 100 ms: the callback only keeps the
+# latest JSON text, so the timed loop pays next to nothing for it.
+FETCH_STATS_INTERVAL_MS = 100
+
+
+def fetch_counts(stats_json: str) -> tuple[int, float | None]:
+    """Fetch requests sent and bytes received per Fetch, from one librdkafka statistics
+    document: over the broker connections that sent Fetches (their few other responses,
+    ListOffsets and ApiVersions, are a few hundred bytes against the Fetch responses)."""
+    fetches = 0
+    received = 0
+    for broker in json.loads(stats_json)["brokers"].values():
+        sent = broker.get("req", {}).get("Fetch", 0)
+        if sent:
+            fetches += sent
+            received += broker.get("rxbytes", 0)
+    return fetches, (received / fetches if fetches else None)
+
+
 def consume_phase(
     bootstrap: str,
     topic: str,
@@ -161,9 +184,21 @@ def consume_phase(
     count: int,
     overrides: dict[str, Any],
     timeout: float,
+    fetch_stats: bool = False,
 ) -> Rate:
+    """Read ``count`` records of ``topic`` from the beginning; with ``fetch_stats`` the
+    Rate also says how many bytes each Fetch brought (librdkafka's statistics, read in
+    a window that closes after the timed part)."""
     config = consumer_config(bootstrap, f"bench-{topic}-{os.getpid()}", overrides)
     warm_up_consumer(config, min(timeout, 30.0))
+    latest_stats: list[str] = []
+    if fetch_stats:
+
+        def keep_latest(text: str) -> None:
+            latest_stats[:] = [text]
+
+        config["statistics.interval.ms"] = FETCH_STATS_INTERVAL_MS
+        config["stats_cb"] = keep_latest
     consumer = Consumer(config)
     try:
         consumer.list_topics(topic, timeout=min(timeout, 10.0))  # connect outside the window
@@ -189,6 +224,12 @@ def consume_phase(
                 value = msg.value()
                 value_bytes += len(value) if value is not None else 0
         elapsed = time.perf_counter() - start
+        if fetch_stats:
+            # One more statistics window, closed after the last record (outside the timing).
+            latest_stats.clear()
+            settle = time.perf_counter() + 10 * FETCH_STATS_INTERVAL_MS / 1000
+            while not latest_stats and time.perf_counter() < settle:
+                consumer.poll(FETCH_STATS_INTERVAL_MS / 1000 / 2)
     finally:
         consumer.close()
     # Round-robin production into a fresh topic: partition p holds offsets 0..n_p-1 exactly
@@ -202,4 +243,5 @@ def consume_phase(
             f"received {received} records whose offsets sum to {offset_sum}, not {expected}:"
             " duplicates, gaps or wrong offsets"
         )
-    return Rate(received, value_bytes, elapsed)
+    fetches, per_fetch = fetch_counts(latest_stats[0]) if latest_stats else (None, None)
+    return Rate(received, value_bytes, elapsed, fetches, per_fetch)
