@@ -13,7 +13,7 @@ import threading
 import pytest
 
 from slipstream.broker.durability import GroupCommitter
-from slipstream.log.api import PartitionLog, SharedCommitLog
+from slipstream.log.api import AsyncFlushLog, PartitionLog, SharedCommitLog
 
 
 class Store:
@@ -137,3 +137,49 @@ def test_flushes_run_off_the_event_loop(logs_per_round: int) -> None:
         log.append()
     asyncio.run(sync_all(GroupCommitter(), logs))
     assert threads and threading.main_thread() not in threads
+
+
+class AwaitedLog(SharedLog):
+    """A shared log whose storage is asynchronous (as PostgresLog): flush_async."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(store)
+        self.awaited_on: list[threading.Thread] = []
+
+    def flush(self) -> None:
+        raise AssertionError("the rounds of an AsyncFlushLog await flush_async")
+
+    async def flush_async(self) -> None:
+        self.awaited_on.append(threading.current_thread())
+        self.flushes += 1
+        while not self.store.gate.is_set():  # on the loop: wait for the gate without blocking it
+            await asyncio.sleep(0)
+        self.store.commit()
+        if self in self.store.refuse:
+            raise OSError("refused")
+
+
+def test_rounds_of_awaited_logs_run_on_the_event_loop_one_commit_each() -> None:
+    store = Store()
+    logs = [AwaitedLog(store) for _ in range(4)]
+    assert isinstance(logs[0], AsyncFlushLog)
+    for log in logs:
+        log.append()
+    assert asyncio.run(sync_all(GroupCommitter(), list(logs))) == [None] * 4
+    assert store.commits == 1
+    assert [t for log in logs for t in log.awaited_on] == [threading.main_thread()]
+    assert all(log.committed == log.queued for log in logs)
+
+
+def test_an_awaited_flush_that_fails_fails_its_waiters_and_the_next_round_goes_on() -> None:
+    store = Store()
+    refused = AwaitedLog(store)
+    store.refuse.add(refused)
+    refused.append()
+    committer = GroupCommitter()
+    [result] = asyncio.run(sync_all(committer, [refused]))
+    assert isinstance(result, OSError)
+    store.refuse.clear()
+    refused.append()
+    assert asyncio.run(sync_all(committer, [refused])) == [None]
+    assert refused.committed == refused.queued == 2
