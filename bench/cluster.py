@@ -482,6 +482,10 @@ def main(argv: list[str] | None = None) -> int:
         help="a setting of the PostgreSQL server (-c NAME=VALUE), e.g. commit_delay=1000; repeatable",
     )
     parser.add_argument(
+        "--broker-setting", action="append", default=[], metavar="NAME=VALUE",
+        help="a setting of this tree's postgres brokers (not --against's: a setting against its absence); repeatable",
+    )
+    parser.add_argument(
         "--against", metavar="SRC", help="also run every cluster from another tree's src directory, interleaved"
     )
     opts = parser.parse_args(argv)
@@ -516,6 +520,7 @@ def main(argv: list[str] | None = None) -> int:
                     "--set", f"cluster.broker.session.ms={SESSION_MS}",
                     "--set", f"offsets.topic.num.partitions={OFFSETS_PARTITIONS}",
                     "--set", "group.initial.rebalance.delay.ms=0",
+                    *(arg for setting in opts.broker_setting if source is None for arg in ("--set", setting)),
                 ], source)  # fmt: skip
                 stack.callback(cluster.close)
                 for node in range(1, size + 1):

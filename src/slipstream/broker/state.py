@@ -82,6 +82,9 @@ class BrokerState:
     # A cluster over PostgreSQL: live brokers and the partitions this broker leads.
     cluster: ClusterView | None = None
 
+    def __post_init__(self) -> None:
+        self.committer.round_wait_s = self.config.cluster_commit_wait_ms / 1000
+
     def not_leader(self, topic: str, partition: int) -> bool:
         """In a cluster, whether another broker (or none, for now) leads the partition."""
         return self.cluster is not None and not self.cluster.leads(topic, partition)

@@ -183,3 +183,49 @@ def test_an_awaited_flush_that_fails_fails_its_waiters_and_the_next_round_goes_o
     refused.append()
     assert asyncio.run(sync_all(committer, [refused])) == [None]
     assert refused.committed == refused.queued == 2
+
+
+def test_a_round_waits_for_a_second_waiter_and_starts_when_it_comes() -> None:
+    """round_wait_s: an idle committer's round waits for ``round_waiters`` waiters; the
+    second one's arrival starts it (the wait here is far longer than the test runs)."""
+    store = Store()
+    first, second = AwaitedLog(store), AwaitedLog(store)
+    committer = GroupCommitter(round_wait_s=3600, round_waiters=2)
+
+    async def two_apart() -> None:
+        first.append()
+        waiting = asyncio.ensure_future(committer.sync(as_partition_log(first)))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert first.flushes == 0 and not waiting.done()  # waiting for company
+        second.append()
+        await asyncio.gather(waiting, committer.sync(as_partition_log(second)))
+
+    asyncio.run(two_apart())
+    assert store.commits == 1
+    assert first.committed == second.committed == 1
+
+
+def test_a_lone_waiter_gets_its_round_when_the_wait_ends() -> None:
+    store = Store()
+    log = AwaitedLog(store)
+    log.append()
+    asyncio.run(GroupCommitter(round_wait_s=0.001).sync(as_partition_log(log)))
+    assert store.commits == 1 and log.committed == 1
+
+
+def test_without_a_wait_a_lone_waiter_starts_its_round_in_the_next_loop_turn() -> None:
+    store = Store()
+    log = AwaitedLog(store)
+    committer = GroupCommitter()
+
+    async def alone() -> None:
+        log.append()
+        waiting = asyncio.ensure_future(committer.sync(as_partition_log(log)))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert log.flushes == 1
+        await waiting
+
+    asyncio.run(alone())
+    assert log.committed == 1
