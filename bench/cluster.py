@@ -246,6 +246,7 @@ def throughput(
     costs: tuple[PostgresServer, str] | None = None,
     statements: bool = False,
     distinct_values: int = DISTINCT_VALUES,
+    latency: bool = False,
 ) -> tuple[Rate, Rate]:
     """``costs``: the server and the cluster's database, to log what producing cost;
     ``statements``: also the statements it ran, by kind (the server preloads
@@ -286,7 +287,47 @@ def throughput(
                     f"{total_ms:9.1f} ms  {query[:150]}")  # fmt: skip
     consumed = consume_phase(brokers.bootstrap, topic, partitions, count, {}, 600)
     log(f"{name}: consume {consumed}")
+    if latency:
+        p50, p99 = ack_latency(brokers.bootstrap, topic, partitions)
+        log(f"{name}: ack latency at {LATENCY_RATE} rec/s: p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms")
     return produced, consumed
+
+
+# The latency probe's pace: far below what any cluster size sustains, so what it
+# measures is a produce's own path (linger.ms, the broker, its commit), not a queue.
+LATENCY_RATE = 1000
+LATENCY_SECONDS = 3.0
+
+
+def ack_latency(bootstrap: str, topic: str, partitions: int) -> tuple[float, float]:
+    """(p50, p99) seconds from produce() to acknowledgement, records sent at LATENCY_RATE."""
+    from confluent_kafka import Producer
+
+    latencies: list[float] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                         "linger.ms": 5, "compression.type": "none"})  # fmt: skip
+
+    def delivered(err: object, msg: Any) -> None:
+        if err is not None:
+            raise BenchError(f"latency probe: {err}")
+        latencies.append(msg.latency())
+
+    value = os.urandom(VALUE_SIZE)
+    for partition in range(partitions):  # warm up: metadata, connections and the producer id
+        producer.produce(topic, value, partition=partition)
+    if producer.flush(60):
+        raise BenchError("latency probe: warm-up records unacknowledged after 60 s")
+    latencies.clear()
+    total = int(LATENCY_RATE * LATENCY_SECONDS)
+    start = time.perf_counter()
+    for i in range(total):
+        time.sleep(max(0.0, start + i / LATENCY_RATE - time.perf_counter()))
+        producer.produce(topic, value, partition=i % partitions, on_delivery=delivered)
+        producer.poll(0)
+    if producer.flush(60):
+        raise BenchError("latency probe: records unacknowledged after 60 s")
+    latencies.sort()
+    return latencies[len(latencies) // 2], latencies[min(len(latencies) - 1, len(latencies) * 99 // 100)]
 
 
 def per_thousand(spent: Costs, count: int) -> str:
@@ -482,6 +523,10 @@ def main(argv: list[str] | None = None) -> int:
         help="a setting of the PostgreSQL server (-c NAME=VALUE), e.g. commit_delay=1000; repeatable",
     )
     parser.add_argument(
+        "--latency", action="store_true",
+        help=f"after each consume, log the p50/p99 ack latency of records sent at {LATENCY_RATE}/s",
+    )  # fmt: skip
+    parser.add_argument(
         "--broker-setting", action="append", default=[], metavar="NAME=VALUE",
         help="a setting of this tree's postgres brokers (not --against's: a setting against its absence); repeatable",
     )
@@ -535,6 +580,7 @@ def main(argv: list[str] | None = None) -> int:
                         (pg, url) if opts.costs else None,
                         opts.statements,
                         opts.values,
+                        opts.latency,
                     )
                 )
                 if size == 3 and run == opts.repeat - 1 and not opts.no_failover and source is None:

@@ -53,9 +53,9 @@ class BrokerConfig:
     # storage postgres runs a cluster: a broker is live while its heartbeat (every third
     # of this) is younger than this, and its partition leases last this long.
     cluster_broker_session_ms: int = 6000
-    # A commit round that would start with the committer idle first waits up to this
-    # long for a second durable write to share it (fewer, larger commits for added
-    # acks=all latency, as a producer's linger.ms); 0: it starts at once.
+    # storage postgres: a commit round that would start with the committer idle first
+    # waits up to this long for a second durable write to share it (fewer, larger
+    # commits for added acks=all latency, as a producer's linger.ms); 0: it starts at once.
     cluster_commit_wait_ms: int = 0
     auto_create_topics: bool = True
     default_partitions: int = 1
@@ -306,6 +306,12 @@ class BrokerConfig:
         barrier: with fsync, and always with postgres, where an unflushed append is
         only in this process's memory."""
         return self.durability == "fsync" or self.storage == "postgres"
+
+    @property
+    def commit_round_wait_s(self) -> float:
+        """How long an idle group committer's round waits for company: only over
+        PostgreSQL, where a round is a transaction (on disk an fsync, which waits for none)."""
+        return self.cluster_commit_wait_ms / 1000 if self.storage == "postgres" else 0.0
 
     def consumer_group_assignors(self) -> tuple[str, ...]:
         return tuple(a.strip() for a in self.group_consumer_assignors.split(",") if a.strip())

@@ -83,7 +83,7 @@ class BrokerState:
     cluster: ClusterView | None = None
 
     def __post_init__(self) -> None:
-        self.committer.round_wait_s = self.config.cluster_commit_wait_ms / 1000
+        self.committer.round_wait_s = self.config.commit_round_wait_s
 
     def not_leader(self, topic: str, partition: int) -> bool:
         """In a cluster, whether another broker (or none, for now) leads the partition."""
