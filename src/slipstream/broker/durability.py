@@ -6,9 +6,7 @@ Rounds run back to back on one worker thread while produces keep waiting, each
 answered as soon as its round is done: the storage is never idle for a trip through
 the event loop between two rounds. Logs that commit their whole store at once
 (``SharedCommitLog``) are flushed only when a waiter's writes to them are not
-committed yet. Logs whose storage is asynchronous already (``AsyncFlushLog``,
-postgres) have their rounds run as a task on the event loop instead, awaiting the
-storage: a worker thread between them would cost two thread hand-offs a round.
+committed yet.
 """
 
 from __future__ import annotations
@@ -17,9 +15,8 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Iterator
 
-from ..log.api import AsyncFlushLog, PartitionLog, SharedCommitLog
+from ..log.api import PartitionLog, SharedCommitLog
 
 log = logging.getLogger(__name__)
 
@@ -62,35 +59,7 @@ class GroupCommitter:
 
     def _start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._timed_start = None
-        with self._lock:
-            on_loop = bool(self._waiters) and isinstance(self._waiters[0][0], AsyncFlushLog)
-        if on_loop:  # a broker has one kind of storage: the first waiter's tells
-            self._worker = loop.create_task(self._awaited_rounds(loop))
-        else:
-            self._worker = loop.run_in_executor(None, self._rounds, loop)
-
-    async def _awaited_rounds(self, loop: asyncio.AbstractEventLoop) -> None:
-        """On the event loop: ``_rounds``, awaiting each log's ``flush_async``."""
-        while True:
-            with self._lock:
-                waiters, self._waiters = self._waiters, []
-                if not waiters:
-                    self._running = False
-                    return
-            error: Exception | None = None
-            try:
-                blocking = []
-                for plog in _to_flush(waiters):
-                    if isinstance(plog, AsyncFlushLog):
-                        await plog.flush_async()
-                    else:
-                        blocking.append(plog)
-                if blocking:
-                    await loop.run_in_executor(None, _flush_each, blocking)
-            except Exception as exc:  # storage failure: fail the produces, keep serving
-                log.error("fsync failed: %s", exc)
-                error = exc
-            _settle([fut for _, _, fut in waiters], error)
+        self._worker = loop.run_in_executor(None, self._rounds, loop)
 
     def _rounds(self, loop: asyncio.AbstractEventLoop) -> None:
         """On a worker thread: one round per batch of waiters, until none is left."""
@@ -121,18 +90,6 @@ def _settle(futures: list[asyncio.Future[None]], error: Exception | None) -> Non
 
 
 def _flush_all(waiters: list[_Waiter]) -> None:
-    for plog in _to_flush(waiters):
-        plog.flush()
-
-
-def _flush_each(logs: list[PartitionLog]) -> None:
-    for plog in logs:
-        plog.flush()
-
-
-def _to_flush(waiters: list[_Waiter]) -> Iterator[PartitionLog]:
-    """The waiters' logs, each once, as they come due: lazily, since a log's flush may
-    commit another's writes (SharedCommitLog), which then needs none."""
     marks: dict[PartitionLog, int | None] = {}
     for plog, mark, _ in waiters:
         known = marks.get(plog, mark)
@@ -140,4 +97,4 @@ def _to_flush(waiters: list[_Waiter]) -> Iterator[PartitionLog]:
     for plog, mark in marks.items():
         if mark is not None and plog.committed_writes >= mark:  # type: ignore[attr-defined]
             continue  # a commit run for another log of its store took them
-        yield plog
+        plog.flush()

@@ -198,15 +198,6 @@ class PartitionLog(Protocol):
 
 
 @runtime_checkable
-class AsyncFlushLog(Protocol):
-    """A log whose storage is asynchronous already (postgres): ``flush_async`` is
-    ``flush`` awaited from an event loop, with no worker thread between the loop and
-    the storage's own I/O."""
-
-    async def flush_async(self) -> None: ...
-
-
-@runtime_checkable
 class SharedCommitLog(Protocol):
     """A log whose ``flush`` commits what every log of its store queued, in one
     transaction (postgres). A group-commit round then flushes each such log only if

@@ -13,7 +13,7 @@ import threading
 import pytest
 
 from slipstream.broker.durability import GroupCommitter
-from slipstream.log.api import AsyncFlushLog, PartitionLog, SharedCommitLog
+from slipstream.log.api import PartitionLog, SharedCommitLog
 
 
 class Store:
@@ -139,57 +139,11 @@ def test_flushes_run_off_the_event_loop(logs_per_round: int) -> None:
     assert threads and threading.main_thread() not in threads
 
 
-class AwaitedLog(SharedLog):
-    """A shared log whose storage is asynchronous (as PostgresLog): flush_async."""
-
-    def __init__(self, store: Store) -> None:
-        super().__init__(store)
-        self.awaited_on: list[threading.Thread] = []
-
-    def flush(self) -> None:
-        raise AssertionError("the rounds of an AsyncFlushLog await flush_async")
-
-    async def flush_async(self) -> None:
-        self.awaited_on.append(threading.current_thread())
-        self.flushes += 1
-        while not self.store.gate.is_set():  # on the loop: wait for the gate without blocking it
-            await asyncio.sleep(0)
-        self.store.commit()
-        if self in self.store.refuse:
-            raise OSError("refused")
-
-
-def test_rounds_of_awaited_logs_run_on_the_event_loop_one_commit_each() -> None:
-    store = Store()
-    logs = [AwaitedLog(store) for _ in range(4)]
-    assert isinstance(logs[0], AsyncFlushLog)
-    for log in logs:
-        log.append()
-    assert asyncio.run(sync_all(GroupCommitter(), list(logs))) == [None] * 4
-    assert store.commits == 1
-    assert [t for log in logs for t in log.awaited_on] == [threading.main_thread()]
-    assert all(log.committed == log.queued for log in logs)
-
-
-def test_an_awaited_flush_that_fails_fails_its_waiters_and_the_next_round_goes_on() -> None:
-    store = Store()
-    refused = AwaitedLog(store)
-    store.refuse.add(refused)
-    refused.append()
-    committer = GroupCommitter()
-    [result] = asyncio.run(sync_all(committer, [refused]))
-    assert isinstance(result, OSError)
-    store.refuse.clear()
-    refused.append()
-    assert asyncio.run(sync_all(committer, [refused])) == [None]
-    assert refused.committed == refused.queued == 2
-
-
 def test_a_round_waits_for_a_second_waiter_and_starts_when_it_comes() -> None:
     """round_wait_s: an idle committer's round waits for ``round_waiters`` waiters; the
     second one's arrival starts it (the wait here is far longer than the test runs)."""
     store = Store()
-    first, second = AwaitedLog(store), AwaitedLog(store)
+    first, second = SharedLog(store), SharedLog(store)
     committer = GroupCommitter(round_wait_s=3600, round_waiters=2)
 
     async def two_apart() -> None:
@@ -197,7 +151,7 @@ def test_a_round_waits_for_a_second_waiter_and_starts_when_it_comes() -> None:
         waiting = asyncio.ensure_future(committer.sync(as_partition_log(first)))
         for _ in range(5):
             await asyncio.sleep(0)
-        assert first.flushes == 0 and not waiting.done()  # waiting for company
+        assert committer._worker is None and not waiting.done()  # no round yet: waiting for company
         second.append()
         await asyncio.gather(waiting, committer.sync(as_partition_log(second)))
 
@@ -208,24 +162,8 @@ def test_a_round_waits_for_a_second_waiter_and_starts_when_it_comes() -> None:
 
 def test_a_lone_waiter_gets_its_round_when_the_wait_ends() -> None:
     store = Store()
-    log = AwaitedLog(store)
+    log = SharedLog(store)
     log.append()
     asyncio.run(GroupCommitter(round_wait_s=0.001).sync(as_partition_log(log)))
     assert store.commits == 1 and log.committed == 1
 
-
-def test_without_a_wait_a_lone_waiter_starts_its_round_in_the_next_loop_turn() -> None:
-    store = Store()
-    log = AwaitedLog(store)
-    committer = GroupCommitter()
-
-    async def alone() -> None:
-        log.append()
-        waiting = asyncio.ensure_future(committer.sync(as_partition_log(log)))
-        for _ in range(5):
-            await asyncio.sleep(0)
-        assert log.flushes == 1
-        await waiting
-
-    asyncio.run(alone())
-    assert log.committed == 1

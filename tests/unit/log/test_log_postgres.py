@@ -110,58 +110,6 @@ def test_one_commit_stores_every_partitions_appends(postgres_url: str) -> None:
     store.close()
 
 
-def test_an_awaited_commit_stores_every_partitions_appends(postgres_url: str) -> None:
-    """flush_async: the group committer's barrier, awaited from the broker's loop."""
-    store = PostgresLogStore(postgres_url)
-    logs = [store.open("t", p, LogConfig()) for p in range(3)]
-    for p, log in enumerate(logs):
-        log.append([make_batch([p] * (p + 1))], now_ms=0, log_append_time=False)
-    asyncio.run(logs[0].flush_async())
-    assert query(postgres_url, "SELECT partition, next_offset FROM log_partitions ORDER BY partition") == [
-        (0, 1), (1, 2), (2, 3),
-    ]  # fmt: skip
-    assert all(log.committed_writes == log.queued_writes == 1 for log in logs)
-    store.close()
-
-
-def test_an_awaited_commit_waits_for_a_blocking_one_without_holding_up_the_database(postgres_url: str) -> None:
-    """While another thread holds the commit lock (a blocking commit, reload or unload),
-    an awaited commit waits for it off the database's loop, which the holder needs."""
-    store = PostgresLogStore(postgres_url)
-    log = store.open("t", 0, LogConfig())
-    log.append([make_batch([1])], now_ms=0, log_append_time=False)
-
-    async def contended() -> None:
-        loop = asyncio.get_running_loop()
-        assert store._commit_lock.acquire(blocking=False)
-        try:
-            flushing = asyncio.ensure_future(log.flush_async())
-            # The holder can still use the database (it would hang if its loop waited on the lock).
-            assert await loop.run_in_executor(None, store.existing) == [("t", 0)]
-            assert not flushing.done()
-        finally:
-            store._commit_lock.release()
-        await flushing
-
-    asyncio.run(contended())
-    assert query(postgres_url, "SELECT next_offset FROM log_partitions") == [(1,)]
-    store.close()
-
-
-def test_a_failed_awaited_commit_is_a_storage_error_and_retried_by_the_next_one(postgres_url: str) -> None:
-    store = PostgresLogStore(postgres_url)
-    log = store.open("t", 0, LogConfig())
-    log.append([make_batch([1])], now_ms=0, log_append_time=False)
-    query(postgres_url, "ALTER TABLE log_batches RENAME TO log_batches_away")
-    with pytest.raises(DatabaseError, match="log_batches"):
-        asyncio.run(log.flush_async())
-    query(postgres_url, "ALTER TABLE log_batches_away RENAME TO log_batches")
-    log.append([make_batch([2])], now_ms=0, log_append_time=False)
-    asyncio.run(log.flush_async())
-    assert query(postgres_url, "SELECT base_offset FROM log_batches ORDER BY 1") == [(0,), (1,)]
-    store.close()
-
-
 def test_a_failed_commit_is_retried_by_the_next_one(postgres_url: str) -> None:
     store = PostgresLogStore(postgres_url)
     log = store.open("t", 0, LogConfig())

@@ -2,15 +2,14 @@
 
 The log interface is synchronous (the broker calls it on its event loop, and the
 group committer calls ``flush`` on a worker thread), while asyncpg is asyncio-only:
-each call submits a coroutine to this thread's loop and waits for its result - or,
-from another event loop (``run_async``: the group committer's rounds), awaits it.
+each call submits a coroutine to this thread's loop and waits for its result.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -80,14 +79,6 @@ class DatabaseThread:
 
         try:
             return asyncio.run_coroutine_threadsafe(wrapped(), self._loop).result()
-        except self._driver_errors as exc:
-            raise DatabaseError(f"{type(exc).__name__}: {exc}") from exc
-
-    async def run_async(self, coro: Coroutine[Any, Any, T]) -> T:
-        """``run`` for a caller on another event loop: awaits ``coro``'s result there
-        instead of blocking a thread for it."""
-        try:
-            return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._loop))
         except self._driver_errors as exc:
             raise DatabaseError(f"{type(exc).__name__}: {exc}") from exc
 

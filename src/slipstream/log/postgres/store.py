@@ -8,10 +8,9 @@ First slice of the postgres backend (issue 16), for a single broker:
   started on an empty data directory loads every partition from it.
 * ``append`` assigns offsets in memory and queues the batch bytes as they arrived
   (with base/last offset, segment base and max timestamp). ``flush`` - the broker's
-  durability barrier, awaited by the group committer as ``flush_async``, run on
-  the database's own event loop thread - commits everything queued by every
-  partition in ONE transaction (group commit). The broker answers acks=all only
-  after that commit (see BrokerState.append).
+  durability barrier, run by the group committer on a worker thread - commits
+  everything queued by every partition in ONE transaction (group commit). The
+  broker answers acks=all only after that commit (see BrokerState.append).
 * Guard against two writers: the transaction moves each partition's
   ``next_offset`` from the value this store last committed, and fails if the row
   holds anything else (``LogFenced``); batches are also unique on
@@ -44,10 +43,10 @@ lease row locked for share, so a deposed leader cannot write.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from slipstream.log.api import AbortedTxn, LogConfig, LogFenced
@@ -200,11 +199,6 @@ class PostgresLog(MemoryLog):
 
     def flush(self) -> None:
         self._store.commit()
-        if self.fenced:
-            raise PartitionFenced(self.fenced)
-
-    async def flush_async(self) -> None:
-        await self._store.commit_async()
         if self.fenced:
             raise PartitionFenced(self.fenced)
 
@@ -417,52 +411,29 @@ class PostgresLogStore:
     def commit(self) -> None:
         """Store everything queued by every log in one transaction (blocking)."""
         with self._commit_lock:
-            self._db.run(self._commit_queued())
-
-    async def commit_async(self) -> None:
-        """``commit`` for a caller on an event loop (the group committer's rounds): run
-        on the database's loop and awaited, with no worker thread blocked in between."""
-        await self._db.run_async(self._commit_on_database_loop())
-
-    async def _commit_on_database_loop(self) -> None:
-        # The lock is held across awaits here, on the database's loop, so that a blocking
-        # commit (DeleteRecords on the broker's loop, reload/unload on a worker) waits for
-        # it there and never holds up this loop; nor does this loop ever wait for the
-        # lock: a blocking commit holding it needs this loop to finish.
-        if not self._commit_lock.acquire(blocking=False):
-            await asyncio.get_running_loop().run_in_executor(None, self.commit)
-            return
-        try:
-            await self._commit_queued()
-        finally:
-            self._commit_lock.release()
-
-    async def _commit_queued(self) -> None:
-        """On the database's loop, holding the commit lock: ``commit``'s work."""
-        with self._dirty_lock:
-            dirty, self._dirty = self._dirty, set()
-        # A fenced log's rows are never written (its flush raises); the others go on.
-        work = [(log, *log.take_pending()) for log in dirty if not log.fenced]
-        while work:
-            try:
-                async with self._db.pool.acquire() as conn:
-                    await self._store(conn, work=work)
-            except _Fenced:
-                work = [w for w in work if not w[0].fenced]  # the others retry at once
-                continue
-            except _Stale as stale:
-                work = [await self._reconciled(w) if w[0].partition_id in stale.partition_ids else w for w in work]
-                work = [w for w in work if not w[0].fenced]
-                continue
-            except BaseException:
-                for log, batches, aborted, *_ in work:
-                    log.requeue(batches, aborted)
-                    self.mark_dirty(log)
-                raise
-            for log, _, _, _, new_end, _ in work:
-                log.committed(new_end)
-                log.taken_committed()
-            return
+            with self._dirty_lock:
+                dirty, self._dirty = self._dirty, set()
+            # A fenced log's rows are never written (its flush raises); the others go on.
+            work = [(log, *log.take_pending()) for log in dirty if not log.fenced]
+            while work:
+                try:
+                    self._db.with_connection(partial(self._store, work=work))
+                except _Fenced:
+                    work = [w for w in work if not w[0].fenced]  # the others retry at once
+                    continue
+                except _Stale as stale:
+                    work = [self._reconciled(w) if w[0].partition_id in stale.partition_ids else w for w in work]
+                    work = [w for w in work if not w[0].fenced]
+                    continue
+                except BaseException:
+                    for log, batches, aborted, *_ in work:
+                        log.requeue(batches, aborted)
+                        self.mark_dirty(log)
+                    raise
+                for log, _, _, _, new_end, _ in work:
+                    log.committed(new_end)
+                    log.taken_committed()
+                return
 
     async def _store(self, conn: Any, *, work: list[Any]) -> None:
         """One transaction, checked and written by ``slipstream_commit`` (schema version 4):
@@ -508,14 +479,13 @@ class PostgresLogStore:
         if stale:
             raise _Stale(set(stale))
 
-    async def _reconciled(self, work: tuple[Any, ...]) -> tuple[Any, ...]:
+    def _reconciled(self, work: tuple[Any, ...]) -> tuple[Any, ...]:
         """``work`` of a partition whose next offset in the database is not the one
         expected: without the batches an earlier commit stored after all (the database
         holds exactly them from the expected offset on, byte for byte), or, when the rows
         are anything else, its log fenced (another broker wrote the partition)."""
         log, batches, aborted, expected, new_end, log_start = work
-        async with self._db.pool.acquire() as conn:
-            stored = await self._stored_since(log.partition_id, expected, len(batches) + 1, conn)
+        stored = self._db.with_connection(partial(self._stored_since, log.partition_id, expected, len(batches) + 1))
         landed = len(stored[1])
         if (
             stored[0] > expected
