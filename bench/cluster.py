@@ -13,13 +13,15 @@ broker subprocesses: one ``--storage disk`` broker, then 1, 2 and 3 brokers
 ``--storage postgres`` over a fresh database each time (every ``--repeat`` round runs
 them all, in that order). confluent-kafka produces 1 KiB values - drawn from
 ``--values`` distinct random values (default 4,099, so a partition's ~1 MB batch holds
-no value twice and hardly compresses; 1 sends the same value every time) - with acks=all and idempotence (linger.ms=5) round-robin over the partitions,
-bootstrapped through every broker (it sends each partition to its leader), then
+no value twice and hardly compresses; 1 sends the same value every time) - with
+acks=all and idempotence (linger.ms=5) round-robin over the partitions, bootstrapped through every broker (it sends each partition to its leader), then
 consumes them from the beginning (``--repeat``: every size that many times, in turn,
 and the median reported; ``--costs``: what the produce phase cost - CPU seconds of
 each broker and of PostgreSQL, and the database's commits and WAL syncs;
 ``--statements``: also the statements PostgreSQL ran while producing, by kind, from
-pg_stat_statements). Then failover: a two-member group commits as it
+pg_stat_statements; ``--latency``: after each run, the p50/p99 ack latency of
+records sent at 1,000 a second; ``--broker-setting``: a setting of this tree's
+brokers, not ``--against``'s). Then failover: a two-member group commits as it
 consumes while a producer runs; the broker that coordinates the group is killed with
 SIGKILL; the time until the group's next successful commit is reported, over
 ``--rounds`` kills (the killed broker is started again between rounds).
