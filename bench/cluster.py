@@ -14,7 +14,8 @@ broker subprocesses: one ``--storage disk`` broker, then 1, 2 and 3 brokers
 them all, in that order). confluent-kafka produces 1 KiB values - drawn from
 ``--values`` distinct random values (default 4,099, so a partition's ~1 MB batch holds
 no value twice and hardly compresses; 1 sends the same value every time) - with
-acks=all and idempotence (linger.ms=5) round-robin over the partitions, bootstrapped through every broker (it sends each partition to its leader), then
+acks=all and idempotence (linger.ms=5) round-robin over the partitions,
+bootstrapped through every broker (it sends each partition to its leader), then
 consumes them from the beginning (``--repeat``: every size that many times, in turn,
 and the median reported; ``--costs``: what the produce phase cost - CPU seconds of
 each broker and of PostgreSQL, and the database's commits and WAL syncs;
