@@ -9,15 +9,20 @@
                                        # before/after: each cluster also from that tree
 
 One PostgreSQL server (started here in a temporary directory, fsync on) and Slipstream
-broker subprocesses: first one ``--storage disk`` broker, then 1, 2 and 3 brokers
-``--storage postgres`` over a fresh database each time. confluent-kafka produces 1 KiB
-values with acks=all and idempotence (linger.ms=5) round-robin over the partitions,
+broker subprocesses: one ``--storage disk`` broker, then 1, 2 and 3 brokers
+``--storage postgres`` over a fresh database each time (every ``--repeat`` round runs
+them all, in that order). confluent-kafka produces 1 KiB values - drawn from
+``--values`` distinct random values (default 4,099, so a partition's ~1 MB batch holds
+no value twice and hardly compresses; 1 sends the same value every time) - with
+acks=all and idempotence (linger.ms=5) round-robin over the partitions,
 bootstrapped through every broker (it sends each partition to its leader), then
 consumes them from the beginning (``--repeat``: every size that many times, in turn,
 and the median reported; ``--costs``: what the produce phase cost - CPU seconds of
 each broker and of PostgreSQL, and the database's commits and WAL syncs;
 ``--statements``: also the statements PostgreSQL ran while producing, by kind, from
-pg_stat_statements). Then failover: a two-member group commits as it
+pg_stat_statements; ``--latency``: after each run, the p50/p99 ack latency of
+records sent at 1,000 a second; ``--broker-setting``: a setting of this tree's
+brokers, not ``--against``'s). Then failover: a two-member group commits as it
 consumes while a producer runs; the broker that coordinates the group is killed with
 SIGKILL; the time until the group's next successful commit is reported, over
 ``--rounds`` kills (the killed broker is started again between rounds).
@@ -58,6 +63,9 @@ from slipstream.testing.postgres import (
 )
 
 VALUE_SIZE = 1024
+# Prime, so round-robin over any partition count still cycles each partition through
+# every value: no ~1 MB batch repeats a value.
+DISTINCT_VALUES = 4099
 SESSION_MS = 3000  # cluster.broker.session.ms
 GROUP_SESSION_MS = 6000
 OFFSETS_PARTITIONS = 6
@@ -240,6 +248,8 @@ def throughput(
     partitions: int,
     costs: tuple[PostgresServer, str] | None = None,
     statements: bool = False,
+    distinct_values: int = DISTINCT_VALUES,
+    latency: bool = False,
 ) -> tuple[Rate, Rate]:
     """``costs``: the server and the cluster's database, to log what producing cost;
     ``statements``: also the statements it ran, by kind (the server preloads
@@ -261,7 +271,7 @@ def throughput(
     if costs and statements:
         reset_statements(costs[0].url)
         vacuums = autovacuum_runs(costs[0].url)
-    produced = produce_phase(brokers.bootstrap, topic, partitions, VALUE_SIZE, count, True, 600)
+    produced = produce_phase(brokers.bootstrap, topic, partitions, VALUE_SIZE, count, True, 600, distinct_values)
     log(f"{name}: produce {produced}")
     if before is not None:
         time.sleep(1.0)  # backends report their statistics within a second of going idle
@@ -280,7 +290,47 @@ def throughput(
                     f"{total_ms:9.1f} ms  {query[:150]}")  # fmt: skip
     consumed = consume_phase(brokers.bootstrap, topic, partitions, count, {}, 600)
     log(f"{name}: consume {consumed}")
+    if latency:
+        p50, p99 = ack_latency(brokers.bootstrap, topic, partitions)
+        log(f"{name}: ack latency at {LATENCY_RATE} rec/s: p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms")
     return produced, consumed
+
+
+# The latency probe's pace: far below what any cluster size sustains, so what it
+# measures is a produce's own path (linger.ms, the broker, its commit), not a queue.
+LATENCY_RATE = 1000
+LATENCY_SECONDS = 3.0
+
+
+def ack_latency(bootstrap: str, topic: str, partitions: int) -> tuple[float, float]:
+    """(p50, p99) seconds from produce() to acknowledgement, records sent at LATENCY_RATE."""
+    from confluent_kafka import Producer
+
+    latencies: list[float] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                         "linger.ms": 5, "compression.type": "none"})  # fmt: skip
+
+    def delivered(err: object, msg: Any) -> None:
+        if err is not None:
+            raise BenchError(f"latency probe: {err}")
+        latencies.append(msg.latency())
+
+    value = os.urandom(VALUE_SIZE)
+    for partition in range(partitions):  # warm up: metadata, connections and the producer id
+        producer.produce(topic, value, partition=partition)
+    if producer.flush(60):
+        raise BenchError("latency probe: warm-up records unacknowledged after 60 s")
+    latencies.clear()
+    total = int(LATENCY_RATE * LATENCY_SECONDS)
+    start = time.perf_counter()
+    for i in range(total):
+        time.sleep(max(0.0, start + i / LATENCY_RATE - time.perf_counter()))
+        producer.produce(topic, value, partition=i % partitions, on_delivery=delivered)
+        producer.poll(0)
+    if producer.flush(60):
+        raise BenchError("latency probe: records unacknowledged after 60 s")
+    latencies.sort()
+    return latencies[len(latencies) // 2], latencies[min(len(latencies) - 1, len(latencies) * 99 // 100)]
 
 
 def per_thousand(spent: Costs, count: int) -> str:
@@ -458,6 +508,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="smoke size")
     parser.add_argument("--count", type=int, help="records per run (default 100000, quick 10000)")
     parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument(
+        "--values", type=int, default=DISTINCT_VALUES,
+        help=f"distinct random values the records cycle through (default {DISTINCT_VALUES}; 1: all alike)",
+    )  # fmt: skip
     parser.add_argument("--rounds", type=int, help="coordinator kills (default 3, quick 1)")
     parser.add_argument("--sizes", default="1,2,3", help="cluster sizes to measure (default 1,2,3)")
     parser.add_argument("--repeat", type=int, default=1, help="runs of every size, in turn; medians reported")
@@ -470,6 +524,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--server-setting", action="append", default=[], metavar="NAME=VALUE",
         help="a setting of the PostgreSQL server (-c NAME=VALUE), e.g. commit_delay=1000; repeatable",
+    )
+    parser.add_argument(
+        "--latency", action="store_true",
+        help=f"after each consume, log the p50/p99 ack latency of records sent at {LATENCY_RATE}/s",
+    )  # fmt: skip
+    parser.add_argument(
+        "--broker-setting", action="append", default=[], metavar="NAME=VALUE",
+        help="a setting of this tree's postgres brokers (not --against's: a setting against its absence); repeatable",
     )
     parser.add_argument(
         "--against", metavar="SRC", help="also run every cluster from another tree's src directory, interleaved"
@@ -485,13 +547,6 @@ def main(argv: list[str] | None = None) -> int:
     failover: Failover | None = None
     try:
         with tempfile.TemporaryDirectory(prefix="slipstream-bench-") as tmp, ExitStack() as stack:
-            if not opts.no_disk:
-                for run in range(opts.repeat):
-                    disk = BrokerSet(Path(tmp) / f"disk-{run}", ["--storage", "disk"])
-                    stack.callback(disk.close)
-                    disk.start(1)
-                    runs.setdefault("disk, 1 broker", []).append(throughput("disk", disk, opts.count, opts.partitions))
-                    disk.close()
             settings = dict(STATEMENT_SETTINGS if opts.statements else {})
             settings.update(setting.split("=", 1) for setting in opts.server_setting)
             if settings:
@@ -499,12 +554,21 @@ def main(argv: list[str] | None = None) -> int:
             pg = stack.enter_context(PostgresServer(settings=settings))
             sources: list[str | None] = [None] if opts.against is None else [None, opts.against]
             for run, size, source in ((r, n, s) for r in range(opts.repeat) for n in sizes for s in sources):
+                if size == sizes[0] and source is None and not opts.no_disk:  # the disk broker in every round
+                    disk = BrokerSet(Path(tmp) / f"disk-{run}", ["--storage", "disk"])
+                    stack.callback(disk.close)
+                    disk.start(1)
+                    runs.setdefault("disk, 1 broker", []).append(
+                        throughput("disk", disk, opts.count, opts.partitions, distinct_values=opts.values)
+                    )
+                    disk.close()
                 url = fresh_database(pg.url)
                 cluster = BrokerSet(Path(tmp) / f"pg-{size}-{run}{'-against' if source else ''}", [
                     "--storage", "postgres", "--database-url", url,
                     "--set", f"cluster.broker.session.ms={SESSION_MS}",
                     "--set", f"offsets.topic.num.partitions={OFFSETS_PARTITIONS}",
                     "--set", "group.initial.rebalance.delay.ms=0",
+                    *(arg for setting in opts.broker_setting if source is None for arg in ("--set", setting)),
                 ], source)  # fmt: skip
                 stack.callback(cluster.close)
                 for node in range(1, size + 1):
@@ -518,6 +582,8 @@ def main(argv: list[str] | None = None) -> int:
                         opts.partitions,
                         (pg, url) if opts.costs else None,
                         opts.statements,
+                        opts.values,
+                        opts.latency,
                     )
                 )
                 if size == 3 and run == opts.repeat - 1 and not opts.no_failover and source is None:
@@ -530,7 +596,8 @@ def main(argv: list[str] | None = None) -> int:
     missing = Rate(0, 0, 0.0)
     disk_produce, disk_consume = results.get("disk, 1 broker", (missing, missing))
     print(
-        f"Cluster over PostgreSQL vs one disk broker: {opts.count} x 1 KiB records, {opts.partitions} partitions, "
+        f"Cluster over PostgreSQL vs one disk broker: {opts.count} x 1 KiB records ({opts.values} distinct values), "
+        f"{opts.partitions} partitions, "
         f"acks=all, idempotent, linger.ms=5; median of {opts.repeat} run(s); all brokers, PostgreSQL and the client on one machine "
         f"({platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}), {time.strftime('%Y-%m-%d')}.\n"
     )

@@ -88,10 +88,14 @@ def produce_phase(
     count: int,
     idempotent: bool,
     timeout: float,
+    distinct_values: int = 1,
 ) -> Rate:
+    """``distinct_values``: records cycle through that many random values (1: every
+    record the same, whose batches compress ~100x; a few thousand: batches that hardly
+    compress, like real data). Drawn before the clock starts, so the loop costs the same."""
     errors: list[str] = []
     producer = Producer(producer_config(bootstrap, idempotent, errors))
-    value = os.urandom(value_size)
+    values = [os.urandom(value_size) for _ in range(distinct_values)]
     # Warm up: connection, metadata and the producer id, outside the timed window.
     producer.produce(WARMUP_TOPIC, b"warm-up", partition=0)
     if producer.flush(min(timeout, 30.0)) or errors:
@@ -102,6 +106,7 @@ def produce_phase(
     deadline = start + timeout
     for i in range(count):
         partition = i % partitions
+        value = values[i % distinct_values]
         while True:
             try:
                 produce(topic, value, partition=partition)

@@ -52,6 +52,10 @@ class BrokerConfig:
     # storage postgres runs a cluster: a broker is live while its heartbeat (every third
     # of this) is younger than this, and its partition leases last this long.
     cluster_broker_session_ms: int = 6000
+    # storage postgres: a commit round that would start with the committer idle first
+    # waits up to this long for a second durable write to share it (fewer, larger
+    # commits for added acks=all latency, as a producer's linger.ms); 0: it starts at once.
+    cluster_commit_wait_ms: int = 0
     auto_create_topics: bool = True
     default_partitions: int = 1
     socket_request_max_bytes: int = 100 * 1024 * 1024
@@ -166,6 +170,8 @@ class BrokerConfig:
             raise ValueError("storage 'postgres' needs a database URL (database_url, --database-url)")
         if self.cluster_broker_session_ms < 300:
             raise ValueError(f"cluster.broker.session.ms must be at least 300, got {self.cluster_broker_session_ms}")
+        if self.cluster_commit_wait_ms < 0:
+            raise ValueError(f"cluster.commit.wait.ms must be 0 or more, got {self.cluster_commit_wait_ms}")
         if self.durability not in DURABILITY_POLICIES:
             raise ValueError(
                 f"durability must be one of {', '.join(DURABILITY_POLICIES)}, not {self.durability!r}"
@@ -299,6 +305,12 @@ class BrokerConfig:
         barrier: with fsync, and always with postgres, where an unflushed append is
         only in this process's memory."""
         return self.durability == "fsync" or self.storage == "postgres"
+
+    @property
+    def commit_round_wait_s(self) -> float:
+        """How long an idle group committer's round waits for company: only over
+        PostgreSQL, where a round is a transaction (on disk an fsync, which waits for none)."""
+        return self.cluster_commit_wait_ms / 1000 if self.storage == "postgres" else 0.0
 
     def consumer_group_assignors(self) -> tuple[str, ...]:
         return tuple(a.strip() for a in self.group_consumer_assignors.split(",") if a.strip())

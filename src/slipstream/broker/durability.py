@@ -26,11 +26,17 @@ _Waiter = tuple[PartitionLog, int | None, "asyncio.Future[None]"]
 
 
 class GroupCommitter:
-    def __init__(self) -> None:
+    def __init__(self, *, round_wait_s: float = 0.0, round_waiters: int = 2) -> None:
+        """``round_wait_s``: a round that would start with the committer idle first waits
+        up to this long for ``round_waiters`` waiters (0: starts at once). Rounds that
+        follow one another never wait: their waiters gathered during the commit before."""
         self._lock = threading.Lock()  # the waiters: added on the loop, taken by the worker
         self._waiters: list[_Waiter] = []
         self._running = False
         self._worker: asyncio.Future[None] | None = None
+        self.round_wait_s = round_wait_s
+        self.round_waiters = round_waiters
+        self._timed_start: asyncio.TimerHandle | None = None
 
     async def sync(self, plog: PartitionLog) -> None:
         """Return once ``plog`` (and everything appended with it) is fsynced."""
@@ -40,11 +46,19 @@ class GroupCommitter:
         with self._lock:
             self._waiters.append((plog, mark, fut))
             start, self._running = not self._running, True
-        if start:  # after this loop turn: syncs asked in it (a request's partitions) go in one round
+            gathered = len(self._waiters) >= self.round_waiters
+        if start and self.round_wait_s > 0 and not gathered:
+            self._timed_start = loop.call_later(self.round_wait_s, self._start, loop)
+        elif start or (gathered and self._timed_start is not None):
+            if self._timed_start is not None:  # enough waiters came before the wait ended
+                self._timed_start.cancel()
+                self._timed_start = None
+            # After this loop turn: syncs asked in it (a request's partitions) go in one round.
             loop.call_soon(self._start, loop)
         await fut
 
     def _start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._timed_start = None
         self._worker = loop.run_in_executor(None, self._rounds, loop)
 
     def _rounds(self, loop: asyncio.AbstractEventLoop) -> None:

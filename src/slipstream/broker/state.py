@@ -87,6 +87,9 @@ class BrokerState:
 
         return AppendPolicies()
 
+    def __post_init__(self) -> None:
+        self.committer.round_wait_s = self.config.commit_round_wait_s
+
     def not_leader(self, topic: str, partition: int) -> bool:
         """In a cluster, whether another broker (or none, for now) leads the partition."""
         return self.cluster is not None and not self.cluster.leads(topic, partition)

@@ -38,6 +38,7 @@ def test_toml_file(tmp_path: Path) -> None:
         ({"num.partitions": "0"}, "default partitions must be at least 1"),
         ({"port": "70000"}, "port 70000 is out of range"),
         ({"group.consumer.migration.policy": "sideways"}, "group.consumer.migration.policy must be one of"),
+        ({"cluster.commit.wait.ms": "-1"}, "cluster.commit.wait.ms must be 0 or more"),
     ],
 )
 def test_bad_settings_name_the_problem(settings: dict[str, str], message: str) -> None:
@@ -122,3 +123,13 @@ def test_migration_policy_reaches_the_coordinator() -> None:
     config = build(None, {}, {"group.consumer.migration.policy": "Upgrade"})
     assert MigrationPolicy.parse(config.group_consumer_migration_policy) is MigrationPolicy.UPGRADE
     assert build(None, {}, {}).group_consumer_migration_policy == "bidirectional"
+
+
+
+def test_the_commit_wait_applies_to_postgres_storage_only() -> None:
+    """A commit round over PostgreSQL is a transaction worth sharing; on disk it is an
+    fsync, whose rounds (durability=fsync) stay as they were."""
+    settings = {"cluster.commit.wait.ms": "7", "database_url": "postgresql://db/x"}
+    assert build(None, {}, {**settings, "storage": "postgres"}).commit_round_wait_s == 0.007
+    assert build(None, {}, {**settings, "storage": "disk"}).commit_round_wait_s == 0.0
+    assert build(None, {}, {"storage": "postgres", "database_url": "postgresql://db/x"}).commit_round_wait_s == 0.0

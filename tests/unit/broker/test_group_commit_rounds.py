@@ -137,3 +137,33 @@ def test_flushes_run_off_the_event_loop(logs_per_round: int) -> None:
         log.append()
     asyncio.run(sync_all(GroupCommitter(), logs))
     assert threads and threading.main_thread() not in threads
+
+
+def test_a_round_waits_for_a_second_waiter_and_starts_when_it_comes() -> None:
+    """round_wait_s: an idle committer's round waits for ``round_waiters`` waiters; the
+    second one's arrival starts it (the wait here is far longer than the test runs)."""
+    store = Store()
+    first, second = SharedLog(store), SharedLog(store)
+    committer = GroupCommitter(round_wait_s=3600, round_waiters=2)
+
+    async def two_apart() -> None:
+        first.append()
+        waiting = asyncio.ensure_future(committer.sync(as_partition_log(first)))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert committer._worker is None and not waiting.done()  # no round yet: waiting for company
+        second.append()
+        await asyncio.gather(waiting, committer.sync(as_partition_log(second)))
+
+    asyncio.run(two_apart())
+    assert store.commits == 1
+    assert first.committed == second.committed == 1
+
+
+def test_a_lone_waiter_gets_its_round_when_the_wait_ends() -> None:
+    store = Store()
+    log = SharedLog(store)
+    log.append()
+    asyncio.run(GroupCommitter(round_wait_s=0.001).sync(as_partition_log(log)))
+    assert store.commits == 1 and log.committed == 1
+
