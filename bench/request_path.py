@@ -59,6 +59,8 @@ TOPIC = "path-bench"
 PARTITIONS = 8
 BIG_TOPIC = "path-bench-one"
 BIG_BATCH_RECORDS = 4000
+SMALL_TOPIC = "path-bench-small"
+SMALL_BATCH_RECORDS = 350  # librdkafka's batch per Produce in the 100 B x 8 partitions rows
 _SIZE = struct.Struct(">i")
 
 
@@ -401,6 +403,28 @@ async def run_in(n: int, repeat: int, data_dir: str) -> dict[str, dict[str, floa
         out[f"Produce v9, 1 partition x {BIG_BATCH_RECORDS:,} x 100 B"] = await stages.measure(
             big_n, repeat, ("append", append_big)
         )
+        # The 100 B x 8 partitions rows: librdkafka sends one partition per Produce there,
+        # a batch of about 350 records (40 KB), so this request's cost is per partition.
+        state.topics.create(SMALL_TOPIC, 1, {})
+        small = build_batch([ProducerRecord(None, os.urandom(100)) for _ in range(SMALL_BATCH_RECORDS)])
+        produce_small = pr.ProduceRequest(
+            acks=-1,
+            timeout_ms=30_000,
+            topic_data=[
+                pr.ProduceRequestTopicData(
+                    name=SMALL_TOPIC,
+                    partition_data=[pr.ProduceRequestPartitionData(index=0, records=memoryview(small))],
+                )
+            ],
+        )
+        stages = Stages(dispatcher, pr.SPEC.key, 9, frame_of(pr.SPEC, 9, produce_small))
+
+        async def append_small(req: Any) -> None:
+            await state.append(SMALL_TOPIC, 0, req.topic_data[0].partition_data[0].records, acks=-1)
+
+        out[f"Produce v9, 1 partition x {SMALL_BATCH_RECORDS} x 100 B"] = await stages.measure(
+            n // 20, repeat, ("append", append_small)
+        )
         fetch_big = sessionless_fetch(BIG_TOPIC, 1, 1 << 20)
         stages = Stages(dispatcher, fe.SPEC.key, 12, frame_of(fe.SPEC, 12, fetch_big))
         out["Fetch v12, 1 partition x 1 MiB"] = await stages.measure(n // 20, repeat, None)
@@ -412,8 +436,8 @@ def report(results: dict[str, dict[str, float]], n: int, repeat: int) -> str:
         f"Command: `{' '.join(['python', *sys.argv])}`",
         "",
         f"CPU microseconds per request (best of {repeat} runs of {n} Heartbeats, {n // 4} of the"
-        f" 8-partition requests, {max(n // 500, 5)} 1-partition Produces, {n // 20} 1-partition"
-        " Fetches; a stage's figure excludes decoding where it takes a decoded request):",
+        f" 8-partition requests, {max(n // 500, 5)} 1-partition Produces of {BIG_BATCH_RECORDS:,} records,"
+        f" {n // 20} of {SMALL_BATCH_RECORDS}, {n // 20} 1-partition Fetches; a stage's figure excludes decoding where it takes a decoded request):",
         "",
     ]
     stages = list(dict.fromkeys(s for rows in results.values() for s in rows))

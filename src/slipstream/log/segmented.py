@@ -10,6 +10,7 @@ later leaves gaps between the batches of closed segments, which reads step over.
 from __future__ import annotations
 
 import bisect
+import struct
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from typing import Protocol, cast
@@ -28,6 +29,7 @@ from slipstream.log.record_scan import (
 from slipstream.protocol.file_region import FileRegion
 from slipstream.protocol.record_batch import (
     HEADER_SIZE,
+    LOG_OVERHEAD,
     BatchHeader,
     parse_header,
     set_base_offset,
@@ -35,6 +37,9 @@ from slipstream.protocol.record_batch import (
 )
 
 Buffer = bytes | bytearray | memoryview
+
+_INT32 = struct.Struct(">i")
+_BATCH_LENGTH_OFFSET = 8  # after the base offset
 
 # Below every real timestamp: timestamp_candidates() then yields every batch.
 _ANY_TIMESTAMP = -(1 << 63)
@@ -148,14 +153,18 @@ class CompactionSpace(Protocol):
 
 def _checked_header(batch: Buffer) -> BatchHeader:
     """The batch's header, after checking its length field matches its bytes."""
+    _check_length(batch)
+    return parse_header(memoryview(batch))
+
+
+def _check_length(batch: Buffer) -> None:
+    """That the batch's length field matches its bytes (read alone: ``append`` parses the
+    header once, after stamping the offset)."""
     if len(batch) < HEADER_SIZE:
         raise ValueError(f"record batch of {len(batch)} bytes is shorter than its header")
-    header = parse_header(memoryview(batch))
-    if header.size != len(batch):
-        raise ValueError(
-            f"record batch length field says {header.size} bytes but {len(batch)} were given"
-        )
-    return header
+    size = LOG_OVERHEAD + _INT32.unpack_from(batch, _BATCH_LENGTH_OFFSET)[0]
+    if size != len(batch):
+        raise ValueError(f"record batch length field says {size} bytes but {len(batch)} were given")
 
 
 class SegmentedLog(ABC):
@@ -220,7 +229,7 @@ class SegmentedLog(ABC):
         if not batches:
             raise ValueError("append needs at least one record batch")
         for batch in batches:  # all or nothing: check every batch before writing any
-            _checked_header(batch)
+            _check_length(batch)
         offset = self.log_end_offset
         base_offset = offset
         for batch in batches:
