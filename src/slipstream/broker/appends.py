@@ -61,6 +61,7 @@ def start_append(
     topic_codec = policy.topic_codec
     batches = []
     headers = []
+    size = 0
     try:
         for batch in split_batches(records):
             if len(batch) > max_batch:
@@ -93,6 +94,7 @@ def start_append(
                 header = parse_header(batch)
             batches.append(batch)
             headers.append(header)
+            size += len(batch)
     except InvalidBatch as exc:
         code = ErrorCode.CORRUPT_MESSAGE if exc.corrupt else ErrorCode.INVALID_RECORD
         raise KafkaError(code, str(exc)) from None
@@ -123,8 +125,8 @@ def start_append(
         producers.record(header, offset)
         offset += header.last_offset_delta + 1
     if acks == -1 and state.config.syncs_before_ack:
-        return _appended_durable(state, plog, topic, partition, info, sum(len(b) for b in batches))
-    _appended(state, topic, partition, info, sum(len(b) for b in batches))
+        return _appended_durable(state, plog, topic, partition, info, size)
+    _appended(state, topic, partition, info, size)
     return _durable(state, plog, info, False)
 
 

@@ -90,12 +90,14 @@ class IndexFile:
 
     # -- writing -----------------------------------------------------------------------
 
-    def append(self, *values: int) -> None:
-        if self._columns is None:
+    def append(self, first: int, second: int) -> None:
+        """One entry (every index here is a pair: offset and position, time and offset)."""
+        columns = self._columns
+        if columns is None:
             raise RuntimeError(f"index {self.path} is sealed")
-        for column, value in zip(self._columns, values, strict=True):
-            column.append(value)
-        self._pending += self._entry.pack(*values)
+        columns[0].append(first)
+        columns[1].append(second)
+        self._pending += self._entry.pack(first, second)
         self._count += 1
 
     def write_pending(self, *, sync: bool = False) -> None:
