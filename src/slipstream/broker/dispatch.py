@@ -177,7 +177,7 @@ def _frame(spec: api.ApiSpec, version: int, correlation_id: int, body: object) -
     first = w.buf
     spec.encode_response(body, version, w)  # type: ignore[arg-type]
     parts = w.finish()
-    size = sum(len(x) for x in parts) - 4
+    size = sum(map(len, parts)) - 4
     p.INT32.pack_into(first, 0, size)
     return parts
 
