@@ -382,48 +382,38 @@ async def run_in(n: int, repeat: int, data_dir: str) -> dict[str, dict[str, floa
         # The broker_throughput rows of 100 B x 1 partition: librdkafka (linger.ms=5,
         # acks=all) sends one batch of a few thousand records per Produce, and its Fetch
         # asks for max.partition.fetch.bytes=1 MiB of the one partition.
-        state.topics.create(BIG_TOPIC, 1, {})
-        big = build_batch([ProducerRecord(None, os.urandom(100)) for _ in range(BIG_BATCH_RECORDS)])
-        produce_big = pr.ProduceRequest(
-            acks=-1,
-            timeout_ms=30_000,
-            topic_data=[
-                pr.ProduceRequestTopicData(
-                    name=BIG_TOPIC,
-                    partition_data=[pr.ProduceRequestPartitionData(index=0, records=memoryview(big))],
-                )
-            ],
-        )
-        stages = Stages(dispatcher, pr.SPEC.key, 9, frame_of(pr.SPEC, 9, produce_big))
+        async def one_partition_produce(topic: str, records: int, count: int) -> dict[str, float]:
+            """A Produce (acks=all) of one batch of ``records`` x 100 B to one partition."""
+            state.topics.create(topic, 1, {})
+            batch = build_batch([ProducerRecord(None, os.urandom(100)) for _ in range(records)])
+            request = pr.ProduceRequest(
+                acks=-1,
+                timeout_ms=30_000,
+                topic_data=[
+                    pr.ProduceRequestTopicData(
+                        name=topic,
+                        partition_data=[pr.ProduceRequestPartitionData(index=0, records=memoryview(batch))],
+                    )
+                ],
+            )
 
-        async def append_big(req: Any) -> None:
-            await state.append(BIG_TOPIC, 0, req.topic_data[0].partition_data[0].records, acks=-1)
+            async def append(req: Any) -> None:
+                await state.append(topic, 0, req.topic_data[0].partition_data[0].records, acks=-1)
 
-        big_n = max(n // 500, 5)  # each appends about 440 KB to the data file
-        out[f"Produce v9, 1 partition x {BIG_BATCH_RECORDS:,} x 100 B"] = await stages.measure(
-            big_n, repeat, ("append", append_big)
+            stages = Stages(dispatcher, pr.SPEC.key, 9, frame_of(pr.SPEC, 9, request))
+            return await stages.measure(count, repeat, ("append", append))
+
+        # The broker_throughput rows of 100 B x 1 partition: librdkafka (linger.ms=5,
+        # acks=all) sends one batch of a few thousand records per Produce (each appends
+        # about 440 KB to the data file), and its Fetch asks for
+        # max.partition.fetch.bytes=1 MiB of the one partition.
+        out[f"Produce v9, 1 partition x {BIG_BATCH_RECORDS:,} x 100 B"] = await one_partition_produce(
+            BIG_TOPIC, BIG_BATCH_RECORDS, max(n // 500, 5)
         )
         # The 100 B x 8 partitions rows: librdkafka sends one partition per Produce there,
         # a batch of about 350 records (40 KB), so this request's cost is per partition.
-        state.topics.create(SMALL_TOPIC, 1, {})
-        small = build_batch([ProducerRecord(None, os.urandom(100)) for _ in range(SMALL_BATCH_RECORDS)])
-        produce_small = pr.ProduceRequest(
-            acks=-1,
-            timeout_ms=30_000,
-            topic_data=[
-                pr.ProduceRequestTopicData(
-                    name=SMALL_TOPIC,
-                    partition_data=[pr.ProduceRequestPartitionData(index=0, records=memoryview(small))],
-                )
-            ],
-        )
-        stages = Stages(dispatcher, pr.SPEC.key, 9, frame_of(pr.SPEC, 9, produce_small))
-
-        async def append_small(req: Any) -> None:
-            await state.append(SMALL_TOPIC, 0, req.topic_data[0].partition_data[0].records, acks=-1)
-
-        out[f"Produce v9, 1 partition x {SMALL_BATCH_RECORDS} x 100 B"] = await stages.measure(
-            n // 20, repeat, ("append", append_small)
+        out[f"Produce v9, 1 partition x {SMALL_BATCH_RECORDS} x 100 B"] = await one_partition_produce(
+            SMALL_TOPIC, SMALL_BATCH_RECORDS, n // 20
         )
         fetch_big = sessionless_fetch(BIG_TOPIC, 1, 1 << 20)
         stages = Stages(dispatcher, fe.SPEC.key, 12, frame_of(fe.SPEC, 12, fetch_big))

@@ -257,6 +257,14 @@ async def test_offsets_a_transaction_commits_are_shown_once_its_marker_is_synced
         await broker.stop()
 
 
+async def four_records_and_offset_one_committed(broker: Broker, adapter: GroupCoordinatorAdapter) -> None:
+    """Partition t-0 holds four records; group g has committed offset 1 (lag 3)."""
+    async with AIOProducer(broker.bootstrap_servers, linger_ms=0) as producer:
+        for _ in range(4):
+            await producer.send_and_wait("t", b"v", partition=0)
+    assert codes(await adapter.offset_commit(COMMIT_V9, commit("g", 0, 1))) == [0]
+
+
 async def admin_get(broker: Broker, path: str) -> str:
     assert broker.admin is not None
     response = await broker.admin.answer(HttpRequest("GET", path, {}, "HTTP/1.1", {}))
@@ -270,10 +278,7 @@ async def test_the_admin_listener_shows_the_offsets_offset_fetch_answers(tmp_pat
     broker, adapter, gate = await gated(tmp_path, admin_port=0)
     assert broker.admin is not None and broker.state is not None
     try:
-        async with AIOProducer(broker.bootstrap_servers, linger_ms=0) as producer:
-            for _ in range(4):
-                await producer.send_and_wait("t", b"v", partition=0)
-        assert codes(await adapter.offset_commit(COMMIT_V9, commit("g", 0, 1))) == [0]
+        await four_records_and_offset_one_committed(broker, adapter)
         gate.gate.clear()
         pending = asyncio.ensure_future(adapter.offset_commit(COMMIT_V9, commit("g", 0, 3)))
         await gate.until_waiting()
@@ -309,10 +314,7 @@ async def test_a_deleted_group_stays_in_the_metrics_and_lag_samples_until_its_to
     broker, adapter, gate = await gated(tmp_path, admin_port=0)
     assert broker.admin is not None and broker.state is not None
     try:
-        async with AIOProducer(broker.bootstrap_servers, linger_ms=0) as producer:
-            for _ in range(4):
-                await producer.send_and_wait("t", b"v", partition=0)
-        assert codes(await adapter.offset_commit(COMMIT_V9, commit("g", 0, 1))) == [0]
+        await four_records_and_offset_one_committed(broker, adapter)
         gate.fail = True
         deleted = await adapter.delete_groups(ctx(2), dg.DeleteGroupsRequest(groups_names=["g"]))
         assert deleted.results[0].error_code != 0

@@ -29,7 +29,7 @@ from ..security import acl_store
 from ..security.credentials import FILE_NAME as CREDENTIALS_FILE
 from . import database
 from .assignment import ListenerEndpoint, TopicPartition, live_brokers, plan
-from .renewal import RenewalSchedule
+from .renewal import RenewalSchedule, beat_interval_ms
 from .view import ClusterView
 
 if TYPE_CHECKING:
@@ -58,12 +58,11 @@ class ClusterMember:
         self._pool: Any = None
         self._task: asyncio.Task[None] | None = None
         self.session_ms = state.config.cluster_broker_session_ms
-        self.interval_s = max(self.session_ms // 3, 50) / 1000
         # Every connect and statement of the heartbeat but the renewal gives up after this:
         # a database that hangs (cut off, not refusing) fails the heartbeat, and
         # _check_session then stops serving partitions whose leases may be another broker's
         # by now. The renewal may take until the leases would expire (see renewal.py).
-        self._timeout_s = max(self.interval_s, 1.0)
+        self._timeout_s = max(beat_interval_ms(self.session_ms) / 1000, 1.0)
         self._clock = clock  # monotonic, ms: the renewal timing
         self.renewal = RenewalSchedule(self.session_ms, idle_timeout_ms=int(self._timeout_s * 1000))
         self._tick_lock = asyncio.Lock()
@@ -97,7 +96,7 @@ class ClusterMember:
             self._listener = await asyncpg.connect(self._url, timeout=self._timeout_s)
             await self._listener.add_listener(database.CHANNEL, lambda *_: self._wake.set())
         except Exception as exc:
-            log.warning("cannot listen for cluster changes (waking every %.1fs instead): %s", self.interval_s, exc)
+            log.warning("cannot listen for cluster changes (waking every %.1fs instead): %s", self.renewal.interval_ms / 1000, exc)
             self._listener = None
 
     async def stop(self) -> None:

@@ -23,6 +23,11 @@ from dataclasses import dataclass
 MIN_TIMEOUT_MS = 100  # a renewal sent this close to the deadline still gets a chance
 
 
+def beat_interval_ms(session_ms: int) -> int:
+    """How often a member beats: a third of the session (at least every 50 ms)."""
+    return max(session_ms // 3, 50)
+
+
 @dataclass
 class RenewalSchedule:
     session_ms: int
@@ -33,7 +38,7 @@ class RenewalSchedule:
 
     @property
     def interval_ms(self) -> int:
-        return max(self.session_ms // 3, 50)
+        return beat_interval_ms(self.session_ms)
 
     def deadline_ms(self) -> int | None:
         """When the leases renewed last expire, at the earliest; None before any renewal."""
