@@ -1,7 +1,8 @@
 """Connections from this broker to the other brokers of its cluster.
 
 The transaction coordinator sends WriteTxnMarkers to partition leaders elsewhere
-(``txn_markers.BrokerMarkerTransport``). One connection per peer, made on first use
+(``txn_markers.BrokerMarkerTransport``) through :meth:`PeerConnections.request`, which
+knows nothing of what it carries. One connection per peer, made on first use
 with the client's connection core (``client/connection.py``, imported then: a broker
 that never sends to a peer never loads the client), to the endpoint the registry
 holds for the peer's inter-broker listener (``inter.broker.listener.name``, default the
@@ -15,25 +16,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ..protocol.apis.write_txn_markers import (
-    SPEC as WRITE_TXN_MARKERS,
-)
-from ..protocol.apis.write_txn_markers import (
-    WritableTxnMarker,
-    WritableTxnMarkerTopic,
-    WriteTxnMarkersRequest,
-    WriteTxnMarkersResponse,
-)
-from ..protocol.errors import ErrorCode
+from ..protocol.api import ApiSpec
 from .state import BrokerState
 
 if TYPE_CHECKING:
     from ..client.connection import BrokerConnection
     from ..client.security import ClientSecurity
     from .inter_broker import InterBrokerClient
-    from .txn_markers import TxnMarker
 
 log = logging.getLogger(__name__)
 
@@ -101,36 +92,16 @@ class PeerConnections:
             )
         return endpoint
 
-    async def write_txn_markers(self, node_id: int, marker: TxnMarker) -> dict[tuple[str, int], int]:
-        """One WriteTxnMarkers request to ``node_id``; each partition's error code."""
-        by_topic: dict[str, list[int]] = {}
-        for name, index in marker.partitions:
-            by_topic.setdefault(name, []).append(index)
-        request = WriteTxnMarkersRequest(
-            markers=[
-                WritableTxnMarker(
-                    producer_id=marker.producer_id,
-                    producer_epoch=marker.producer_epoch,
-                    transaction_result=marker.commit,
-                    topics=[WritableTxnMarkerTopic(name=t, partition_indexes=ps) for t, ps in by_topic.items()],
-                    coordinator_epoch=marker.coordinator_epoch,
-                )
-            ]
-        )
+    async def request(self, node_id: int, spec: ApiSpec, request: Any) -> Any:
+        """``request`` to ``node_id``, its decoded response."""
         connection = await self.connection(node_id)
         try:
-            response: WriteTxnMarkersResponse = await connection.request(WRITE_TXN_MARKERS, request)
+            return await connection.request(spec, request)
         except Exception:
             # A connection that failed once is not trusted again: the next use reconnects.
             self._connections.pop(node_id, None)
             await connection.close()
             raise
-        results: dict[tuple[str, int], int] = {}
-        for answer in response.markers:
-            for topic_result in answer.topics:
-                for p in topic_result.partitions:
-                    results[(topic_result.name, p.partition_index)] = p.error_code
-        return {tp: results.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR) for tp in marker.partitions}
 
     async def close(self) -> None:
         connections = list(self._connections.values())

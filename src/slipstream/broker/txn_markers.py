@@ -29,6 +29,13 @@ from typing import TYPE_CHECKING
 
 from ..coordinator import OFFSETS_TOPIC
 from ..log.api import AbortedTxn, PartitionLog
+from ..protocol.apis.write_txn_markers import SPEC as WRITE_TXN_MARKERS
+from ..protocol.apis.write_txn_markers import (
+    WritableTxnMarker,
+    WritableTxnMarkerTopic,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
+)
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.records import CONTROL_ABORT, CONTROL_COMMIT, build_control_batch
 from .state import BrokerState
@@ -92,7 +99,32 @@ class BrokerMarkerTransport:
         return await write_markers_here(self.state, self.groups, marker)
 
     async def send(self, node_id: int, marker: TxnMarker) -> dict[tuple[str, int], int]:
-        return await self.peers.write_txn_markers(node_id, marker)
+        return await send_markers(self.peers, node_id, marker)
+
+
+async def send_markers(peers: PeerConnections, node_id: int, marker: TxnMarker) -> dict[tuple[str, int], int]:
+    """One WriteTxnMarkers request to broker ``node_id``; each partition's error code."""
+    by_topic: dict[str, list[int]] = {}
+    for name, index in marker.partitions:
+        by_topic.setdefault(name, []).append(index)
+    request = WriteTxnMarkersRequest(
+        markers=[
+            WritableTxnMarker(
+                producer_id=marker.producer_id,
+                producer_epoch=marker.producer_epoch,
+                transaction_result=marker.commit,
+                topics=[WritableTxnMarkerTopic(name=t, partition_indexes=ps) for t, ps in by_topic.items()],
+                coordinator_epoch=marker.coordinator_epoch,
+            )
+        ]
+    )
+    response: WriteTxnMarkersResponse = await peers.request(node_id, WRITE_TXN_MARKERS, request)
+    results: dict[tuple[str, int], int] = {}
+    for answer in response.markers:
+        for topic_result in answer.topics:
+            for p in topic_result.partitions:
+                results[(topic_result.name, p.partition_index)] = p.error_code
+    return {tp: results.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR) for tp in marker.partitions}
 
 
 async def write_txn_markers(state: BrokerState, marker: TxnMarker) -> dict[tuple[str, int], int]:
