@@ -517,16 +517,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smoke size")
     parser.add_argument("--count", type=int, help="records per run (default 100000, quick 10000)")
-    parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--partitions", type=int, default=6, help="partitions of the measured topic (default 6)")
     parser.add_argument(
         "--values", type=int, default=DISTINCT_VALUES,
         help=f"distinct random values the records cycle through (default {DISTINCT_VALUES}; 1: all alike)",
     )  # fmt: skip
     parser.add_argument("--rounds", type=int, help="coordinator kills (default 3, quick 1)")
     parser.add_argument("--sizes", default="1,2,3", help="cluster sizes to measure (default 1,2,3)")
-    parser.add_argument("--repeat", type=int, default=1, help="runs of every size, in turn; medians reported")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="runs of every size, in turn; medians reported (default 1)"
+    )
     parser.add_argument("--no-disk", action="store_true", help="skip the disk broker (vs disk shows n/a)")
-    parser.add_argument("--no-failover", action="store_true", help="skip the kill -9 rounds")
+    parser.add_argument(
+        "--no-failover", action="store_true",
+        help="skip the kill -9 rounds (they run on the last round's 3-broker cluster: only if --sizes has 3)",
+    )  # fmt: skip
     parser.add_argument("--costs", action="store_true", help="log CPU, commits and WAL syncs of each produce")
     parser.add_argument(
         "--statements", action="store_true", help="with --costs: log the statements of each produce, by kind"
@@ -552,6 +557,8 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     opts = parser.parse_args(argv)
     sizes = [int(n) for n in opts.sizes.split(",")]
+    if 3 not in sizes and not opts.no_failover:
+        log("no failover rounds: they run on the 3-broker cluster, and --sizes has no 3")
     opts.count = opts.count or (10_000 if opts.quick else 100_000)
     opts.rounds = opts.rounds or (1 if opts.quick else 3)
     if find_postgres_bin() is None:
@@ -615,7 +622,8 @@ def main(argv: list[str] | None = None) -> int:
     missing = Rate(0, 0, 0.0)
     disk_produce, disk_consume = results.get("disk, 1 broker", (missing, missing))
     print(
-        f"Cluster over PostgreSQL vs one disk broker: {opts.count} x 1 KiB records ({opts.values} distinct values), "
+        f"Cluster over PostgreSQL vs one disk broker: {opts.count} x 1 KiB records "
+        f"({min(opts.values, opts.count)} distinct values), "
         f"{opts.partitions} partitions, "
         f"acks=all, idempotent, linger.ms=5; median of {opts.repeat} run(s); all brokers, PostgreSQL and the client on one machine "
         f"({platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}), {time.strftime('%Y-%m-%d')}.\n"

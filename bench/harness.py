@@ -137,6 +137,11 @@ class BrokerSpec:
     command: Callable[[int, Path], list[str]]
     consumer_overrides: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def label_and_version(self) -> str:
+        """"Tansu 0.5.1"; the label alone where there is no version ("-": the stub)."""
+        return self.label if self.version == "-" else f"{self.label} {self.version}"
+
 
 class BrokerProcess:
     """One broker subprocess (from a BrokerSpec) in its own session, so the whole group can
