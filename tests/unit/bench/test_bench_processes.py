@@ -58,6 +58,26 @@ BENCH_WITH_STOPPED_BROKER = textwrap.dedent(
     """
 )
 
+# The bench with a load generator (``run_child``) and a Slipstream broker
+# (``slipstream_broker``) running: prints their pids and waits to be killed.
+BENCH_WITH_CHILD_AND_SLIPSTREAM = textwrap.dedent(
+    """
+    import signal, sys
+    from pathlib import Path
+    sys.path.insert(0, sys.argv[1])
+    import harness
+
+    work = Path(sys.argv[2])
+    script = work / "sleeper.py"
+    script.write_text(sys.argv[3])
+    child = harness.run_child(str(script), [], work)
+    child.stdout.readline()
+    with harness.slipstream_broker(work, "--storage", "memory") as broker:
+        print(child.pid, broker.pid, flush=True)
+        signal.pause()
+    """
+)
+
 # The bench with a process it did not tie to itself, in a session of its own (as pg_ctl
 # leaves PostgreSQL's postmaster), watched by ``signalled_if_bench_dies``: with argv[3]
 # "hold" until the bench is killed, with "leave" only through the block, then the bench
@@ -157,6 +177,25 @@ def test_a_stopped_broker_dies_with_a_bench_killed_by_sigkill(tmp_path: Path) ->
     finally:
         kill(bench)
         kill_left_over(pid)
+
+
+@pytest.mark.skipif(
+    not setpriv_sets_parent_death_signal(),
+    reason="no setpriv with --pdeathsig (Linux): only the exit and signal handlers stop them",
+)
+def test_a_load_generator_and_a_slipstream_broker_die_with_a_bench_killed_by_sigkill(
+    tmp_path: Path,
+) -> None:
+    bench, pid_texts = start_bench(BENCH_WITH_CHILD_AND_SLIPSTREAM, str(tmp_path), SLEEPER)
+    pids = [int(text) for text in pid_texts]
+    try:
+        assert not any(gone(pid) for pid in pids)
+        kill(bench)
+        assert all(ends(pid) for pid in pids)
+    finally:
+        kill(bench)
+        for pid in pids:
+            kill_left_over(pid)
 
 
 def test_a_watched_process_gets_its_signal_when_the_bench_is_killed() -> None:
