@@ -97,7 +97,7 @@ def dying_with_bench(command: list[str]) -> list[str]:
     (which no handler sees): ``setpriv --pdeathsig KILL`` sets the parent-death signal and
     execs it - the same process, without a ``preexec_fn`` (unsafe with the client's threads,
     and it costs ``subprocess`` its vfork). Only the process itself gets the signal, not its
-    children. The kernel sends it when the *thread* that started the child ends, so only
+    children, and not if the bench dies in the instant before setpriv sets it. The kernel sends it when the *thread* that started the child ends, so only
     the main thread ties its children; started from another thread, or without a setpriv
     that has ``--pdeathsig`` (not Linux), a command is left as it is and only the exit and
     signal handlers stop it (``stop_all``, ``on_signal``)."""
@@ -214,8 +214,10 @@ class BrokerProcess:
             for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(self.popen.pid, sig)
-                    # A stopped (SIGSTOPped) broker acts on SIGTERM only once continued.
-                    os.killpg(self.popen.pid, signal.SIGCONT)
+                    if sig == signal.SIGTERM:
+                        # A stopped (SIGSTOPped) broker that handles SIGTERM, as a broker
+                        # shutting down cleanly does, acts on it only once continued.
+                        os.killpg(self.popen.pid, signal.SIGCONT)
                 try:
                     self.popen.wait(wait)
                     break
