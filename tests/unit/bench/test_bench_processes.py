@@ -15,10 +15,12 @@ import time
 from pathlib import Path
 from types import ModuleType
 
-import psutil
 import pytest
 
 BENCH = Path(__file__).resolve().parents[3] / "bench"
+
+# Processes are watched through /proc (psutil is the bench extra's, not the tests').
+pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc (Linux)")
 
 # A stand-in broker: says it is up (so it has exec'd past the wrapper), then sleeps.
 SLEEPER = "import time; print('up', flush=True); time.sleep(600)"
@@ -34,7 +36,6 @@ SLEEPER_ENDING_ON_SIGTERM = (
 BENCH_WITH_STOPPED_BROKER = textwrap.dedent(
     """
     import os, signal, sys, time
-    import psutil
     from pathlib import Path
     sys.path.insert(0, sys.argv[1])
     import harness
@@ -49,8 +50,9 @@ BENCH_WITH_STOPPED_BROKER = textwrap.dedent(
             break
         time.sleep(0.01)
     os.killpg(broker.pid, signal.SIGSTOP)
+    stat = Path(f"/proc/{broker.pid}/stat")
     for _ in range(3000):
-        if psutil.Process(broker.pid).status() == psutil.STATUS_STOPPED:
+        if stat.read_text().rsplit(")", 1)[1].split()[0] == "T":
             break
         time.sleep(0.01)
     print(broker.pid, flush=True)
@@ -112,12 +114,17 @@ def load_harness(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     return module
 
 
+def state(pid: int) -> str | None:
+    """The process's state letter from /proc (R, S, T: stopped, Z: zombie...); None once gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
 def gone(pid: int) -> bool:
     """The process has ended (a zombie nobody has reaped yet counts as ended)."""
-    try:
-        return bool(psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
-    except psutil.NoSuchProcess:
-        return True
+    return state(pid) in (None, "Z", "X")
 
 
 def ends(pid: int) -> bool:
@@ -125,19 +132,14 @@ def ends(pid: int) -> bool:
     for _ in range(3000):
         if gone(pid):
             return True
-        try:
-            psutil.Process(pid).wait(0.01)
-        except psutil.TimeoutExpired:
-            pass
-        except psutil.NoSuchProcess:
-            return True
+        time.sleep(0.01)
     return gone(pid)
 
 
 def kill_left_over(pid: int) -> None:
     if not gone(pid):
-        with contextlib.suppress(psutil.NoSuchProcess):
-            psutil.Process(pid).kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def start_bench(script: str, *args: str) -> tuple[subprocess.Popen[str], list[str]]:
@@ -171,7 +173,7 @@ def test_a_stopped_broker_dies_with_a_bench_killed_by_sigkill(tmp_path: Path) ->
     bench, (pid_text,) = start_bench(BENCH_WITH_STOPPED_BROKER, str(tmp_path), SLEEPER)
     pid = int(pid_text)
     try:
-        assert psutil.Process(pid).status() == psutil.STATUS_STOPPED
+        assert state(pid) == "T"
         kill(bench)
         assert ends(pid)
     finally:
