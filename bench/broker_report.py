@@ -14,6 +14,9 @@ from broker_runs import CEILING, BrokerResult, Cell, Options, count_for, each_te
 from embedded_start import EmbeddedResult
 from harness import MB, load_average, mark, ms
 
+# Seconds below which a timed part (a --quick run's) is too short for its rate to mean much.
+SHORT_WINDOW = 0.1
+
 
 def header_lines(header: list[str]) -> list[str]:
     """A table's header and separator: the first column left, the figures right-aligned."""
@@ -78,23 +81,31 @@ def spread_table(
     results: list[BrokerResult], ours: BrokerResult | None, peers: list[BrokerResult], opts: Options
 ) -> list[str]:
     """The slowest and fastest run of every cell, and Slipstream's per-run ratio to the
-    faster peer: how far one run moves, and whether the verdict holds run by run."""
+    faster peer: how far one run moves, and whether the verdict holds run by run.
+    Nothing for a single run, which has no spread."""
+    if opts.repeat < 2:
+        return []
+    by_run = ours is not None and bool(peers)
     out = [
         f"Spread over the {opts.repeat} runs: the slowest and the fastest run in million msg/s"
-        " (± half their gap, as a share of the median), and Slipstream's rate over the"
-        " faster peer's in each run (the brokers' runs of one index were taken seconds"
-        " apart):",
+        " (± half their gap, as a share of the median)"
+        + (
+            ", and Slipstream's rate over the faster peer's in each run (the brokers' runs"
+            " of one index were taken seconds apart):"
+            if by_run
+            else ":"
+        ),
         "",
     ]
     header = ["Test", *(r.spec.label for r in results)]
-    if ours is not None and peers:
+    if by_run:
         header.append("Slipstream / faster peer, run by run")
     out.extend(header_lines(header))
     for op, size, parts in each_test(opts):
         key = (op, size, parts)
         row = [test_name(op, size, parts)]
         row += [fmt_spread(r.cells.get(key)) for r in results]
-        if ours is not None and peers:
+        if by_run and ours is not None:
             ratios = per_run_ratios(ours.cells.get(key), [p.cells.get(key) for p in peers])
             row.append(" ".join(f"{x:.2f}" for x in ratios) or "-")
         out.append("| " + " | ".join(row) + " |")
@@ -105,15 +116,15 @@ def fmt_bytes(value: float) -> str:
     return f"{value / MB:.2f} MB" if value >= 100_000 else f"{value / 1000:.1f} kB"
 
 
-def fetch_size_table(results: list[BrokerResult], opts: Options) -> list[str]:
+def fetch_size_table(results: list[BrokerResult], opts: Options, peers: bool) -> list[str]:
     """Bytes per Fetch response in each consume test, from librdkafka's statistics."""
     out = [
         "Bytes received per Fetch in the consume tests, and the Fetch requests sent"
         " (librdkafka's statistics: bytes received over Fetch requests sent; medians of"
         " the runs; kB = 10^3 bytes). Every consumer asks for"
         " at most 1 MiB per partition (librdkafka's default fetch.message.max.bytes); a"
-        " broker that sends more saves round trips, which is how a peer can beat the"
-        " stub's ceiling on the 100 B rows:",
+        " broker that sends more saves round trips"
+        + (", which is how a peer can beat the stub's ceiling on the 100 B rows:" if peers else ":"),
         "",
     ]
     out.extend(header_lines(["Test", *(r.spec.label for r in results)]))
@@ -140,10 +151,13 @@ def cpu_table(
     opts: Options,
 ) -> list[str]:
     """Broker CPU seconds per million records, per test (median over the runs)."""
+    fewest = min(count_for(opts, size) for size in opts.sizes)
+    tick = 1 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
     out = [
         "Broker CPU seconds per million records (user + system time of the broker process"
         " during each test's timed part, median of the runs; lower is better; the stub's"
-        " own cost is its column):",
+        f" own cost is its column). The kernel counts that time in {tick * 1000:.0f} ms ticks:"
+        f" one tick is {tick / fewest * 1_000_000:.2f} s per million over {fewest:,} records:",
         "",
     ]
     header = ["Test", *(r.spec.label for r in results)]
@@ -193,7 +207,7 @@ def report(
     out.append(
         f"Machine: {platform.system()} {platform.machine()}, {os.cpu_count()} CPUs,"
         f" Python {platform.python_version()}; client: confluent-kafka"
-        f" {confluent_kafka.__version__} (librdkafka {lib}) in the same machine."
+        f" {confluent_kafka.__version__} (librdkafka {lib}) on the same machine."
         f" Run took {wall:.0f} s; 1-minute load average {load_start} at the start, {load_end}"
         " at the end (other work on the machine skews the numbers)."
     )
@@ -205,7 +219,7 @@ def report(
         if r.spec.consumer_overrides:
             settings = ", ".join(f"{k}={v}" for k, v in r.spec.consumer_overrides.items())
             note += f"; its consumers need {settings}"
-        out.append(f"- {r.spec.label} {r.spec.version}: {r.spec.describe}{note}")
+        out.append(f"- {r.spec.label_and_version}: {r.spec.describe}{note}")
     for m in missing:
         out.append(f"- not installed, skipped: {m}")
     out.append("")
@@ -248,9 +262,16 @@ def report(
                 row.append(fmt_ratio(mine, [ceiling.cells.get(key)]))
         out.append("| " + " | ".join(row) + " |")
     out.append("")
-    out.extend(spread_table(results, ours, peers, opts))
-    out.append("")
-    out.extend(fetch_size_table(results, opts))
+    shortest = min((rate.seconds for r in results for c in r.cells.values() for rate in c.rates), default=None)
+    if shortest is not None and shortest < SHORT_WINDOW:
+        out.append(
+            f"**The shortest timed part took {shortest:.2f} s: rates over so short a window say"
+            " little, ratios included (the default counts aim at about a second).**"
+        )
+        out.append("")
+    spread = spread_table(results, ours, peers, opts)
+    out.extend([*spread, ""] if spread else [])
+    out.extend(fetch_size_table(results, opts, bool(peers)))
     out.append("")
     out.extend(cpu_table(results, ours, peers, opts))
     out.append("")

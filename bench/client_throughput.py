@@ -41,7 +41,7 @@ from typing import Any
 from client_loads import MEM_VALUE_SIZE, MEMORY_SETTINGS, PARTITIONS, VALUE_SIZE
 from client_loads import SCRIPT as CLIENT_LOADS
 from client_report import MemoryRow, Row, report
-from harness import create_topics, log, slipstream_broker, stop_all
+from harness import create_topics, dying_with_bench, log, slipstream_broker, stop_all
 
 PRODUCERS = ["slipstream-aio", "slipstream-sync", "aiokafka", "kafka-python", "confluent-kafka"]
 CONSUMERS = [
@@ -84,7 +84,7 @@ def run_child(args: list[str], timeout: float) -> dict[str, Any]:
     line is JSON."""
     cmd = [sys.executable, CLIENT_LOADS, *args]
     proc = subprocess.Popen(
-        cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        dying_with_bench(cmd), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         start_new_session=True,
     )
     _LIVE.add(proc)

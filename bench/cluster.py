@@ -25,7 +25,8 @@ records sent at 1,000 a second; ``--broker-setting``: a setting of this tree's
 brokers, not ``--against``'s). Then failover: a two-member group commits as it
 consumes while a producer runs; the broker that coordinates the group is killed with
 SIGKILL; the time until the group's next successful commit is reported, over
-``--rounds`` kills (the killed broker is started again between rounds).
+``--rounds`` kills (the killed broker is started again between rounds). ``--keep``
+keeps the work directory: each broker's log, ``<cluster>/broker-<node>.log``.
 
 Issue 16's targets: one Postgres-backed broker reaches at least 30% of the disk
 backend's produce throughput, 3 brokers at least as much as one, and a group consumes
@@ -42,7 +43,6 @@ import platform
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from contextlib import ExitStack
@@ -51,7 +51,15 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from harness import BenchError, create_topics, log
+from harness import (
+    BenchError,
+    create_topics,
+    dying_with_bench,
+    log,
+    on_signal,
+    signalled_if_bench_dies,
+    work_directory,
+)
 from produce_consume import WARMUP_TOPIC, Rate, consume_phase, produce_phase
 
 from slipstream.testing.ports import free_port
@@ -186,7 +194,7 @@ def database_counters(database_url: str) -> tuple[int, int]:
 
 
 class BrokerSet:
-    """Broker subprocesses on free ports; all killed on exit."""
+    """Broker subprocesses on free ports; all killed on exit, and with the bench."""
 
     def __init__(self, tmp: Path, args: list[str], source: str | None = None) -> None:
         """``source``: another tree's ``src`` directory the brokers run from."""
@@ -204,7 +212,9 @@ class BrokerSet:
             "--set", f"node.id={node}", *self.args,
         ]  # fmt: skip
         with open(self.tmp / f"broker-{node}.log", "ab") as out:
-            self.procs[node] = subprocess.Popen(command, stdin=subprocess.DEVNULL, stderr=out, env=self.env)
+            self.procs[node] = subprocess.Popen(
+                dying_with_bench(command), stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=self.env
+            )
         wait_until_accepting(f"x@127.0.0.1:{port}/", timeout_s=60)
 
     def kill(self, node: int) -> None:
@@ -507,16 +517,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smoke size")
     parser.add_argument("--count", type=int, help="records per run (default 100000, quick 10000)")
-    parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--partitions", type=int, default=6, help="partitions of the measured topic (default 6)")
     parser.add_argument(
         "--values", type=int, default=DISTINCT_VALUES,
         help=f"distinct random values the records cycle through (default {DISTINCT_VALUES}; 1: all alike)",
     )  # fmt: skip
     parser.add_argument("--rounds", type=int, help="coordinator kills (default 3, quick 1)")
     parser.add_argument("--sizes", default="1,2,3", help="cluster sizes to measure (default 1,2,3)")
-    parser.add_argument("--repeat", type=int, default=1, help="runs of every size, in turn; medians reported")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="runs of every size, in turn; medians reported (default 1)"
+    )
     parser.add_argument("--no-disk", action="store_true", help="skip the disk broker (vs disk shows n/a)")
-    parser.add_argument("--no-failover", action="store_true", help="skip the kill -9 rounds")
+    parser.add_argument(
+        "--no-failover", action="store_true",
+        help="skip the kill -9 rounds (they run on the last round's 3-broker cluster: only if --sizes has 3)",
+    )  # fmt: skip
     parser.add_argument("--costs", action="store_true", help="log CPU, commits and WAL syncs of each produce")
     parser.add_argument(
         "--statements", action="store_true", help="with --costs: log the statements of each produce, by kind"
@@ -536,26 +551,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--against", metavar="SRC", help="also run every cluster from another tree's src directory, interleaved"
     )
+    parser.add_argument(
+        "--keep", action="store_true",
+        help="keep the work directory and the brokers' logs (<cluster>/broker-<node>.log); its path is logged",
+    )  # fmt: skip
     opts = parser.parse_args(argv)
     sizes = [int(n) for n in opts.sizes.split(",")]
+    if 3 not in sizes and not opts.no_failover:
+        log("no failover rounds: they run on the 3-broker cluster, and --sizes has no 3")
     opts.count = opts.count or (10_000 if opts.quick else 100_000)
     opts.rounds = opts.rounds or (1 if opts.quick else 3)
     if find_postgres_bin() is None:
         log("PostgreSQL is not installed: run scripts/setup_postgres.sh")
         return 2
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
     runs: dict[str, list[tuple[Rate, Rate]]] = {}
     failover: Failover | None = None
     try:
-        with tempfile.TemporaryDirectory(prefix="slipstream-bench-") as tmp, ExitStack() as stack:
+        with work_directory("slipstream-cluster-", opts.keep) as tmp, ExitStack() as stack:
             settings = dict(STATEMENT_SETTINGS if opts.statements else {})
             settings.update(setting.split("=", 1) for setting in opts.server_setting)
             if settings:
                 log(f"PostgreSQL settings: {settings}")
             pg = stack.enter_context(PostgresServer(settings=settings))
+            # pg_ctl detaches the server: no parent-death signal reaches it. SIGQUIT: its
+            # immediate shutdown.
+            stack.enter_context(signalled_if_bench_dies(pg.server_pids()[0], signal.SIGQUIT))
             sources: list[str | None] = [None] if opts.against is None else [None, opts.against]
             for run, size, source in ((r, n, s) for r in range(opts.repeat) for n in sizes for s in sources):
                 if size == sizes[0] and source is None and not opts.no_disk:  # the disk broker in every round
-                    disk = BrokerSet(Path(tmp) / f"disk-{run}", ["--storage", "disk"])
+                    disk = BrokerSet(tmp / f"disk-{run}", ["--storage", "disk"])
                     stack.callback(disk.close)
                     disk.start(1)
                     runs.setdefault("disk, 1 broker", []).append(
@@ -563,7 +589,7 @@ def main(argv: list[str] | None = None) -> int:
                     )
                     disk.close()
                 url = fresh_database(pg.url)
-                cluster = BrokerSet(Path(tmp) / f"pg-{size}-{run}{'-against' if source else ''}", [
+                cluster = BrokerSet(tmp / f"pg-{size}-{run}{'-against' if source else ''}", [
                     "--storage", "postgres", "--database-url", url,
                     "--set", f"cluster.broker.session.ms={SESSION_MS}",
                     "--set", f"offsets.topic.num.partitions={OFFSETS_PARTITIONS}",
@@ -596,7 +622,8 @@ def main(argv: list[str] | None = None) -> int:
     missing = Rate(0, 0, 0.0)
     disk_produce, disk_consume = results.get("disk, 1 broker", (missing, missing))
     print(
-        f"Cluster over PostgreSQL vs one disk broker: {opts.count} x 1 KiB records ({opts.values} distinct values), "
+        f"Cluster over PostgreSQL vs one disk broker: {opts.count} x 1 KiB records "
+        f"({min(opts.values, opts.count)} distinct values), "
         f"{opts.partitions} partitions, "
         f"acks=all, idempotent, linger.ms=5; median of {opts.repeat} run(s); all brokers, PostgreSQL and the client on one machine "
         f"({platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}), {time.strftime('%Y-%m-%d')}.\n"

@@ -11,6 +11,10 @@ directory is on ``sys.path`` when Python runs it). Two kinds of broker process:
 * ``BrokerProcess`` from a ``BrokerSpec`` (``discover_brokers``: Slipstream, Tansu,
   noida-db), ready once it answers a raw Metadata request - what the start-up and
   broker comparisons time.
+
+Every process started here dies with the bench, however the bench dies (``dying_with_bench``):
+a broker left behind, SIGSTOPped between its turns, would keep its port, its memory and its
+data directory.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import functools
 import importlib.resources
 import json
 import os
@@ -67,10 +72,60 @@ def stop_all() -> None:
 
 
 def on_signal(signum: int, _frame: object) -> None:
+    """SIGTERM/SIGHUP as SystemExit, so with-blocks and ``stop_all`` stop what was started."""
     raise SystemExit(128 + signum)
 
 
 atexit.register(stop_all)
+
+
+@functools.cache
+def _setpriv() -> str | None:
+    """util-linux's setpriv if it can set the parent-death signal (2.33 and later)."""
+    setpriv = shutil.which("setpriv") if sys.platform == "linux" else None
+    if setpriv is None:
+        return None
+    try:
+        usage = subprocess.run([setpriv, "--help"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return setpriv if "--pdeathsig" in usage.stdout else None
+
+
+def dying_with_bench(command: list[str]) -> list[str]:
+    """``command`` run so that the kernel SIGKILLs it when the bench dies, even by SIGKILL
+    (which no handler sees): ``setpriv --pdeathsig KILL`` sets the parent-death signal and
+    execs it - the same process, without a ``preexec_fn`` (unsafe with the client's threads,
+    and it costs ``subprocess`` its vfork). Only the process itself gets the signal, not its
+    children, and not if the bench dies in the instant before setpriv sets it. The kernel sends it when the *thread* that started the child ends, so only
+    the main thread ties its children; started from another thread, or without a setpriv
+    that has ``--pdeathsig`` (not Linux), a command is left as it is and only the exit and
+    signal handlers stop it (``stop_all``, ``on_signal``)."""
+    setpriv = _setpriv()
+    if setpriv is None or threading.current_thread() is not threading.main_thread():
+        return command
+    return [setpriv, "--pdeathsig", "KILL", "--", *command]
+
+
+@contextlib.contextmanager
+def signalled_if_bench_dies(pid: int, sig: signal.Signals) -> Iterator[None]:
+    """While the block runs, ``sig`` goes to ``pid`` if the bench dies, however it dies: for
+    a process no parent-death signal reaches, not being the bench's child (PostgreSQL's
+    postmaster, which pg_ctl detaches). A shell in a session of its own (Ctrl-C does not
+    reach it) waits on a pipe only the bench holds, whose end the kernel closes when the
+    bench exits; leaving the block ends the shell first, so no pid reused later is hit."""
+    watcher = subprocess.Popen(
+        ["sh", "-c", f'read -r _; kill -s {sig.name.removeprefix("SIG")} "$0"', str(pid)],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        yield
+    finally:
+        watcher.kill()
+        watcher.wait()
+        assert watcher.stdin is not None
+        watcher.stdin.close()
 
 
 @dataclass(frozen=True)
@@ -81,6 +136,11 @@ class BrokerSpec:
     describe: str
     command: Callable[[int, Path], list[str]]
     consumer_overrides: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def label_and_version(self) -> str:
+        """"Tansu 0.5.1"; the label alone where there is no version ("-": the stub)."""
+        return self.label if self.version == "-" else f"{self.label} {self.version}"
 
 
 class BrokerProcess:
@@ -97,7 +157,7 @@ class BrokerProcess:
         self.ready_after: float | None = None
         self.started = time.perf_counter()
         self.popen = subprocess.Popen(
-            spec.command(port, workdir),
+            dying_with_bench(spec.command(port, workdir)),
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -154,6 +214,10 @@ class BrokerProcess:
             for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(self.popen.pid, sig)
+                    if sig == signal.SIGTERM:
+                        # A stopped (SIGSTOPped) broker that handles SIGTERM, as a broker
+                        # shutting down cleanly does, acts on it only once continued.
+                        os.killpg(self.popen.pid, signal.SIGCONT)
                 try:
                     self.popen.wait(wait)
                     break
@@ -425,13 +489,20 @@ def create_topics(bootstrap: str, wanted: dict[str, int], timeout: float) -> Non
 # --------------------------------------------------------------------------- Slipstream
 
 
+class _SlipstreamProcess(SlipstreamProcess):
+    """The tests' launcher, its broker dying with the bench."""
+
+    def command(self) -> list[str]:
+        return dying_with_bench(super().command())
+
+
 @contextlib.contextmanager
 def slipstream_broker(
     workdir: Path, *serve_args: str, port: int | None = None, timeout: float = 30.0
 ) -> Iterator[SlipstreamProcess]:
     """``python -m slipstream serve`` with ``serve_args`` on a free port, its data in
     ``workdir``/data and its output in ``workdir``/broker.log; stopped on exit."""
-    broker = SlipstreamProcess(
+    broker = _SlipstreamProcess(
         workdir / "data", workdir / "broker.log", port=port, extra_args=serve_args, test_defaults=False
     )
     _LIVE.add(broker)
@@ -464,9 +535,10 @@ _CHILDREN: list[subprocess.Popen[str]] = []
 def run_child(script: str, args: list[str], workdir: Path) -> subprocess.Popen[str]:
     """``python script args...`` in its own session (``kill_children`` stops it)."""
     proc = subprocess.Popen(
-        [sys.executable, script, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        dying_with_bench([sys.executable, script, *args]),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env=child_env(workdir), start_new_session=True,
-    )
+    )  # fmt: skip
     _CHILDREN.append(proc)
     return proc
 

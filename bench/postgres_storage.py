@@ -18,12 +18,20 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import signal
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from harness import BenchError, create_topics, log, slipstream_broker
+from harness import (
+    BenchError,
+    create_topics,
+    log,
+    on_signal,
+    signalled_if_bench_dies,
+    slipstream_broker,
+)
 from produce_consume import WARMUP_TOPIC, Rate, consume_phase, produce_phase
 
 from slipstream.testing.postgres import PostgresServer, find_postgres_bin
@@ -57,11 +65,15 @@ def main(argv: list[str] | None = None) -> int:
     if find_postgres_bin() is None:
         log("PostgreSQL is not installed: run scripts/setup_postgres.sh")
         return 2
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
     results: dict[str, tuple[Rate, Rate]] = {}
     try:
         results["disk"] = run_backend("disk", ["--storage", "disk"], opts)
         results["disk, fsync"] = run_backend("disk-fsync", ["--storage", "disk", "--durability", "fsync"], opts)
-        with PostgresServer() as pg:
+        # pg_ctl detaches the server: no parent-death signal reaches it (SIGQUIT: its
+        # immediate shutdown).
+        with PostgresServer() as pg, signalled_if_bench_dies(pg.server_pids()[0], signal.SIGQUIT):
             results["postgres"] = run_backend("postgres", ["--storage", "postgres", "--database-url", pg.url], opts)
     except BenchError as exc:
         log(f"benchmark failed: {exc}")

@@ -43,7 +43,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from harness import HOST, MB, free_port, log
+from harness import HOST, MB, dying_with_bench, free_port, log
 
 from slipstream.cli.certs import make_dev_certs
 from slipstream.client.connection import BrokerConnection
@@ -103,7 +103,9 @@ class SecuredBroker:
 
     def start(self) -> None:
         with open(self.log_path, "wb") as out:
-            self.proc = subprocess.Popen(self.command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            self.proc = subprocess.Popen(
+                dying_with_bench(self.command), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -49,6 +49,7 @@ from harness import (
     BrokerSpec,
     child_env,
     discover_brokers,
+    dying_with_bench,
     free_port,
     load_average,
     log,
@@ -150,7 +151,9 @@ def count_instructions_to_first_answer(data: Path, env: dict[str, str], timeout:
             "--data-dir", str(data), "--log-level", "WARNING"]
     for tool in ([], [valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null"]):  # warm-up, count
         shutil.rmtree(data, ignore_errors=True)
-        proc = subprocess.Popen([*tool, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            dying_with_bench([*tool, *args]), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
         deadline = time.perf_counter() + timeout
         while proc.poll() is None and time.perf_counter() < deadline:
             if metadata_probe(port, timeout=5.0):
