@@ -10,7 +10,7 @@
 
 One PostgreSQL server (started here in a temporary directory, fsync on) and Slipstream
 broker subprocesses: one ``--storage disk`` broker, then 1, 2 and 3 brokers
-``--storage postgres`` over a fresh database each time (every ``--repeat`` round runs
+``--storage postgres`` in a fresh schema of that server each time (every ``--repeat`` round runs
 them all, in that order). confluent-kafka produces 1 KiB values - drawn from
 ``--values`` distinct random values (default 4,099, so a partition's ~1 MB batch holds
 no value twice and hardly compresses; 1 sends the same value every time) - with
