@@ -25,6 +25,7 @@ from slipstream.protocol.acl_types import (
     ResourceType,
 )
 from slipstream.protocol.apis import alter_configs as ac
+from slipstream.protocol.apis import consumer_group_describe as cgd
 from slipstream.protocol.apis import create_acls as ca
 from slipstream.protocol.apis import create_topics as ct
 from slipstream.protocol.apis import delete_acls as da
@@ -405,6 +406,20 @@ async def test_group_apis_need_rights_on_group_and_topics(secured: Secured) -> N
     visible = (await alice.request(of.SPEC, listed_topic, version=NAMED_COMMIT)).groups[0].topics[0].partitions[0]
     assert visible.error_code == 0 and visible.committed_offset == 5
     assert (await alice.request(oc.SPEC, commit, version=NAMED_COMMIT)).topics[0].partitions[0].error_code == 0
+
+
+async def test_group_describes_refuse_unpermitted_groups_in_place(secured: Secured) -> None:
+    """DescribeGroups and ConsumerGroupDescribe answer in the request's order: a group the
+    principal may Describe is the coordinator's answer, any other is refused, nothing said of it."""
+    alice = await secured.conn("alice")
+    await secured.grant(allow("User:alice", Operation.DESCRIBE, G, "seen"))
+    classic = await alice.request(dgr.SPEC, dgr.DescribeGroupsRequest(groups=["hidden", "seen"]))
+    consumer = await alice.request(cgd.SPEC, cgd.ConsumerGroupDescribeRequest(group_ids=["hidden", "seen"]))
+    for groups in (classic.groups, consumer.groups):
+        assert [g.group_id for g in groups] == ["hidden", "seen"]
+        assert groups[0].error_code == GROUP_AUTHORIZATION_FAILED and groups[0].group_state == ""
+        assert groups[1].error_code != GROUP_AUTHORIZATION_FAILED
+    assert consumer.groups[0].group_epoch == -1 and consumer.groups[0].members == []
 
 
 # ------------------------------------------------------------------ admin and configs
