@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable
 
 from ..protocol.apis.describe_groups import SPEC as DESCRIBE_GROUPS
 from ..protocol.apis.heartbeat import SPEC as HEARTBEAT
@@ -84,16 +83,6 @@ class GroupMembership(MembershipAdapter[MemberCore]):
         """A rebalance is due or under way (the current assignment may be about to change)."""
         return self.core.rejoin_needed
 
-    def subscribe(self, topics: Iterable[str]) -> None:
-        """Set the topics to subscribe to; a change makes a running member rejoin."""
-        topics = list(topics)
-        if not topics:
-            raise ValueError(
-                "subscribe to at least one topic (to stop, use leave_group() or close())"
-            )
-        if self.core.subscribe(topics):
-            self._stable.clear()
-            self._wakeup.set()
 
     def request_rejoin(self, reason: str) -> None:
         self.core.request_rejoin(reason)
@@ -137,6 +126,10 @@ class GroupMembership(MembershipAdapter[MemberCore]):
         self._stable.clear()
 
     # ------------------------------------------------------------ internals
+
+    def _subscription_changed(self) -> None:
+        self._stable.clear()
+        self._wakeup.set()
 
     async def _stop_tasks(self) -> None:
         tasks = [t for t in (self._task, self._hb_task) if t is not None]

@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable
 
 from ..protocol.apis.consumer_group_heartbeat import SPEC as CONSUMER_GROUP_HEARTBEAT
 from ..protocol.errors import ErrorCode, KafkaError
@@ -75,19 +74,10 @@ class ConsumerGroupMembership(MembershipAdapter[ConsumerMemberCore]):
         """Joining, fenced or reconciling: the assignment may be about to change."""
         return not self.core.stable
 
-    def subscribe(self, topics: Iterable[str]) -> None:
-        topics = list(topics)
-        if not topics:
-            raise ValueError(
-                "subscribe to at least one topic (to stop, use leave_group() or close())"
-            )
-        if self.core.subscribe(topics):
-            self._wakeup.set()
-
     def subscribe_pattern(self, regex: str) -> None:
         """Subscribe to what the broker's regular expression (RE2) matches (v1 brokers)."""
         if self.core.subscribe_pattern(regex):
-            self._wakeup.set()
+            self._subscription_changed()
 
     def request_rejoin(self, reason: str) -> None:
         self.core.request_rejoin(reason)

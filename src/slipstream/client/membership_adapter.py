@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterable
 from typing import Generic, Protocol, TypeVar
 
 from .assignors import TopicPartition
@@ -37,6 +38,7 @@ class MemberCoreView(Protocol):
     @property
     def subscription(self) -> tuple[str, ...]: ...
     def prepare_leave(self) -> PrepareResult: ...
+    def subscribe(self, topics: Iterable[str]) -> bool: ...
 
 
 CoreT = TypeVar("CoreT", bound=MemberCoreView)
@@ -111,6 +113,16 @@ class MembershipAdapter(ListenerCalls, Generic[CoreT]):
     def rejoin_needed(self) -> bool:
         raise NotImplementedError
 
+    def subscribe(self, topics: Iterable[str]) -> None:
+        """Set the topics to subscribe to; a change makes a running member rejoin."""
+        topics = list(topics)
+        if not topics:
+            raise ValueError(
+                "subscribe to at least one topic (to stop, use leave_group() or close())"
+            )
+        if self.core.subscribe(topics):
+            self._subscription_changed()
+
     def start(self) -> None:
         raise NotImplementedError
 
@@ -171,6 +183,9 @@ class MembershipAdapter(ListenerCalls, Generic[CoreT]):
 
     def _on_closed(self) -> None:
         """Marked closed, tasks stopped; before leaving."""
+
+    def _subscription_changed(self) -> None:
+        self._wakeup.set()
 
     async def _stop_tasks(self) -> None:
         raise NotImplementedError
