@@ -408,6 +408,29 @@ async def test_group_apis_need_rights_on_group_and_topics(secured: Secured) -> N
     assert (await alice.request(oc.SPEC, commit, version=NAMED_COMMIT)).topics[0].partitions[0].error_code == 0
 
 
+async def test_offset_fetch_v7_hides_topics_without_describe(secured: Secured) -> None:
+    """The one-group form (v0-7) hides topics as the groups form does: a listed topic without
+    Describe answers TOPIC_AUTHORIZATION_FAILED and no offset; the all-topics form leaves it out."""
+    await secured.topic("orders")
+    admin, alice = await secured.conn("admin"), await secured.conn("alice")
+    commit = oc.OffsetCommitRequest(group_id="g1", generation_id_or_member_epoch=-1, member_id="", topics=[
+        oc.OffsetCommitRequestTopic(name="orders", partitions=[
+            oc.OffsetCommitRequestPartition(partition_index=0, committed_offset=5, committed_metadata="m")])])
+    assert (await admin.request(oc.SPEC, commit, version=NAMED_COMMIT)).topics[0].partitions[0].error_code == 0
+    await secured.grant(allow("User:alice", Operation.READ, G, "g1"))
+    listed = of.OffsetFetchRequest(group_id="g1", topics=[of.OffsetFetchRequestTopic(name="orders", partition_indexes=[0])])
+    every = of.OffsetFetchRequest(group_id="g1", topics=None)
+
+    hidden = (await alice.request(of.SPEC, listed, version=7)).topics[0].partitions[0]
+    assert hidden.error_code == TOPIC_AUTHORIZATION_FAILED and hidden.committed_offset == -1 and hidden.metadata is None
+    assert (await alice.request(of.SPEC, every, version=7)).topics == []
+
+    await secured.grant(allow("User:alice", Operation.READ, T, "orders"))
+    visible = (await alice.request(of.SPEC, listed, version=7)).topics[0].partitions[0]
+    assert visible.error_code == 0 and visible.committed_offset == 5
+    assert [t.name for t in (await alice.request(of.SPEC, every, version=7)).topics] == ["orders"]
+
+
 async def test_group_describes_refuse_unpermitted_groups_in_place(secured: Secured) -> None:
     """DescribeGroups and ConsumerGroupDescribe answer in the request's order: a group the
     principal may Describe is the coordinator's answer, any other is refused, nothing said of it."""
