@@ -366,12 +366,17 @@ async def test_write_txn_markers_needs_cluster_action(secured: Secured) -> None:
 # ------------------------------------------------------------------ groups
 
 
+def orders_commit() -> oc.OffsetCommitRequest:
+    """Group g1 commits offset 5 of orders-0 (standalone: no generation, no member)."""
+    return oc.OffsetCommitRequest(group_id="g1", generation_id_or_member_epoch=-1, member_id="", topics=[
+        oc.OffsetCommitRequestTopic(name="orders", partitions=[
+            oc.OffsetCommitRequestPartition(partition_index=0, committed_offset=5, committed_metadata="m")])])
+
+
 async def test_group_apis_need_rights_on_group_and_topics(secured: Secured) -> None:
     await secured.topic("orders")
     admin, alice = await secured.conn("admin"), await secured.conn("alice")
-    commit = oc.OffsetCommitRequest(group_id="g1", generation_id_or_member_epoch=-1, member_id="", topics=[
-        oc.OffsetCommitRequestTopic(name="orders", partitions=[
-            oc.OffsetCommitRequestPartition(partition_index=0, committed_offset=5, committed_metadata="m")])])
+    commit = orders_commit()
     assert (await admin.request(oc.SPEC, commit, version=NAMED_COMMIT)).topics[0].partitions[0].error_code == 0
 
     join = jg.JoinGroupRequest(group_id="g1", session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id="",
@@ -413,9 +418,7 @@ async def test_offset_fetch_v7_hides_topics_without_describe(secured: Secured) -
     Describe answers TOPIC_AUTHORIZATION_FAILED and no offset; the all-topics form leaves it out."""
     await secured.topic("orders")
     admin, alice = await secured.conn("admin"), await secured.conn("alice")
-    commit = oc.OffsetCommitRequest(group_id="g1", generation_id_or_member_epoch=-1, member_id="", topics=[
-        oc.OffsetCommitRequestTopic(name="orders", partitions=[
-            oc.OffsetCommitRequestPartition(partition_index=0, committed_offset=5, committed_metadata="m")])])
+    commit = orders_commit()
     assert (await admin.request(oc.SPEC, commit, version=NAMED_COMMIT)).topics[0].partitions[0].error_code == 0
     await secured.grant(allow("User:alice", Operation.READ, G, "g1"))
     listed = of.OffsetFetchRequest(group_id="g1", topics=[of.OffsetFetchRequestTopic(name="orders", partition_indexes=[0])])
@@ -501,9 +504,7 @@ async def test_topic_ids_reveal_nothing_without_describe(secured: Secured) -> No
     assert secured.broker.state is not None
     topic_id = secured.broker.state.topics.topics["orders"].topic_id
     admin = await secured.conn("admin")
-    commit = oc.OffsetCommitRequest(group_id="g1", generation_id_or_member_epoch=-1, member_id="", topics=[
-        oc.OffsetCommitRequestTopic(name="orders", partitions=[
-            oc.OffsetCommitRequestPartition(partition_index=0, committed_offset=5, committed_metadata="m")])])
+    commit = orders_commit()
     assert (await admin.request(oc.SPEC, commit, version=NAMED_COMMIT)).topics[0].partitions[0].error_code == 0
     alice = await secured.conn("alice")
     by_id = await alice.request(md.SPEC, md.MetadataRequest(topics=[md.MetadataRequestTopic(topic_id=topic_id, name=None)]))
