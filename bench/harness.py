@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from slipstream.testing.broker_process import BrokerProcess as SlipstreamProcess
+from slipstream.testing.peer_brokers import recv_exact
 from slipstream.testing.ports import free_port
 
 HOST = "127.0.0.1"
@@ -43,7 +44,7 @@ MB = 1_000_000
 # noida-db ignores fetch size limits: one response can hold a whole partition.
 NOIDA_RECEIVE_MAX = 2_000_000_000
 
-__all__ = ["free_port"]  # re-exported for the scripts
+__all__ = ["free_port", "recv_exact"]  # re-exported for the scripts
 
 
 class BenchError(Exception):
@@ -194,16 +195,6 @@ def metadata_probe(port: int, timeout: float) -> bool:
             return bool(struct.unpack(">i", answer[:4])[0] == correlation_id)
     except (OSError, EOFError):
         return False
-
-
-def recv_exact(sock: socket.socket, n: int) -> bytes:
-    chunks = bytearray()
-    while len(chunks) < n:
-        chunk = sock.recv(n - len(chunks))
-        if not chunk:
-            raise EOFError
-        chunks += chunk
-    return bytes(chunks)
 
 
 class RssSampler:
