@@ -20,7 +20,19 @@ SHORT_WINDOW = 0.1
 
 def header_lines(header: list[str]) -> list[str]:
     """A table's header and separator: the first column left, the figures right-aligned."""
-    return ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
+    return [row_line(header), "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
+
+
+def test_header(results: list[BrokerResult], comparison: str | None = None) -> list[str]:
+    """The header of a table with a row per test: a column per broker, then ``comparison``'s."""
+    header = ["Test", *(r.spec.label for r in results)]
+    if comparison is not None:
+        header.append(comparison)
+    return header_lines(header)
+
+
+def row_line(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
 
 
 def fmt_rate(cell: Cell | None) -> str:
@@ -46,8 +58,12 @@ def fmt_cpu(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f} s"
 
 
-def test_name(op: str, size: int, parts: int) -> str:
+def test_name(op: str, size: int, parts: int, count: int | None = None) -> str:
+    """A test's row name; with ``count``, how many records of that size it sent."""
     size_text = "1 KiB" if size == 1024 else f"{size} B"
+    if count is not None:
+        count_text = f"{count // 1000}k" if count % 1000 == 0 else f"{count:,}"
+        size_text = f"{count_text} x {size_text}"
     return f"{op} {size_text}, {parts} partition{'s' if parts > 1 else ''}"
 
 
@@ -97,10 +113,7 @@ def spread_table(
         ),
         "",
     ]
-    header = ["Test", *(r.spec.label for r in results)]
-    if by_run:
-        header.append("Slipstream / faster peer, run by run")
-    out.extend(header_lines(header))
+    out.extend(test_header(results, "Slipstream / faster peer, run by run" if by_run else None))
     for op, size, parts in each_test(opts):
         key = (op, size, parts)
         row = [test_name(op, size, parts)]
@@ -108,7 +121,7 @@ def spread_table(
         if by_run and ours is not None:
             ratios = per_run_ratios(ours.cells.get(key), [p.cells.get(key) for p in peers])
             row.append(" ".join(f"{x:.2f}" for x in ratios) or "-")
-        out.append("| " + " | ".join(row) + " |")
+        out.append(row_line(row))
     return out
 
 
@@ -127,7 +140,7 @@ def fetch_size_table(results: list[BrokerResult], opts: Options, peers: bool) ->
         + (", which is how a peer can beat the stub's ceiling on the 100 B rows:" if peers else ":"),
         "",
     ]
-    out.extend(header_lines(["Test", *(r.spec.label for r in results)]))
+    out.extend(test_header(results))
     for op, size, parts in each_test(opts):
         if op != "consume":
             continue
@@ -140,7 +153,7 @@ def fetch_size_table(results: list[BrokerResult], opts: Options, peers: bool) ->
                 "-" if size_each is None or fetches is None
                 else f"{fmt_bytes(size_each)} x {fetches:,.0f}"
             )
-        out.append("| " + " | ".join(row) + " |")
+        out.append(row_line(row))
     return out
 
 
@@ -160,10 +173,8 @@ def cpu_table(
         f" one tick is {tick / fewest * 1_000_000:.2f} s per million over {fewest:,} records:",
         "",
     ]
-    header = ["Test", *(r.spec.label for r in results)]
-    if ours is not None and peers:
-        header.append("Slipstream / cheaper peer")
-    out.extend(header_lines(header))
+    comparing = ours is not None and bool(peers)
+    out.extend(test_header(results, "Slipstream / cheaper peer" if comparing else None))
     for op, size, parts in each_test(opts):
         key = (op, size, parts)
         row = [test_name(op, size, parts)]
@@ -183,7 +194,7 @@ def cpu_table(
                 if size == 1024:
                     text += mark(ratio <= 1.0)
                 row.append(text)
-        out.append("| " + " | ".join(row) + " |")
+        out.append(row_line(row))
     return out
 
 
@@ -242,12 +253,7 @@ def report(
     out.extend(header_lines(header))
     for op, size, parts in each_test(opts):
         key = (op, size, parts)
-        size_text = "1 KiB" if size == 1024 else f"{size} B"
-        count = count_for(opts, size)
-        count_text = f"{count // 1000}k" if count % 1000 == 0 else f"{count:,}"
-        row = [
-            f"{op} {count_text} x {size_text}, {parts} partition{'s' if parts > 1 else ''}"
-        ]
+        row = [test_name(op, size, parts, count_for(opts, size))]
         row += [fmt_rate(r.cells.get(key)) for r in results]
         if ours is not None:
             mine = ours.cells.get(key)
@@ -260,7 +266,7 @@ def report(
                 row.append(ratio)
             if ceiling is not None:
                 row.append(fmt_ratio(mine, [ceiling.cells.get(key)]))
-        out.append("| " + " | ".join(row) + " |")
+        out.append(row_line(row))
     out.append("")
     shortest = min((rate.seconds for r in results for c in r.cells.values() for rate in c.rates), default=None)
     if shortest is not None and shortest < SHORT_WINDOW:
@@ -286,7 +292,7 @@ def report(
         cells = [name, *values]
         if ours is not None:
             cells.append(target or "")
-        out.append("| " + " | ".join(cells) + " |")
+        out.append(row_line(cells))
 
     def median(r: BrokerResult) -> float | None:
         return statistics.median(r.startup) if r.startup else None

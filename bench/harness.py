@@ -40,7 +40,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from slipstream.protocol.apis import fetch as fe
+from slipstream.protocol.apis import produce as pr
 from slipstream.testing.broker_process import BrokerProcess as SlipstreamProcess
+from slipstream.testing.peer_brokers import recv_exact
 from slipstream.testing.ports import free_port
 
 HOST = "127.0.0.1"
@@ -48,7 +51,7 @@ MB = 1_000_000
 # noida-db ignores fetch size limits: one response can hold a whole partition.
 NOIDA_RECEIVE_MAX = 2_000_000_000
 
-__all__ = ["free_port"]  # re-exported for the scripts
+__all__ = ["free_port", "recv_exact"]  # re-exported for the scripts
 
 
 class BenchError(Exception):
@@ -57,6 +60,49 @@ class BenchError(Exception):
 
 def log(message: str) -> None:
     print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- requests
+
+
+def produce_request(topic: str, partitions: int, batch: bytes, acks: int) -> pr.ProduceRequest:
+    """A Produce (no transaction) of ``batch`` to each of ``topic``'s first ``partitions`` partitions."""
+    return pr.ProduceRequest(
+        acks=acks,
+        timeout_ms=30_000,
+        topic_data=[
+            pr.ProduceRequestTopicData(
+                name=topic,
+                partition_data=[
+                    pr.ProduceRequestPartitionData(index=i, records=memoryview(batch)) for i in range(partitions)
+                ],
+            )
+        ],
+    )
+
+
+def sessionless_fetch(
+    topic: str, partitions: int, partition_max_bytes: int, fetch_offset: int = 0
+) -> fe.FetchRequest:
+    """A Fetch of ``topic``'s first ``partitions`` partitions from ``fetch_offset``, outside
+    any fetch session."""
+    return fe.FetchRequest(
+        max_wait_ms=0,
+        min_bytes=1,
+        max_bytes=50 * 1024 * 1024,
+        session_epoch=-1,
+        topics=[
+            fe.FetchRequestTopic(
+                topic=topic,
+                partitions=[
+                    fe.FetchRequestPartition(
+                        partition=i, fetch_offset=fetch_offset, partition_max_bytes=partition_max_bytes
+                    )
+                    for i in range(partitions)
+                ],
+            )
+        ],
+    )
 
 
 # --------------------------------------------------------------------------- processes
@@ -258,16 +304,6 @@ def metadata_probe(port: int, timeout: float) -> bool:
             return bool(struct.unpack(">i", answer[:4])[0] == correlation_id)
     except (OSError, EOFError):
         return False
-
-
-def recv_exact(sock: socket.socket, n: int) -> bytes:
-    chunks = bytearray()
-    while len(chunks) < n:
-        chunk = sock.recv(n - len(chunks))
-        if not chunk:
-            raise EOFError
-        chunks += chunk
-    return bytes(chunks)
 
 
 class RssSampler:

@@ -55,7 +55,15 @@ from typing import Any
 import psutil
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from harness import HOST, free_port, log, recv_exact, slipstream_broker
+from harness import (
+    HOST,
+    free_port,
+    log,
+    produce_request,
+    recv_exact,
+    sessionless_fetch,
+    slipstream_broker,
+)
 
 from slipstream.broker.admin import prometheus
 from slipstream.broker.broker import Broker
@@ -167,40 +175,13 @@ class RequestStream:
         per_request = PARTITIONS * STREAM_BATCH_RECORDS
         produces = max(1, records // per_request)
         batch = build_batch([ProducerRecord(None, os.urandom(value_size)) for _ in range(STREAM_BATCH_RECORDS)])
-        produce = pr.ProduceRequest(
-            acks=-1,
-            timeout_ms=30_000,
-            topic_data=[
-                pr.ProduceRequestTopicData(
-                    name=STREAM_TOPIC,
-                    partition_data=[
-                        pr.ProduceRequestPartitionData(index=i, records=memoryview(batch)) for i in range(PARTITIONS)
-                    ],
-                )
-            ],
-        )
+        produce = produce_request(STREAM_TOPIC, PARTITIONS, batch, acks=-1)
         produce_frames = [_frame(pr.SPEC, 9, produce, n) for n in range(produces)]
         # Whole batches only: partition_max_bytes is exactly STREAM_FETCH_BATCHES of them.
         step = STREAM_FETCH_BATCHES * STREAM_BATCH_RECORDS
         fetch_frames = []
         for n, offset in enumerate(range(0, produces * STREAM_BATCH_RECORDS, step)):
-            fetch = fe.FetchRequest(
-                max_wait_ms=0,
-                min_bytes=1,
-                max_bytes=50 * 1024 * 1024,
-                session_epoch=-1,
-                topics=[
-                    fe.FetchRequestTopic(
-                        topic=STREAM_TOPIC,
-                        partitions=[
-                            fe.FetchRequestPartition(
-                                partition=i, fetch_offset=offset, partition_max_bytes=STREAM_FETCH_BATCHES * len(batch)
-                            )
-                            for i in range(PARTITIONS)
-                        ],
-                    )
-                ],
-            )
+            fetch = sessionless_fetch(STREAM_TOPIC, PARTITIONS, STREAM_FETCH_BATCHES * len(batch), offset)
             fetch_frames.append(_frame(fe.SPEC, 12, fetch, n))
         total = produces * per_request
         return cls(produce_frames, fetch_frames, total, total * value_size)

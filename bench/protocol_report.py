@@ -51,23 +51,21 @@ def client_notes(herds: dict[str, dict[int, list[HerdRun]]], joins: dict[str, li
     for k in ORDER:
         for n, runs in herds.get(k, {}).items():
             for r in runs:
-                if r.examples:
-                    notes.append(f"(1) {k} {n}: double ownership: {'; '.join(r.examples)}")
-                if r.client_errors:
-                    notes.append(f"(1) {k} {n}: {len(r.client_errors)} client errors, first:"
-                                 f" {r.client_errors[0]}")
-                if r.notes:
-                    notes.append(f"(1) {k} {n}: {len(r.notes)} librdkafka lines about fencing/loss,"
-                                 f" first: {r.notes[0][:200]}")
+                notes += run_notes(f"(1) {k} {n}", r)
         for j in joins.get(k, []):
-            if j.examples:
-                notes.append(f"(2) {k}: double ownership: {'; '.join(j.examples)}")
-            if j.client_errors:
-                notes.append(f"(2) {k}: {len(j.client_errors)} client errors, first:"
-                             f" {j.client_errors[0]}")
-            if j.notes:
-                notes.append(f"(2) {k}: {len(j.notes)} librdkafka lines about fencing/loss,"
-                             f" first: {j.notes[0][:200]}")
+            notes += run_notes(f"(2) {k}", j)
+    return notes
+
+
+def run_notes(where: str, run: HerdRun | JoinRun) -> list[str]:
+    """What a run's clients saw: double ownership, client errors, librdkafka's fencing/loss lines."""
+    notes: list[str] = []
+    if run.examples:
+        notes.append(f"{where}: double ownership: {'; '.join(run.examples)}")
+    if run.client_errors:
+        notes.append(f"{where}: {len(run.client_errors)} client errors, first: {run.client_errors[0]}")
+    if run.notes:
+        notes.append(f"{where}: {len(run.notes)} librdkafka lines about fencing/loss, first: {run.notes[0][:200]}")
     return notes
 
 

@@ -40,6 +40,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
+from harness import produce_request, sessionless_fetch
+
 from slipstream import Broker
 from slipstream.broker.dispatch import Buffers, Dispatcher, _frame
 from slipstream.broker.handlers import load_handler
@@ -106,25 +108,6 @@ class StandInTransport:
 
     def resume_reading(self) -> None:
         pass
-
-
-def sessionless_fetch(topic: str, partitions: int, partition_max_bytes: int) -> fe.FetchRequest:
-    """A Fetch of every partition of ``topic`` from offset 0, outside any fetch session."""
-    return fe.FetchRequest(
-        max_wait_ms=0,
-        min_bytes=1,
-        max_bytes=50 * 1024 * 1024,
-        session_epoch=-1,
-        topics=[
-            fe.FetchRequestTopic(
-                topic=topic,
-                partitions=[
-                    fe.FetchRequestPartition(partition=i, fetch_offset=0, partition_max_bytes=partition_max_bytes)
-                    for i in range(partitions)
-                ],
-            )
-        ],
-    )
 
 
 def cpu_us(n: int, repeat: int, run: Callable[[int], None]) -> float:
@@ -351,19 +334,7 @@ async def run_in(n: int, repeat: int, data_dir: str) -> dict[str, dict[str, floa
 
         # Produce: 8 partitions, one batch of 20 x 100 B records each (acks=1, no producer id).
         batch = build_batch([ProducerRecord(None, os.urandom(100)) for _ in range(20)])
-        produce = pr.ProduceRequest(
-            acks=1,
-            timeout_ms=30_000,
-            topic_data=[
-                pr.ProduceRequestTopicData(
-                    name=TOPIC,
-                    partition_data=[
-                        pr.ProduceRequestPartitionData(index=i, records=memoryview(batch))
-                        for i in range(PARTITIONS)
-                    ],
-                )
-            ],
-        )
+        produce = produce_request(TOPIC, PARTITIONS, batch, acks=1)
         stages = Stages(dispatcher, pr.SPEC.key, 9, frame_of(pr.SPEC, 9, produce))
 
         async def append_all(req: Any) -> None:
@@ -386,16 +357,7 @@ async def run_in(n: int, repeat: int, data_dir: str) -> dict[str, dict[str, floa
             """A Produce (acks=all) of one batch of ``records`` x 100 B to one partition."""
             state.topics.create(topic, 1, {})
             batch = build_batch([ProducerRecord(None, os.urandom(100)) for _ in range(records)])
-            request = pr.ProduceRequest(
-                acks=-1,
-                timeout_ms=30_000,
-                topic_data=[
-                    pr.ProduceRequestTopicData(
-                        name=topic,
-                        partition_data=[pr.ProduceRequestPartitionData(index=0, records=memoryview(batch))],
-                    )
-                ],
-            )
+            request = produce_request(topic, 1, batch, acks=-1)
 
             async def append(req: Any) -> None:
                 await state.append(topic, 0, req.topic_data[0].partition_data[0].records, acks=-1)

@@ -9,10 +9,7 @@ Kafka-compatible broker (e.g. to check a test against a reference peer).
 
 from __future__ import annotations
 
-import hashlib
-import os
 import shutil
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +23,7 @@ from slipstream.testing.broker_process import (
     BrokerProcess,
     running_broker,
 )
-from slipstream.testing.peers import missing_peer
+from slipstream.testing.peers import compiled_java_peer, missing_peer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 JAVA_SRC = Path(__file__).resolve().parent / "java" / "SlipstreamDriver.java"
@@ -81,34 +78,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 @pytest.fixture(scope="session")
 def java_driver() -> JavaDriver:
     """The Java driver, compiled once per source/jar version under .tools/java/build."""
-    java, javac = shutil.which("java"), shutil.which("javac")
-    if not java or not javac:
-        missing_peer("java/javac not on PATH")
-    jar_dir = Path(os.environ.get("SLIPSTREAM_JAVA_JARS", REPO_ROOT / ".tools" / "java"))
-    jars = [jar_dir / j for j in JAVA_JARS]
-    missing = [str(j) for j in jars if not j.is_file()]
-    if missing:
-        missing_peer(f"kafka-clients jars missing ({', '.join(missing)}); run `make java-peer`")
-    digest = hashlib.sha256(JAVA_SRC.read_bytes())
-    for j in jars:
-        digest.update(f"{j.name}:{j.stat().st_size}".encode())
-    build = jar_dir / "build" / digest.hexdigest()[:16]
-    classpath = os.pathsep.join([str(build), *map(str, jars)])
-    if not (build / "SlipstreamDriver.class").is_file():
-        tmp = build.with_name(build.name + f".tmp{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        res = subprocess.run(
-            [javac, "-nowarn", "-cp", os.pathsep.join(map(str, jars)), "-d", str(tmp), str(JAVA_SRC)],
-            capture_output=True, text=True, timeout=120,
-        )
-        if res.returncode != 0:
-            shutil.rmtree(tmp, ignore_errors=True)
-            pytest.fail(f"javac failed:\n{res.stdout}\n{res.stderr}")
-        try:
-            tmp.rename(build)
-        except OSError:  # another process won the race
-            shutil.rmtree(tmp, ignore_errors=True)
+    java, classpath = compiled_java_peer(JAVA_SRC, JAVA_JARS, REPO_ROOT / ".tools" / "java")
     return JavaDriver(java=java, classpath=classpath)
 
 

@@ -15,7 +15,6 @@ nothing of what aborted.
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,9 +22,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from test_cluster import OFFSETS_PARTITIONS, SESSION_MS, Cluster
-from test_cluster_transactions import finish, group_elsewhere, txn_coordinator, values_of
+from test_cluster_transactions import (
+    consume_committed,
+    finish,
+    group_elsewhere,
+    reader_settings,
+    txn_coordinator,
+    values_of,
+)
 
 from slipstream.cli.certs import make_dev_certs
 from slipstream.testing.broker_process import BrokerProcess
@@ -154,35 +160,8 @@ def create_topic(security: Secured, bootstrap: str, topic: str) -> None:
 
 
 def read_committed(security: Secured, bootstrap: str, topic: str, want: set[str], timeout: float = 60) -> set[str]:
-    """Values a read_committed consumer reads from the start: until it has every one of
-    ``want`` and then reached the end of every partition, or the timeout."""
-    consumer = Consumer(as_admin(
-        security, bootstrap, **{"group.id": f"reader-{uuid.uuid4().hex[:8]}", "isolation.level": "read_committed",
-                      "enable.auto.commit": False, "enable.partition.eof": True},
-    ))  # fmt: skip
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-    seen: set[str] = set()
-    at_end: set[int] = set()
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.2)
-            if msg is None:
-                continue
-            if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    at_end.add(msg.partition())
-                    if len(at_end) == PARTITIONS and want <= seen:
-                        break
-                    continue
-                raise KafkaException(msg.error())
-            at_end.discard(msg.partition())
-            value = msg.value().decode()
-            assert value not in seen, f"{value} read twice"
-            seen.add(value)
-    finally:
-        consumer.close()
-    return seen
+    """``test_cluster_transactions.read_committed`` as the admin principal."""
+    return consume_committed(Consumer(as_admin(security, bootstrap, **reader_settings())), topic, want, timeout)
 
 
 def test_a_transaction_over_every_broker_commits_with_markers_sent_as_a_cluster_action_principal(

@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -102,15 +103,21 @@ def produce(producer: Producer, topic: str, values: list[str], partitions: range
 def read_committed(bootstrap: str, topic: str, want: set[str], timeout: float = 60) -> set[str]:
     """Values a read_committed consumer reads from the start: until it has every one of
     ``want`` and then reached the end of every partition, or the timeout."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"reader-{uuid.uuid4().hex[:8]}",
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
+    return consume_committed(Consumer({"bootstrap.servers": bootstrap, **reader_settings()}), topic, want, timeout)
+
+
+def reader_settings() -> dict[str, Any]:
+    """A read_committed consumer in a group of its own, told when it reaches a partition's end."""
+    return {
+        "group.id": f"reader-{uuid.uuid4().hex[:8]}",
+        "isolation.level": "read_committed",
+        "enable.auto.commit": False,
+        "enable.partition.eof": True,
+    }
+
+
+def consume_committed(consumer: Consumer, topic: str, want: set[str], timeout: float) -> set[str]:
+    """``read_committed`` with a consumer made of ``reader_settings`` (closed when done)."""
     consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     seen: set[str] = set()
     at_end: set[int] = set()

@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable
 
 from ..protocol.apis.describe_groups import SPEC as DESCRIBE_GROUPS
 from ..protocol.apis.heartbeat import SPEC as HEARTBEAT
@@ -29,8 +28,9 @@ from .connection import ConnectionClosed
 from .consumer_config import ConsumerConfig
 from .coordinator_locator import CoordinatorLocator
 from .group_errors import FatalGroupError, classic_fatal_error
-from .membership_types import Action, Clock, Generation, MemberState, Outcome
-from .rebalance_listener import ListenerCalls, RebalanceListener
+from .membership_adapter import MembershipAdapter
+from .membership_types import Action, Clock, Outcome
+from .rebalance_listener import RebalanceListener
 from .tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ class _Retry(Exception):
         self.backoff = backoff
 
 
-class GroupMembership(ListenerCalls):
+class GroupMembership(MembershipAdapter[MemberCore]):
     """This consumer's membership in one group, driven by background asyncio tasks.
 
     Typical use by a facade::
@@ -66,72 +66,23 @@ class GroupMembership(ListenerCalls):
         locator: CoordinatorLocator | None = None,
         clock: Clock = time.monotonic,
     ) -> None:
-        config.validate()
-        self.cluster = cluster
-        self.config = config
-        self.core = MemberCore(config)
-        self.listener = listener or RebalanceListener()
-        self._own_locator = locator is None
-        self.locator = locator or CoordinatorLocator(cluster, config)
-        self.clock = clock
-        self.error: FatalGroupError | None = None
-        self.listener_error: BaseException | None = None
-        self.rebalances = 0
-        """Completed (re)joins: increases once per generation this member got an assignment in."""
-        self._run_task: asyncio.Task[None] | None = None
+        super().__init__(
+            MemberCore(config), cluster, config, listener=listener, locator=locator, clock=clock
+        )
         self._hb_task: asyncio.Task[None] | None = None
-        self._wakeup = asyncio.Event()
         self._hb_wakeup = asyncio.Event()
-        self._stable = asyncio.Event()
-        self._closed = False
-        self._attempt = 0
-        self._retry_backoff = config.retry_backoff()
 
     # ------------------------------------------------------------ public API
-
-    @property
-    def group_id(self) -> str:
-        return self.core.group_id
-
-    @property
-    def member_id(self) -> str:
-        return self.core.member_id
-
-    @property
-    def state(self) -> MemberState:
-        return self.core.state
-
-    @property
-    def generation(self) -> Generation | None:
-        return self.core.generation
-
-    @property
-    def assignment(self) -> frozenset[TopicPartition]:
-        return frozenset(self.core.owned)
 
     @property
     def protocol(self) -> RebalanceProtocol:
         return self.core.protocol
 
     @property
-    def subscription(self) -> tuple[str, ...]:
-        return self.core.subscription
-
-    @property
     def rejoin_needed(self) -> bool:
         """A rebalance is due or under way (the current assignment may be about to change)."""
         return self.core.rejoin_needed
 
-    def subscribe(self, topics: Iterable[str]) -> None:
-        """Set the topics to subscribe to; a change makes a running member rejoin."""
-        topics = list(topics)
-        if not topics:
-            raise ValueError(
-                "subscribe to at least one topic (to stop, use leave_group() or close())"
-            )
-        if self.core.subscribe(topics):
-            self._stable.clear()
-            self._wakeup.set()
 
     def request_rejoin(self, reason: str) -> None:
         self.core.request_rejoin(reason)
@@ -155,42 +106,12 @@ class GroupMembership(ListenerCalls):
         if not self.core.subscription:
             raise ValueError("subscribe to at least one topic before joining the group")
         loop = asyncio.get_running_loop()
-        if self._run_task is None or self._run_task.done():
-            self._run_task = loop.create_task(self._run(), name=f"group-{self.group_id}")
+        if self._task is None or self._task.done():
+            self._task = loop.create_task(self._run(), name=f"group-{self.group_id}")
         if self._hb_task is None or self._hb_task.done():
             self._hb_task = loop.create_task(
                 self._heartbeat_loop(), name=f"heartbeat-{self.group_id}"
             )
-
-    async def ensure_active(self, timeout_s: float | None = None) -> Generation:
-        """Join (or finish rejoining) and return the stable generation.
-
-        Raises the fatal error if the member failed, TimeoutError after ``timeout_s``.
-        """
-        self.start()
-        async with asyncio.timeout(timeout_s):
-            while True:
-                if self.error is not None:
-                    raise self.error
-                gen = self.core.generation
-                if gen is not None and not self.core.rejoin_needed and self._stable.is_set():
-                    return gen
-                run = self._run_task
-                waiter = asyncio.ensure_future(self._stable.wait())
-                try:
-                    pending: set[asyncio.Future[object]] = {waiter}  # type: ignore[arg-type]
-                    if run is not None:
-                        pending.add(run)  # type: ignore[arg-type]
-                    await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    waiter.cancel()
-                if run is not None and run.done() and self.error is None:
-                    if self._closed:
-                        raise RuntimeError("group membership is closed")
-                    exc = run.exception() if not run.cancelled() else None
-                    if exc is not None:
-                        raise exc
-                    self.start()
 
     async def leave_group(self, reason: str = "the consumer is leaving the group") -> None:
         """Leave the group now (e.g. max_poll_interval_ms passed); ``ensure_active`` rejoins.
@@ -204,30 +125,15 @@ class GroupMembership(ListenerCalls):
         self.core.reset(reason, reset_member_id=True)
         self._stable.clear()
 
-    async def close(
-        self, *, leave: bool = True, reason: str = "the consumer is being closed"
-    ) -> None:
-        """Stop: the revoke (or lost) hook, then LeaveGroup (dynamic members), then the connection."""
-        if self._closed:
-            return
-        await self._stop_tasks()
-        self._closed = True
-        try:
-            if leave:
-                await self._leave(reason)
-            else:
-                result = self.core.prepare_leave()
-                await self._notify(result)
-        finally:
-            self._stable.clear()
-            if self._own_locator:
-                await self.locator.close()
-
     # ------------------------------------------------------------ internals
 
+    def _subscription_changed(self) -> None:
+        self._stable.clear()
+        self._wakeup.set()
+
     async def _stop_tasks(self) -> None:
-        tasks = [t for t in (self._run_task, self._hb_task) if t is not None]
-        self._run_task = self._hb_task = None
+        tasks = [t for t in (self._task, self._hb_task) if t is not None]
+        self._task = self._hb_task = None
         await cancel_and_wait(tasks)
 
     async def _leave(self, reason: str) -> None:
@@ -292,8 +198,7 @@ class GroupMembership(ListenerCalls):
             await self._fail(exc)
 
     async def _backoff(self, reason: str) -> None:
-        delay = self._retry_backoff.delay_s(self._attempt)
-        self._attempt += 1
+        delay = self._next_backoff()
         log.debug("group %s: retrying in %.3fs: %s", self.group_id, delay, reason)
         await asyncio.sleep(delay)
 
@@ -471,8 +376,8 @@ class GroupMembership(ListenerCalls):
                 self._stable.clear()
                 self._wakeup.set()
             elif outcome.action is Action.FATAL:
-                if self._run_task is not None:
-                    self._run_task.cancel()
+                if self._task is not None:
+                    self._task.cancel()
                 await self._fail(
                     classic_fatal_error(
                         outcome.error, self.group_id, core.group_instance_id, outcome.reason

@@ -91,10 +91,7 @@ class ConsumerConfig:
     ssl_check_hostname: bool = True
 
     def security(self) -> ClientSecurity:
-        return ClientSecurity(
-            self.security_protocol, self.sasl_mechanism, self.sasl_username, self.sasl_password,
-            self.ssl_cafile, self.ssl_certfile, self.ssl_keyfile, self.ssl_password, self.ssl_check_hostname,
-        )
+        return ClientSecurity.of(self)
 
     def retry_backoff(self) -> Backoff:
         """``retry_backoff_ms`` doubling up to ``retry_backoff_max_ms``, with 20% jitter."""

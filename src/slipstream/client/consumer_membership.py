@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable
 
 from ..protocol.apis.consumer_group_heartbeat import SPEC as CONSUMER_GROUP_HEARTBEAT
 from ..protocol.errors import ErrorCode, KafkaError
@@ -23,14 +22,15 @@ from .consumer_config import ConsumerConfig
 from .consumer_member_core import ConsumerMemberCore, Phase, Reconciliation
 from .coordinator_locator import CoordinatorLocator
 from .group_errors import FatalGroupError, consumer_fatal_error
-from .membership_types import Action, Clock, Generation, MemberState, Outcome
-from .rebalance_listener import ListenerCalls, RebalanceListener
+from .membership_adapter import MembershipAdapter
+from .membership_types import Action, Clock, Generation, Outcome
+from .rebalance_listener import RebalanceListener
 from .tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
 
-class ConsumerGroupMembership(ListenerCalls):
+class ConsumerGroupMembership(MembershipAdapter[ConsumerMemberCore]):
     """This consumer's membership in a consumer-protocol group, driven by asyncio tasks.
 
     Same surface as :class:`~.membership.GroupMembership`. One task heartbeats;
@@ -52,75 +52,32 @@ class ConsumerGroupMembership(ListenerCalls):
         clock: Clock = time.monotonic,
         member_id: str | None = None,
     ) -> None:
-        config.validate()
-        self.cluster = cluster
-        self.config = config
-        self.core = ConsumerMemberCore(config, member_id=member_id)
-        self.listener = listener or RebalanceListener()
-        self._own_locator = locator is None
-        self.locator = locator or CoordinatorLocator(cluster, config)
-        self.clock = clock
-        self.error: FatalGroupError | None = None
-        self.listener_error: BaseException | None = None
-        self.rebalances = 0
-        """Completed reconciliations (each one ran the assign hook)."""
-        self._task: asyncio.Task[None] | None = None
+        super().__init__(
+            ConsumerMemberCore(config, member_id=member_id),
+            cluster,
+            config,
+            listener=listener,
+            locator=locator,
+            clock=clock,
+        )
         self._reconcile_task: asyncio.Task[None] | None = None
-        self._wakeup = asyncio.Event()
-        self._stable = asyncio.Event()
         self._answered = asyncio.Event()
-        self._closed = False
-        self._attempt = 0
-        self._retry_backoff = config.retry_backoff()
 
     # ------------------------------------------------------------ public API
-
-    @property
-    def group_id(self) -> str:
-        return self.core.group_id
-
-    @property
-    def member_id(self) -> str:
-        return self.core.member_id
 
     @property
     def member_epoch(self) -> int:
         return self.core.member_epoch
 
     @property
-    def state(self) -> MemberState:
-        return self.core.state
-
-    @property
-    def generation(self) -> Generation | None:
-        return self.core.generation
-
-    @property
-    def assignment(self) -> frozenset[TopicPartition]:
-        return frozenset(self.core.owned)
-
-    @property
-    def subscription(self) -> tuple[str, ...]:
-        return self.core.subscription
-
-    @property
     def rejoin_needed(self) -> bool:
         """Joining, fenced or reconciling: the assignment may be about to change."""
         return not self.core.stable
 
-    def subscribe(self, topics: Iterable[str]) -> None:
-        topics = list(topics)
-        if not topics:
-            raise ValueError(
-                "subscribe to at least one topic (to stop, use leave_group() or close())"
-            )
-        if self.core.subscribe(topics):
-            self._wakeup.set()
-
     def subscribe_pattern(self, regex: str) -> None:
         """Subscribe to what the broker's regular expression (RE2) matches (v1 brokers)."""
         if self.core.subscribe_pattern(regex):
-            self._wakeup.set()
+            self._subscription_changed()
 
     def request_rejoin(self, reason: str) -> None:
         self.core.request_rejoin(reason)
@@ -156,62 +113,19 @@ class ConsumerGroupMembership(ListenerCalls):
                 self._run(), name=f"consumer-group-{self.group_id}"
             )
 
-    async def ensure_active(self, timeout_s: float | None = None) -> Generation:
-        """Join (or finish reconciling) and return the member's generation.
-
-        Raises the fatal error if the member failed, TimeoutError after ``timeout_s``.
-        """
-        self.start()
-        async with asyncio.timeout(timeout_s):
-            while True:
-                if self.error is not None:
-                    raise self.error
-                gen = self.core.generation
-                if gen is not None and self.core.stable and self._stable.is_set():
-                    return gen
-                task = self._task
-                waiter = asyncio.ensure_future(self._stable.wait())
-                try:
-                    pending: set[asyncio.Future[object]] = {waiter}  # type: ignore[arg-type]
-                    if task is not None:
-                        pending.add(task)  # type: ignore[arg-type]
-                    await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    waiter.cancel()
-                if self._stable.is_set() and not self.core.stable and self.error is None:
-                    self._stable.clear()
-                if task is not None and task.done() and self.error is None:
-                    if self._closed:
-                        raise RuntimeError("group membership is closed")
-                    exc = task.exception() if not task.cancelled() else None
-                    if exc is not None:
-                        raise exc
-                    self.start()
-
     async def leave_group(self, reason: str = "the consumer is leaving the group") -> None:
         """Leave now (e.g. max_poll_interval_ms passed); ``ensure_active`` rejoins, same id."""
         await self._stop_tasks()
         await self._leave(reason)
         self._stable.clear()
 
-    async def close(
-        self, *, leave: bool = True, reason: str = "the consumer is being closed"
-    ) -> None:
-        """Stop: the revoke (or lost) hook, then the leave heartbeat, then the connection."""
-        if self._closed:
-            return
-        await self._stop_tasks()
-        self._closed = True
-        self._answered.set()
-        try:
-            if leave:
-                await self._leave(reason)
-            else:
-                await self._notify(self.core.prepare_leave())
-        finally:
+    def _on_closed(self) -> None:
+        self._answered.set()  # a commit waiting for a new epoch gives up
+
+    def _after_stable_wait(self) -> None:
+        # A reconciliation may have started since ``_stable`` was set: wait for it too.
+        if self._stable.is_set() and not self.core.stable and self.error is None:
             self._stable.clear()
-            if self._own_locator:
-                await self.locator.close()
 
     # ------------------------------------------------------------ internals: hooks
 
@@ -337,11 +251,6 @@ class ConsumerGroupMembership(ListenerCalls):
             raise consumer_fatal_error(
                 outcome.error, self.group_id, core.group_instance_id, outcome.reason
             )
-
-    def _next_backoff(self) -> float:
-        delay = self._retry_backoff.delay_s(self._attempt)
-        self._attempt += 1
-        return delay
 
     async def _finish_reconciliation(self) -> None:
         """Let a running reconciliation's hooks finish (they may be committing)."""

@@ -97,10 +97,7 @@ class ProducerConfig:
         return min(self.max_request_size, self.buffer_memory) - HEADER_SIZE
 
     def security(self) -> ClientSecurity:
-        return ClientSecurity(
-            self.security_protocol, self.sasl_mechanism, self.sasl_username, self.sasl_password,
-            self.ssl_cafile, self.ssl_certfile, self.ssl_keyfile, self.ssl_password, self.ssl_check_hostname,
-        )
+        return ClientSecurity.of(self)
 
     def validate(self) -> ProducerConfig:
         """Check the settings (ValueError naming the first bad one); resolve acks and idempotence."""

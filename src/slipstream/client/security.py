@@ -99,6 +99,12 @@ class ClientSecurity:
                 values[name] = value
         return cls(**values)
 
+    @classmethod
+    def of(cls, settings: object) -> ClientSecurity:
+        """From a client config that holds these fields under the same names
+        (``ConsumerConfig``, ``ProducerConfig``)."""
+        return cls(**{f.name: getattr(settings, f.name) for f in fields(cls)})
+
 
 PLAINTEXT = ClientSecurity()
 

@@ -313,15 +313,7 @@ class ClassicRebalance:
         )
         if not group.members:
             # Nothing left to assign: the generation is complete as it starts.
-            started = group.rebalance_started_ms
-            fx.event(
-                ev.GenerationCompleted(
-                    group_id=group_id,
-                    at_ms=now_ms,
-                    generation=group.generation_id,
-                    duration_ms=0 if started is None else now_ms - started,
-                )
-            )
+            self._generation_completed(group, fx, now_ms)
             group.partition_owners = {}
 
     def assignment_events(self, group: ClassicGroup, fx: Effects, now_ms: int, assignment: dict[str, bytes]) -> None:
@@ -342,10 +334,14 @@ class ClassicRebalance:
                 )
             )
         group.partition_owners = owners
+        self._generation_completed(group, fx, now_ms)
+
+    @staticmethod
+    def _generation_completed(group: ClassicGroup, fx: Effects, now_ms: int) -> None:
         started = group.rebalance_started_ms
         fx.event(
             ev.GenerationCompleted(
-                group_id=group_id,
+                group_id=group.group_id,
                 at_ms=now_ms,
                 generation=group.generation_id,
                 duration_ms=0 if started is None else now_ms - started,

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from enum import Enum
 
+from .transitions import IllegalTransition
+
 
 class GroupState(Enum):
     EMPTY = "Empty"
@@ -45,17 +47,13 @@ VALID_PREVIOUS_STATES: dict[GroupState, frozenset[GroupState]] = {
 }
 
 
-class IllegalStateTransition(RuntimeError):
+class IllegalStateTransition(IllegalTransition):
     """A group was asked to move between states the protocol does not connect."""
 
     def __init__(self, group_id: str, current: GroupState, target: GroupState) -> None:
         self.group_id = group_id
-        self.current = current
-        self.target = target
-        allowed = ", ".join(sorted(str(s) for s in VALID_PREVIOUS_STATES[target]))
         super().__init__(
-            f"group {group_id!r} cannot transition from {current} to {target} "
-            f"({target} is entered only from: {allowed})"
+            f"group {group_id!r} cannot transition", current, target, VALID_PREVIOUS_STATES[target]
         )
 
 

@@ -20,6 +20,7 @@ pass it, so a few KiB of compressed zeros cannot make it allocate gigabytes.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 
 import cramjam
 
@@ -171,10 +172,10 @@ def _snappy_decompress_bounded(view: memoryview, limit: int) -> bytes:
     return bytes(out)
 
 
-def _xerial_blocks(view: memoryview) -> list[memoryview]:
+def _xerial_blocks(view: memoryview) -> Iterator[memoryview]:
+    """The blocks of a xerial snappy stream, each checked to lie inside it when it is reached."""
     if len(view) < _XERIAL_HEADER_SIZE:
         raise CorruptCompressedData("xerial snappy stream is shorter than its 16-byte header")
-    blocks = []
     pos = _XERIAL_HEADER_SIZE
     end = len(view)
     while pos < end:
@@ -184,9 +185,8 @@ def _xerial_blocks(view: memoryview) -> list[memoryview]:
         pos += 4
         if size < 0 or pos + size > end:
             raise CorruptCompressedData(f"xerial snappy block of {size} bytes overruns the stream")
-        blocks.append(view[pos : pos + size])
+        yield view[pos : pos + size]
         pos += size
-    return blocks
 
 
 def _unsupported(codec: int) -> UnsupportedCompression:
@@ -211,18 +211,5 @@ def _snappy_decompress(data: bytes | bytearray | memoryview) -> bytes:
     if view[: len(XERIAL_MAGIC)] != XERIAL_MAGIC:
         # librdkafka (and other non-Java clients): one raw snappy block.
         return bytes(cramjam.snappy.decompress_raw(view))
-    if len(view) < _XERIAL_HEADER_SIZE:
-        raise CorruptCompressedData("xerial snappy stream is shorter than its 16-byte header")
-    parts: list[bytes] = []
-    pos = _XERIAL_HEADER_SIZE
-    end = len(view)
-    while pos < end:
-        if end - pos < 4:
-            raise CorruptCompressedData("xerial snappy stream ends inside a block length")
-        (size,) = _INT32.unpack_from(view, pos)
-        pos += 4
-        if size < 0 or pos + size > end:
-            raise CorruptCompressedData(f"xerial snappy block of {size} bytes overruns the stream")
-        parts.append(bytes(cramjam.snappy.decompress_raw(view[pos : pos + size])))
-        pos += size
+    parts = [bytes(cramjam.snappy.decompress_raw(block)) for block in _xerial_blocks(view)]
     return parts[0] if len(parts) == 1 else b"".join(parts)

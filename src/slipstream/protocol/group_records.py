@@ -31,9 +31,14 @@ import uuid
 from dataclasses import dataclass
 from typing import ClassVar
 
-from . import codec
-from . import primitives as p
 from .schema import BYTES, INT8, INT32, INT64, STRING, UUID, Array, Struct, field
+from .versioned_records import (
+    check_write_version,
+    decode_body,
+    decode_versioned_value,
+    encode_versioned,
+    version_of,
+)
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -228,28 +233,6 @@ class RecordFormatError(ValueError):
     """A ``__consumer_offsets`` key or value that does not parse."""
 
 
-def _versioned(version: int, body: Struct, flexible: bool = False) -> bytes:
-    out = bytearray(p.INT16.pack(version))
-    out += codec.encode(body, version, flexible).getvalue()
-    return bytes(out)
-
-
-def _version_of(data: bytes | memoryview, what: str) -> int:
-    if len(data) < 2:
-        raise RecordFormatError(f"{what} shorter than its version")
-    version: int = p.INT16.unpack_from(data, 0)[0]
-    return version
-
-
-def _decode_body(cls: type[Struct], data: bytes | memoryview, version: int, what: str) -> Struct:
-    flexible = version >= _FLEXIBLE_FROM
-    try:
-        value, _ = codec.decode_at(cls, memoryview(data), 2, version, flexible)
-    except p.DecodeError as exc:
-        raise RecordFormatError(f"malformed {what} v{version}: {exc}") from exc
-    return value
-
-
 # Hand-written layouts of the records written on every OffsetCommit (the hot
 # path); byte-for-byte what the declarations above encode, checked in the tests.
 _H = struct.Struct(">h")
@@ -272,33 +255,29 @@ def offset_commit_key(group: str, topic: str, partition: int) -> bytes:
 
 
 def group_metadata_key(group: str) -> bytes:
-    return _versioned(GROUP_METADATA_KEY_VERSION, GroupMetadataKey(group=group))
+    return encode_versioned(GROUP_METADATA_KEY_VERSION, GroupMetadataKey(group=group), False)
 
 
 def encode_consumer_group_key(key: ConsumerGroupKey) -> bytes:
     """A consumer-group record key: the record type as version, then the fields (not flexible)."""
-    return _versioned(key.version, key)
+    return encode_versioned(key.version, key, False)
 
 
 def decode_key(data: bytes | memoryview) -> OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey | UnknownKey:
-    version = _version_of(data, "record key")
+    version = version_of(data, "record key", RecordFormatError)
     if version in (0, 1):
-        key = _decode_body(OffsetCommitKey, data, version, "OffsetCommitKey")
-        assert isinstance(key, OffsetCommitKey)
-        return key
+        return decode_body(
+            OffsetCommitKey, data, version, False, RecordFormatError, versions_named=True
+        )
     if version == 2:
-        gkey = _decode_body(GroupMetadataKey, data, version, "GroupMetadataKey")
-        assert isinstance(gkey, GroupMetadataKey)
-        return gkey
+        return decode_body(
+            GroupMetadataKey, data, version, False, RecordFormatError, versions_named=True
+        )
     if version < 0:
         raise RecordFormatError(f"record key has negative version {version}")
     types = CONSUMER_GROUP_RECORDS.get(version)
     if types is not None:
-        try:
-            ckey, _ = codec.decode_at(types[0], memoryview(data), 2, version, False)
-        except p.DecodeError as exc:
-            raise RecordFormatError(f"malformed {types[0].__name__}: {exc}") from exc
-        return ckey
+        return decode_body(types[0], data, version, False, RecordFormatError)  # type: ignore[return-value]
     return UnknownKey(version)
 
 
@@ -321,49 +300,37 @@ def encode_offset_commit_value(value: OffsetCommitValue, version: int | None = N
     """Kafka's choice when ``version`` is None: v1 if the commit expires explicitly, else v3."""
     if version is None:
         version = 1 if value.expire_timestamp != -1 else OFFSET_COMMIT_VALUE_WRITE_VERSION
-    if not 0 <= version <= OFFSET_COMMIT_VALUE_MAX_VERSION:
-        raise ValueError(f"OffsetCommitValue version {version} is not in 0-{OFFSET_COMMIT_VALUE_MAX_VERSION}")
-    return _versioned(version, value, version >= _FLEXIBLE_FROM)
+    check_write_version(OffsetCommitValue, version, OFFSET_COMMIT_VALUE_MAX_VERSION)
+    return encode_versioned(version, value, version >= _FLEXIBLE_FROM)
 
 
 def decode_offset_commit_value(data: bytes | memoryview) -> OffsetCommitValue:
-    version = _version_of(data, "OffsetCommitValue")
-    if not 0 <= version <= OFFSET_COMMIT_VALUE_MAX_VERSION:
-        raise RecordFormatError(f"unknown OffsetCommitValue version {version}")
-    value = _decode_body(OffsetCommitValue, data, version, "OffsetCommitValue")
-    assert isinstance(value, OffsetCommitValue)
-    return value
+    return decode_versioned_value(
+        OffsetCommitValue, data, OFFSET_COMMIT_VALUE_MAX_VERSION, _FLEXIBLE_FROM, RecordFormatError
+    )
 
 
 def encode_group_metadata_value(value: GroupMetadataValue, version: int = GROUP_METADATA_VALUE_WRITE_VERSION) -> bytes:
-    if not 0 <= version <= GROUP_METADATA_VALUE_MAX_VERSION:
-        raise ValueError(f"GroupMetadataValue version {version} is not in 0-{GROUP_METADATA_VALUE_MAX_VERSION}")
-    return _versioned(version, value, version >= _FLEXIBLE_FROM)
+    check_write_version(GroupMetadataValue, version, GROUP_METADATA_VALUE_MAX_VERSION)
+    return encode_versioned(version, value, version >= _FLEXIBLE_FROM)
 
 
 def decode_group_metadata_value(data: bytes | memoryview) -> GroupMetadataValue:
-    version = _version_of(data, "GroupMetadataValue")
-    if not 0 <= version <= GROUP_METADATA_VALUE_MAX_VERSION:
-        raise RecordFormatError(f"unknown GroupMetadataValue version {version}")
-    value = _decode_body(GroupMetadataValue, data, version, "GroupMetadataValue")
-    assert isinstance(value, GroupMetadataValue)
-    return value
+    return decode_versioned_value(
+        GroupMetadataValue, data, GROUP_METADATA_VALUE_MAX_VERSION, _FLEXIBLE_FROM, RecordFormatError
+    )
 
 
 def encode_consumer_group_value(value: ConsumerGroupValue) -> bytes:
     """A consumer-group record value: version 0, flexible (unknown tags are kept out)."""
-    return _versioned(CONSUMER_GROUP_VALUE_VERSION, value, flexible=True)
+    return encode_versioned(CONSUMER_GROUP_VALUE_VERSION, value, flexible=True)
 
 
 def decode_consumer_group_value(key: ConsumerGroupKey, data: bytes | memoryview) -> ConsumerGroupValue:
     """The value of a consumer-group record whose key is ``key`` (tagged fields we do not
     know, written by newer brokers, are skipped)."""
     value_type = CONSUMER_GROUP_RECORDS[key.version][1]
-    version = _version_of(data, value_type.__name__)
+    version = version_of(data, value_type.__name__, RecordFormatError)
     if version != CONSUMER_GROUP_VALUE_VERSION:
         raise RecordFormatError(f"unknown {value_type.__name__} version {version}")
-    try:
-        value, _ = codec.decode_at(value_type, memoryview(data), 2, version, True)
-    except p.DecodeError as exc:
-        raise RecordFormatError(f"malformed {value_type.__name__}: {exc}") from exc
-    return value
+    return decode_body(value_type, data, version, True, RecordFormatError)  # type: ignore[return-value]

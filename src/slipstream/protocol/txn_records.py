@@ -15,13 +15,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import codec
-from . import primitives as p
 from .schema import INT8, INT16, INT32, INT64, STRING, Array, Struct, field
+from .versioned_records import (
+    check_write_version,
+    decode_body,
+    decode_versioned_value,
+    encode_versioned,
+    version_of,
+)
 
 TRANSACTION_LOG_KEY_VERSION = 0
 TRANSACTION_LOG_VALUE_MAX_VERSION = 1
 TRANSACTION_LOG_VALUE_WRITE_VERSION = 0
+_FLEXIBLE_FROM = 1
 
 
 class TransactionLogKey(Struct):
@@ -56,43 +62,24 @@ class TxnRecordFormatError(ValueError):
     """A ``__transaction_state`` key or value that does not parse."""
 
 
-def _version_of(data: bytes | memoryview, what: str) -> int:
-    if len(data) < 2:
-        raise TxnRecordFormatError(f"{what} shorter than its version")
-    version: int = p.INT16.unpack_from(data, 0)[0]
-    return version
-
-
 def encode_key(transactional_id: str) -> bytes:
-    body = codec.encode(TransactionLogKey(transactional_id=transactional_id), TRANSACTION_LOG_KEY_VERSION, False)
-    return p.INT16.pack(TRANSACTION_LOG_KEY_VERSION) + body.getvalue()
+    key = TransactionLogKey(transactional_id=transactional_id)
+    return encode_versioned(TRANSACTION_LOG_KEY_VERSION, key, False)
 
 
 def decode_key(data: bytes | memoryview) -> TransactionLogKey | UnknownTxnKey:
-    version = _version_of(data, "TransactionLogKey")
+    version = version_of(data, "TransactionLogKey", TxnRecordFormatError)
     if version != TRANSACTION_LOG_KEY_VERSION:
         return UnknownTxnKey(version)
-    try:
-        key, _ = codec.decode_at(TransactionLogKey, memoryview(data), 2, version, False)
-    except p.DecodeError as exc:
-        raise TxnRecordFormatError(f"malformed TransactionLogKey: {exc}") from exc
-    assert isinstance(key, TransactionLogKey)
-    return key
+    return decode_body(TransactionLogKey, data, version, False, TxnRecordFormatError)
 
 
 def encode_value(value: TransactionLogValue, version: int = TRANSACTION_LOG_VALUE_WRITE_VERSION) -> bytes:
-    if not 0 <= version <= TRANSACTION_LOG_VALUE_MAX_VERSION:
-        raise ValueError(f"TransactionLogValue version {version} is not in 0-{TRANSACTION_LOG_VALUE_MAX_VERSION}")
-    return p.INT16.pack(version) + codec.encode(value, version, version >= 1).getvalue()
+    check_write_version(TransactionLogValue, version, TRANSACTION_LOG_VALUE_MAX_VERSION)
+    return encode_versioned(version, value, version >= _FLEXIBLE_FROM)
 
 
 def decode_value(data: bytes | memoryview) -> TransactionLogValue:
-    version = _version_of(data, "TransactionLogValue")
-    if not 0 <= version <= TRANSACTION_LOG_VALUE_MAX_VERSION:
-        raise TxnRecordFormatError(f"unknown TransactionLogValue version {version}")
-    try:
-        value, _ = codec.decode_at(TransactionLogValue, memoryview(data), 2, version, version >= 1)
-    except p.DecodeError as exc:
-        raise TxnRecordFormatError(f"malformed TransactionLogValue v{version}: {exc}") from exc
-    assert isinstance(value, TransactionLogValue)
-    return value
+    return decode_versioned_value(
+        TransactionLogValue, data, TRANSACTION_LOG_VALUE_MAX_VERSION, _FLEXIBLE_FROM, TxnRecordFormatError
+    )

@@ -102,13 +102,14 @@ def answers_api_versions(port: int, timeout: float = 1.0) -> bool:
     try:
         with socket.create_connection((HOST, port), timeout=timeout) as sock:
             sock.sendall(_api_versions_request(correlation_id))
-            head = _recv_exact(sock, 8)
+            head = recv_exact(sock, 8)
     except (OSError, EOFError):
         return False
     return bool(struct.unpack(">i", head[4:8])[0] == correlation_id)
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
+def recv_exact(sock: socket.socket, n: int) -> bytes:
+    """Exactly ``n`` bytes from ``sock``; EOFError if it closes first."""
     data = bytearray()
     while len(data) < n:
         chunk = sock.recv(n - len(data))

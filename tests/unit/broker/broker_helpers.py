@@ -11,10 +11,14 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from slipstream.broker.broker import Broker
+from slipstream.broker.groups import GroupCoordinatorAdapter
 from slipstream.client.connection import BrokerConnection
+from slipstream.coordinator.result import RequestContext
 from slipstream.protocol.api import ApiSpec
+from slipstream.protocol.apis import offset_commit as oc
 
 TIMEOUT_S = 10.0
+COMMIT_V9 = RequestContext(api_version=9, client_id="test", client_host="/127.0.0.1")
 
 
 def quiet_admin(bootstrap: str, **extra: Any) -> AdminClient:
@@ -64,3 +68,39 @@ def raw_request(broker: Broker, spec: ApiSpec, version: int, request: Any) -> An
     # The listening address, not bootstrap_servers: that one is the advertised address.
     address = f"{broker.config.host}:{broker.port}"
     return asyncio.run(raw_request_async(address, spec, version, request))
+
+
+def commit(group: str, partition: int, offset: int, topic: str = "t") -> oc.OffsetCommitRequest:
+    """A standalone commit (no generation, no member), metadata "m": accepted for a group
+    without members."""
+    return oc.OffsetCommitRequest(
+        group_id=group,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        topics=[
+            oc.OffsetCommitRequestTopic(
+                name=topic,
+                partitions=[
+                    oc.OffsetCommitRequestPartition(
+                        partition_index=partition, committed_offset=offset, committed_metadata="m"
+                    )
+                ],
+            )
+        ],
+    )
+
+
+def codes(response: Any) -> list[int]:
+    """The error code of every partition of an OffsetCommit or OffsetFetch answer, in order."""
+    return [p.error_code for t in response.topics for p in t.partitions]
+
+
+async def started(**settings: Any) -> tuple[Broker, GroupCoordinatorAdapter]:
+    """An in-process broker with topic t (8 partitions) whose group coordinator has loaded."""
+    broker = await Broker(port=0, group_initial_rebalance_delay_ms=0, **settings).start()
+    assert broker.state is not None
+    broker.state.topics.create("t", 8, {})
+    adapter = broker.groups
+    await adapter.loaded()
+    assert not adapter.coordinator.is_loading
+    return broker, adapter

@@ -14,6 +14,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from broker_helpers import COMMIT_V9, codes, commit, started
+
 from slipstream.broker.admin.http_server import HttpRequest
 from slipstream.broker.broker import Broker
 from slipstream.broker.groups import GroupCoordinatorAdapter
@@ -25,44 +27,9 @@ from slipstream.coordinator.result import RequestContext
 from slipstream.log.api import LogConfig
 from slipstream.log.memory import MemoryLog
 from slipstream.protocol.apis import delete_groups as dg
-from slipstream.protocol.apis import offset_commit as oc
 from slipstream.protocol.apis import offset_fetch as of
 from slipstream.protocol.apis import txn_offset_commit as toc
 from slipstream.protocol.errors import ErrorCode
-
-COMMIT_V9 = RequestContext(api_version=9, client_id="test", client_host="/127.0.0.1")
-
-
-def commit(group: str, partition: int, offset: int) -> oc.OffsetCommitRequest:
-    """A standalone commit (no generation, no member) of topic t, metadata "m"."""
-    return oc.OffsetCommitRequest(
-        group_id=group,
-        generation_id_or_member_epoch=-1,
-        member_id="",
-        topics=[
-            oc.OffsetCommitRequestTopic(
-                name="t",
-                partitions=[
-                    oc.OffsetCommitRequestPartition(
-                        partition_index=partition, committed_offset=offset, committed_metadata="m"
-                    )
-                ],
-            )
-        ],
-    )
-
-
-def codes(response: Any) -> list[int]:
-    return [p.error_code for t in response.topics for p in t.partitions]
-
-
-async def started(**settings: Any) -> tuple[Broker, GroupCoordinatorAdapter]:
-    broker = await Broker(port=0, group_initial_rebalance_delay_ms=0, **settings).start()
-    assert broker.state is not None
-    broker.state.topics.create("t", 8, {})
-    adapter = broker.groups
-    await adapter.loaded()
-    return broker, adapter
 
 
 def ctx(version: int) -> RequestContext:

@@ -12,55 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from broker_helpers import COMMIT_V9, codes, commit, started
 
-from slipstream.broker.broker import Broker
 from slipstream.broker.groups import GroupCoordinatorAdapter
 from slipstream.coordinator import OFFSETS_TOPIC
 from slipstream.coordinator.result import RequestContext
 from slipstream.protocol import group_records as gr
-from slipstream.protocol.apis import offset_commit as oc
 from slipstream.protocol.apis import offset_fetch as of
 from slipstream.protocol.errors import ErrorCode
 from slipstream.protocol.records import iter_records
 
-COMMIT_V9 = RequestContext(api_version=9, client_id="test", client_host="/127.0.0.1")
 FETCH_V7 = RequestContext(api_version=7, client_id="test", client_host="/127.0.0.1")
-
-
-def commit(group: str, partition: int, offset: int, topic: str = "t") -> oc.OffsetCommitRequest:
-    """A standalone commit (no generation, no member): accepted for a group without members."""
-    return oc.OffsetCommitRequest(
-        group_id=group,
-        generation_id_or_member_epoch=-1,
-        member_id="",
-        topics=[
-            oc.OffsetCommitRequestTopic(
-                name=topic,
-                partitions=[
-                    oc.OffsetCommitRequestPartition(
-                        partition_index=partition, committed_offset=offset, committed_metadata="m"
-                    )
-                ],
-            )
-        ],
-    )
-
-
-def codes(response: Any) -> list[int]:
-    return [p.error_code for t in response.topics for p in t.partitions]
-
-
-async def started(**settings: Any) -> tuple[Broker, GroupCoordinatorAdapter]:
-    broker = await Broker(port=0, group_initial_rebalance_delay_ms=0, **settings).start()
-    assert broker.state is not None
-    broker.state.topics.create("t", 8, {})
-    adapter = broker.groups
-    for _ in range(500):
-        if not adapter.coordinator.is_loading:
-            break
-        await asyncio.sleep(0.01)
-    assert not adapter.coordinator.is_loading
-    return broker, adapter
 
 
 def offsets_log_records(adapter: GroupCoordinatorAdapter, group: str) -> list[tuple[str, int, int]]:

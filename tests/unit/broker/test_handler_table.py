@@ -9,7 +9,7 @@ import slipstream.broker.handlers as handlers_package
 from slipstream.broker.handlers import API_TABLE, all_handlers, api_name, load_handler
 
 # Modules in the package that are helpers of several handlers, not handlers themselves.
-HELPERS = {"config_access", "config_views"}
+HELPERS = {"acl_access", "config_access", "config_views"}
 
 
 def test_every_entry_matches_its_module() -> None:

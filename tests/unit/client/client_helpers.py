@@ -14,6 +14,9 @@ from slipstream.broker.broker import Broker
 from slipstream.client.admin import Admin
 from slipstream.client.assignors import TopicPartition
 from slipstream.client.cluster import Cluster
+from slipstream.client.consumer_config import ConsumerConfig
+from slipstream.client.coordinator_locator import CoordinatorLocator
+from slipstream.client.offsets import GroupOffsets
 from slipstream.client.rebalance_listener import RebalanceListener
 
 DEADLINE_S = 15.0
@@ -114,3 +117,19 @@ class Recorder(RebalanceListener):
 
     def kinds(self) -> list[str]:
         return [k for k, _ in self.events]
+
+
+async def committed_offsets(
+    bootstrap: str, group_id: str, tps: list[TopicPartition]
+) -> dict[TopicPartition, int | None]:
+    """The group's committed offset of each partition (None: nothing committed), read with a
+    client of its own."""
+    config = ConsumerConfig(bootstrap_servers=bootstrap, group_id=group_id)
+    cluster = Cluster(bootstrap)
+    locator = CoordinatorLocator(cluster, config)
+    try:
+        got = await GroupOffsets(locator, config).fetch_committed(tps, timeout_s=10)
+        return {tp: (om.offset if om is not None else None) for tp, om in got.items()}
+    finally:
+        await locator.close()
+        await cluster.close()

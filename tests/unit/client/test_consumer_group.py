@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from client_helpers import (
     DEADLINE_S,
+    committed_offsets,
     create_topic,
     fast_consumer_settings,
     group_broker,
@@ -22,8 +23,6 @@ from client_helpers import (
 from confluent_kafka import Producer as CkProducer
 
 from slipstream.client.assignors import TopicPartition
-from slipstream.client.cluster import Cluster
-from slipstream.client.consumer_config import ConsumerConfig
 from slipstream.client.consumer_group import (
     ConsumerGroup,
     ConsumerGroupClosedError,
@@ -31,9 +30,7 @@ from slipstream.client.consumer_group import (
 )
 from slipstream.client.consumer_group_session import ConsumerGroupClaim, ConsumerGroupSession
 from slipstream.client.consumer_messages import ConsumerMessage
-from slipstream.client.coordinator_locator import CoordinatorLocator
 from slipstream.client.group_errors import FencedInstanceError
-from slipstream.client.offsets import GroupOffsets
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -73,20 +70,6 @@ async def produce(
     batch_size: int = 1_000_000,
 ) -> None:
     await asyncio.to_thread(_produce, bootstrap, topic, per_partition, start, size, batch_size)
-
-
-async def committed(
-    bootstrap: str, group_id: str, tps: list[TopicPartition]
-) -> dict[TopicPartition, int | None]:
-    config = ConsumerConfig(bootstrap_servers=bootstrap, group_id=group_id)
-    cluster = Cluster(bootstrap)
-    locator = CoordinatorLocator(cluster, config)
-    try:
-        got = await GroupOffsets(locator, config).fetch_committed(tps, timeout_s=10)
-        return {tp: (om.offset if om is not None else None) for tp, om in got.items()}
-    finally:
-        await locator.close()
-        await cluster.close()
 
 
 class Recorder(ConsumerGroupHandler):
@@ -189,7 +172,7 @@ async def test_one_member_consumes_every_partition_marks_and_commits() -> None:
         assert session.generation_id >= 1 and session.member_id == group.member_id
         claim = next(c for c in handler.claims if c.partition == 0)
         assert claim.topic == "t" and claim.high_watermark_offset == 30
-        assert await committed(bs, "g1", [("t", 0), ("t", 1), ("t", 2)]) == {
+        assert await committed_offsets(bs, "g1", [("t", 0), ("t", 1), ("t", 2)]) == {
             ("t", 0): 5,
             ("t", 1): 5,
             ("t", 2): 5,
@@ -198,7 +181,7 @@ async def test_one_member_consumes_every_partition_marks_and_commits() -> None:
         session.mark_offset("t", 1, 20, "meta")
         session.mark_offset("t", 1, 7)
         await session.commit()
-        assert (await committed(bs, "g1", [("t", 1)]))[("t", 1)] == 20
+        assert (await committed_offsets(bs, "g1", [("t", 1)]))[("t", 1)] == 20
         await group.close()
         assert await asyncio.wait_for(task, DEADLINE_S) == 1
         assert handler.setups == handler.cleanups == 1
@@ -220,7 +203,7 @@ async def test_auto_commit_and_resume_from_committed_offsets() -> None:
                 lambda: group.session is not None and not group.session.pending_commits(), "auto-commit"
             )
         await asyncio.wait_for(task, DEADLINE_S)
-        assert await committed(bs, "g", [("t", 0), ("t", 1)]) == {("t", 0): 10, ("t", 1): 10}
+        assert await committed_offsets(bs, "g", [("t", 0), ("t", 1)]) == {("t", 0): 10, ("t", 1): 10}
         await produce(bs, "t", {0: 5, 1: 5}, start=10)
         second = Recorder("b")
         async with ConsumerGroup(bs, "g", **FAST) as group:
@@ -294,7 +277,7 @@ async def test_two_members_split_then_survivor_takes_over_without_loss_or_redeli
         assert ha.violations == hb.violations == []
         for h in (ha, hb):
             assert h.setups == h.cleanups == len(h.sessions)
-        assert await committed(bs, "g2", [("t", p) for p in range(4)]) == {
+        assert await committed_offsets(bs, "g2", [("t", p) for p in range(4)]) == {
             ("t", p): 60 for p in range(4)
         }
 
@@ -378,7 +361,7 @@ async def test_handler_error_ends_session_and_is_raised() -> None:
             assert calls == ["setup", "cleanup"]
             assert ended_claims == [1]
         # the marks made before the failure were committed at session end
-        got = await committed(bs, "g4", [("t", 0), ("t", 1)])
+        got = await committed_offsets(bs, "g4", [("t", 0), ("t", 1)])
         assert got[("t", 0)] == 1
 
 
@@ -406,7 +389,7 @@ async def test_close_from_inside_a_handler_ends_the_session_commits_and_leaves()
         assert await asyncio.wait_for(run_loop(group, ["t"], Closer()), DEADLINE_S) == 1
         assert calls == ["claim returned", "cleanup"]
         assert group.closed
-        assert (await committed(bs, "g5", [("t", 0)]))[("t", 0)] == 5
+        assert (await committed_offsets(bs, "g5", [("t", 0)]))[("t", 0)] == 5
 
 
 async def test_fatal_membership_error_is_raised_from_consume() -> None:

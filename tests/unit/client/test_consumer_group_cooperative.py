@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from client_helpers import (
     DEADLINE_S,
+    committed_offsets,
     create_topic,
     fast_consumer_settings,
     group_broker,
@@ -31,13 +32,9 @@ from confluent_kafka import Producer as CkProducer
 
 from slipstream.broker.broker import Broker
 from slipstream.client.assignors import TopicPartition
-from slipstream.client.cluster import Cluster
-from slipstream.client.consumer_config import ConsumerConfig
 from slipstream.client.consumer_group import ConsumerGroup, ConsumerGroupHandler
 from slipstream.client.consumer_group_session import ConsumerGroupClaim, ConsumerGroupSession
-from slipstream.client.coordinator_locator import CoordinatorLocator
 from slipstream.client.membership_types import MemberState
-from slipstream.client.offsets import GroupOffsets
 from slipstream.client.rebalance_listener import RebalanceListener
 from slipstream.protocol.errors import ErrorCode, KafkaError
 
@@ -58,18 +55,6 @@ def _produce(bootstrap: str, topic: str, per_partition: dict[int, int], start: i
 
 async def produce(bootstrap: str, topic: str, per_partition: dict[int, int], *, start: int = 0) -> None:
     await asyncio.to_thread(_produce, bootstrap, topic, per_partition, start)
-
-
-async def committed(bootstrap: str, group_id: str, tps: list[TopicPartition]) -> dict[TopicPartition, int | None]:
-    config = ConsumerConfig(bootstrap_servers=bootstrap, group_id=group_id)
-    cluster = Cluster(bootstrap)
-    locator = CoordinatorLocator(cluster, config)
-    try:
-        got = await GroupOffsets(locator, config).fetch_committed(tps, timeout_s=10)
-        return {tp: (om.offset if om is not None else None) for tp, om in got.items()}
-    finally:
-        await locator.close()
-        await cluster.close()
 
 
 async def run_loop(group: ConsumerGroup, topics: list[str], handler: Any) -> int:
@@ -166,7 +151,7 @@ async def test_cooperative_revoke_stops_only_that_claim_commits_it_and_assign_ad
             assert moved.ended_seen is True, "session.ended is true inside the revoked claim"
             assert moved.offsets == list(range(10))
             # ... with its offsets committed (the interval auto-commit is 10 minutes away).
-            assert (await committed(bs, "gc1", [("t", 1)]))[("t", 1)] == 10
+            assert (await committed_offsets(bs, "gc1", [("t", 1)]))[("t", 1)] == 10
             assert ("t", 1) not in session.pending_commits()
             session.mark_offset("t", 1, 99)  # no longer claimed: ignored
             assert ("t", 1) not in session.marked()
@@ -200,7 +185,7 @@ async def test_cooperative_revoke_stops_only_that_claim_commits_it_and_assign_ad
         assert Counter(h.delivered()) == Counter(
             [(p, o) for p in (0, 2) for o in range(15)] + [(1, o) for o in range(15)]
         )
-        assert await committed(bs, "gc1", [("t", p) for p in range(3)]) == {
+        assert await committed_offsets(bs, "gc1", [("t", p) for p in range(3)]) == {
             ("t", p): 15 for p in range(3)
         }
 
@@ -222,21 +207,21 @@ async def test_cooperative_join_prepare_commits_and_keeps_the_session_lost_ends_
             # No session end before rejoining, but (auto-commit) a commit, as Java does.
             assert not session.ended and group.session is session
             assert all(r.end is None for r in h.runs)
-            assert await committed(bs, "gc2", tps) == {("t", 0): 5, ("t", 1): 5}
+            assert await committed_offsets(bs, "gc2", tps) == {("t", 0): 5, ("t", 1): 5}
 
             await produce(bs, "t", {0: 3, 1: 3}, start=5)
             await wait_until(lambda: len(h.delivered()) == 16, "3 more per partition")
             await listener(group).on_partitions_lost(tps)
             assert session.ended and session.lost
             assert all(r.end is not None and not r.claim.revoked for r in h.runs)
-            assert await committed(bs, "gc2", tps) == {("t", 0): 5, ("t", 1): 5}, "lost: no commit"
+            assert await committed_offsets(bs, "gc2", tps) == {("t", 0): 5, ("t", 1): 5}, "lost: no commit"
             # consume returned; the next session reads the uncommitted records again
             await wait_until(lambda: len(h.delivered()) == 22, "the next session to re-read")
             assert group.sessions == 2
         finally:
             await group.close()
         assert await asyncio.wait_for(loop_task, DEADLINE_S) == 2
-        assert await committed(bs, "gc2", tps) == {("t", 0): 8, ("t", 1): 8}
+        assert await committed_offsets(bs, "gc2", tps) == {("t", 0): 8, ("t", 1): 8}
 
 
 async def test_commit_while_rejoining_is_refused_locally_and_stays_pending() -> None:
@@ -261,10 +246,10 @@ async def test_commit_while_rejoining_is_refused_locally_and_stays_pending() -> 
                     core.state = saved
                 assert info.value.code == ErrorCode.REBALANCE_IN_PROGRESS
                 assert session.pending_commits() == {("t", 0): session.marked()[("t", 0)]}
-                assert (await committed(bs, "gc6", [("t", 0)]))[("t", 0)] is None
+                assert (await committed_offsets(bs, "gc6", [("t", 0)]))[("t", 0)] is None
             await session.commit()
             assert session.pending_commits() == {}
-            assert (await committed(bs, "gc6", [("t", 0)]))[("t", 0)] == 4
+            assert (await committed_offsets(bs, "gc6", [("t", 0)]))[("t", 0)] == 4
         finally:
             await group.close()
         await asyncio.wait_for(loop_task, DEADLINE_S)
@@ -285,7 +270,7 @@ async def test_eager_revoke_and_join_prepare_still_end_the_whole_session() -> No
             await listener(group).on_partitions_revoked([("t", 0)])
             assert first.ended and not first.lost and first._finished.is_set()
             assert all(r.end is not None and not r.claim.revoked for r in h.runs)
-            assert (await committed(bs, "gc3", [("t", 0), ("t", 1)])) == {("t", 0): 5, ("t", 1): 5}
+            assert (await committed_offsets(bs, "gc3", [("t", 0), ("t", 1)])) == {("t", 0): 5, ("t", 1): 5}
             await wait_until(lambda: (s := group.session) is not None and s is not first, "a new session")
             second = group.session
             assert second is not None
@@ -392,4 +377,4 @@ async def test_second_member_joins_cooperative_group_kept_claims_run_on(slipstre
         await a.close()
     assert await asyncio.wait_for(ta, DEADLINE_S) == 1
     assert tb is not None and await asyncio.wait_for(tb, DEADLINE_S) == 1
-    assert await committed(bs, "gc5", [("t", p) for p in range(4)]) == {("t", p): 40 for p in range(4)}
+    assert await committed_offsets(bs, "gc5", [("t", p) for p in range(4)]) == {("t", p): 40 for p in range(4)}

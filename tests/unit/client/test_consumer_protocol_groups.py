@@ -16,7 +16,15 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from client_helpers import DEADLINE_S, Ledger, Recorder, create_topic, produce, wait_until
+from client_helpers import (
+    DEADLINE_S,
+    Ledger,
+    Recorder,
+    committed_offsets,
+    create_topic,
+    produce,
+    wait_until,
+)
 
 from slipstream.broker.broker import Broker
 from slipstream.client.aio_consumer import AIOConsumer
@@ -28,9 +36,7 @@ from slipstream.client.consumer_config import ConsumerConfig
 from slipstream.client.consumer_group import ConsumerGroup, ConsumerGroupHandler
 from slipstream.client.consumer_group_session import ConsumerGroupClaim, ConsumerGroupSession
 from slipstream.client.consumer_membership import ConsumerGroupMembership
-from slipstream.client.coordinator_locator import CoordinatorLocator
 from slipstream.client.group_errors import FatalGroupError
-from slipstream.client.offsets import GroupOffsets
 from slipstream.client.tasks import cancel_and_wait
 from slipstream.protocol.errors import ErrorCode
 
@@ -94,18 +100,6 @@ class Member:
 
 def every(topic: str, n: int) -> set[TopicPartition]:
     return {(topic, p) for p in range(n)}
-
-
-async def fetch_committed(bootstrap: str, group: str, tps: list[TopicPartition]) -> dict[TopicPartition, int | None]:
-    config = ConsumerConfig(bootstrap_servers=bootstrap, group_id=group)
-    cluster = Cluster(bootstrap)
-    locator = CoordinatorLocator(cluster, config)
-    try:
-        got = await GroupOffsets(locator, config).fetch_committed(tps, timeout_s=10)
-        return {tp: (om.offset if om is not None else None) for tp, om in got.items()}
-    finally:
-        await locator.close()
-        await cluster.close()
 
 
 # ---------------------------------------------------------------------------- membership
@@ -297,7 +291,7 @@ async def test_aio_consumer_consumes_commits_and_the_commits_are_fetched_back() 
             committed = await c.commit()
             assert committed == {("t", 0): 5, ("t", 1): 7, ("t", 2): 3}
             assert await c.committed([("t", 0), ("t", 1), ("t", 2)]) == committed
-        assert await fetch_committed(bs, "g-aio", [("t", 0), ("t", 1), ("t", 2)]) == {
+        assert await committed_offsets(bs, "g-aio", [("t", 0), ("t", 1), ("t", 2)]) == {
             ("t", 0): 5,
             ("t", 1): 7,
             ("t", 2): 3,
@@ -355,7 +349,7 @@ async def test_thread_consumer_commit_sync_with_the_consumer_protocol() -> None:
 
         assert await asyncio.to_thread(consume) == {("t", 0): 4, ("t", 1): 6}
         # A second member of the same group starts from those commits: nothing to read.
-        assert await fetch_committed(bs, "g-thread", [("t", 0), ("t", 1)]) == {("t", 0): 4, ("t", 1): 6}
+        assert await committed_offsets(bs, "g-thread", [("t", 0), ("t", 1)]) == {("t", 0): 4, ("t", 1): 6}
 
 
 async def test_max_poll_interval_leaves_and_the_next_poll_rejoins_with_the_same_member_id() -> None:
@@ -505,6 +499,6 @@ async def test_consumer_group_kept_claims_are_not_restarted_when_a_member_joins(
             await g1.close()
             await g2.close()
             await asyncio.gather(t1, *([t2] if t2 is not None else []))
-        assert await fetch_committed(bs, "g-claims", sorted(every("t", 4))) == dict.fromkeys(
+        assert await committed_offsets(bs, "g-claims", sorted(every("t", 4))) == dict.fromkeys(
             every("t", 4), 3
         )

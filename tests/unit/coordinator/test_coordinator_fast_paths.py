@@ -15,6 +15,7 @@ from slipstream.coordinator import records as rec
 from slipstream.coordinator.offset_and_metadata import OffsetAndMetadata
 from slipstream.protocol import group_records as gr
 from slipstream.protocol.errors import ErrorCode
+from slipstream.protocol.versioned_records import encode_versioned
 
 S = GroupState
 NAMES = ["g", "", "a-b", "ünïcödé-группа", "x" * 300, "emoji-\U0001f600"]
@@ -23,7 +24,8 @@ NAMES = ["g", "", "a-b", "ünïcödé-группа", "x" * 300, "emoji-\U0001f60
 @pytest.mark.parametrize("group", NAMES)
 @pytest.mark.parametrize("partition", [0, 7, 2**31 - 1])
 def test_offset_commit_key_matches_the_declaration(group: str, partition: int) -> None:
-    declared = gr._versioned(1, gr.OffsetCommitKey(group=group, topic=group[::-1], partition=partition))
+    key = gr.OffsetCommitKey(group=group, topic=group[::-1], partition=partition)
+    declared = encode_versioned(1, key, False)
     assert gr.offset_commit_key(group, group[::-1], partition) == declared
 
 

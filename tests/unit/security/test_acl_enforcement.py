@@ -25,6 +25,7 @@ from slipstream.protocol.acl_types import (
     ResourceType,
 )
 from slipstream.protocol.apis import alter_configs as ac
+from slipstream.protocol.apis import consumer_group_describe as cgd
 from slipstream.protocol.apis import create_acls as ca
 from slipstream.protocol.apis import create_topics as ct
 from slipstream.protocol.apis import delete_acls as da
@@ -365,12 +366,17 @@ async def test_write_txn_markers_needs_cluster_action(secured: Secured) -> None:
 # ------------------------------------------------------------------ groups
 
 
+def orders_commit() -> oc.OffsetCommitRequest:
+    """Group g1 commits offset 5 of orders-0 (standalone: no generation, no member)."""
+    return oc.OffsetCommitRequest(group_id="g1", generation_id_or_member_epoch=-1, member_id="", topics=[
+        oc.OffsetCommitRequestTopic(name="orders", partitions=[
+            oc.OffsetCommitRequestPartition(partition_index=0, committed_offset=5, committed_metadata="m")])])
+
+
 async def test_group_apis_need_rights_on_group_and_topics(secured: Secured) -> None:
     await secured.topic("orders")
     admin, alice = await secured.conn("admin"), await secured.conn("alice")
-    commit = oc.OffsetCommitRequest(group_id="g1", generation_id_or_member_epoch=-1, member_id="", topics=[
-        oc.OffsetCommitRequestTopic(name="orders", partitions=[
-            oc.OffsetCommitRequestPartition(partition_index=0, committed_offset=5, committed_metadata="m")])])
+    commit = orders_commit()
     assert (await admin.request(oc.SPEC, commit, version=NAMED_COMMIT)).topics[0].partitions[0].error_code == 0
 
     join = jg.JoinGroupRequest(group_id="g1", session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id="",
@@ -405,6 +411,41 @@ async def test_group_apis_need_rights_on_group_and_topics(secured: Secured) -> N
     visible = (await alice.request(of.SPEC, listed_topic, version=NAMED_COMMIT)).groups[0].topics[0].partitions[0]
     assert visible.error_code == 0 and visible.committed_offset == 5
     assert (await alice.request(oc.SPEC, commit, version=NAMED_COMMIT)).topics[0].partitions[0].error_code == 0
+
+
+async def test_offset_fetch_v7_hides_topics_without_describe(secured: Secured) -> None:
+    """The one-group form (v0-7) hides topics as the groups form does: a listed topic without
+    Describe answers TOPIC_AUTHORIZATION_FAILED and no offset; the all-topics form leaves it out."""
+    await secured.topic("orders")
+    admin, alice = await secured.conn("admin"), await secured.conn("alice")
+    commit = orders_commit()
+    assert (await admin.request(oc.SPEC, commit, version=NAMED_COMMIT)).topics[0].partitions[0].error_code == 0
+    await secured.grant(allow("User:alice", Operation.READ, G, "g1"))
+    listed = of.OffsetFetchRequest(group_id="g1", topics=[of.OffsetFetchRequestTopic(name="orders", partition_indexes=[0])])
+    every = of.OffsetFetchRequest(group_id="g1", topics=None)
+
+    hidden = (await alice.request(of.SPEC, listed, version=7)).topics[0].partitions[0]
+    assert hidden.error_code == TOPIC_AUTHORIZATION_FAILED and hidden.committed_offset == -1 and hidden.metadata is None
+    assert (await alice.request(of.SPEC, every, version=7)).topics == []
+
+    await secured.grant(allow("User:alice", Operation.READ, T, "orders"))
+    visible = (await alice.request(of.SPEC, listed, version=7)).topics[0].partitions[0]
+    assert visible.error_code == 0 and visible.committed_offset == 5
+    assert [t.name for t in (await alice.request(of.SPEC, every, version=7)).topics] == ["orders"]
+
+
+async def test_group_describes_refuse_unpermitted_groups_in_place(secured: Secured) -> None:
+    """DescribeGroups and ConsumerGroupDescribe answer in the request's order: a group the
+    principal may Describe is the coordinator's answer, any other is refused, nothing said of it."""
+    alice = await secured.conn("alice")
+    await secured.grant(allow("User:alice", Operation.DESCRIBE, G, "seen"))
+    classic = await alice.request(dgr.SPEC, dgr.DescribeGroupsRequest(groups=["hidden", "seen"]))
+    consumer = await alice.request(cgd.SPEC, cgd.ConsumerGroupDescribeRequest(group_ids=["hidden", "seen"]))
+    for groups in (classic.groups, consumer.groups):
+        assert [g.group_id for g in groups] == ["hidden", "seen"]
+        assert groups[0].error_code == GROUP_AUTHORIZATION_FAILED and groups[0].group_state == ""
+        assert groups[1].error_code != GROUP_AUTHORIZATION_FAILED
+    assert consumer.groups[0].group_epoch == -1 and consumer.groups[0].members == []
 
 
 # ------------------------------------------------------------------ admin and configs
@@ -463,9 +504,7 @@ async def test_topic_ids_reveal_nothing_without_describe(secured: Secured) -> No
     assert secured.broker.state is not None
     topic_id = secured.broker.state.topics.topics["orders"].topic_id
     admin = await secured.conn("admin")
-    commit = oc.OffsetCommitRequest(group_id="g1", generation_id_or_member_epoch=-1, member_id="", topics=[
-        oc.OffsetCommitRequestTopic(name="orders", partitions=[
-            oc.OffsetCommitRequestPartition(partition_index=0, committed_offset=5, committed_metadata="m")])])
+    commit = orders_commit()
     assert (await admin.request(oc.SPEC, commit, version=NAMED_COMMIT)).topics[0].partitions[0].error_code == 0
     alice = await secured.conn("alice")
     by_id = await alice.request(md.SPEC, md.MetadataRequest(topics=[md.MetadataRequestTopic(topic_id=topic_id, name=None)]))

@@ -20,17 +20,17 @@ from ...protocol.errors import ErrorCode
 from ..request_context import RequestContext
 from ..security.acl import AclBinding, InvalidAcl, Operation, make_binding
 from ..security.acl_changes import save_or_undo
+from .acl_access import AclApiRefusal, acl_api_authorizer
 
 MIN_VERSION = 0
 MAX_VERSION = 3
 
 
 async def handle(ctx: RequestContext, request: CreateAclsRequest) -> CreateAclsResponse:
-    authorizer = ctx.state.authorizer
-    if authorizer is None:
-        return _all(request, ErrorCode.SECURITY_DISABLED, "No authorizer is configured on the broker (authorizer=acl).")
-    if not ctx.authorized_cluster(Operation.ALTER):
-        return _all(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Alter on the cluster is needed to create ACLs.")
+    access = acl_api_authorizer(ctx, Operation.ALTER, "Alter on the cluster is needed to create ACLs.")
+    if isinstance(access, AclApiRefusal):
+        return _all(request, access.code, access.message)
+    authorizer = access
     results: list[CreateAclsResponseResult] = []
     added: list[AclBinding] = []
     for c in request.creations:

@@ -22,17 +22,17 @@ from ...protocol.errors import ErrorCode
 from ..request_context import RequestContext
 from ..security.acl import AclBinding, AclFilter, InvalidAcl, Operation, make_filter
 from ..security.acl_changes import save_or_undo
+from .acl_access import AclApiRefusal, acl_api_authorizer
 
 MIN_VERSION = 0
 MAX_VERSION = 3
 
 
 async def handle(ctx: RequestContext, request: DeleteAclsRequest) -> DeleteAclsResponse:
-    authorizer = ctx.state.authorizer
-    if authorizer is None:
-        return _all(request, ErrorCode.SECURITY_DISABLED, "No authorizer is configured on the broker (authorizer=acl).")
-    if not ctx.authorized_cluster(Operation.ALTER):
-        return _all(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Alter on the cluster is needed to delete ACLs.")
+    access = acl_api_authorizer(ctx, Operation.ALTER, "Alter on the cluster is needed to delete ACLs.")
+    if isinstance(access, AclApiRefusal):
+        return _all(request, access.code, access.message)
+    authorizer = access
     removed: list[AclBinding] = []
     filters: list[AclFilter | InvalidAcl] = []  # per request filter, in order
     for f in request.filters:

@@ -17,17 +17,17 @@ from ...protocol.apis.describe_acls import (
 from ...protocol.errors import ErrorCode
 from ..request_context import RequestContext
 from ..security.acl import InvalidAcl, Operation, make_filter
+from .acl_access import AclApiRefusal, acl_api_authorizer
 
 MIN_VERSION = 0
 MAX_VERSION = 3
 
 
 async def handle(ctx: RequestContext, request: DescribeAclsRequest) -> DescribeAclsResponse:
-    authorizer = ctx.state.authorizer
-    if authorizer is None:
-        return _error(ErrorCode.SECURITY_DISABLED, "No authorizer is configured on the broker (authorizer=acl).")
-    if not ctx.authorized_cluster(Operation.DESCRIBE):
-        return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Describe on the cluster is needed to list ACLs.")
+    access = acl_api_authorizer(ctx, Operation.DESCRIBE, "Describe on the cluster is needed to list ACLs.")
+    if isinstance(access, AclApiRefusal):
+        return _error(access.code, access.message)
+    authorizer = access
     try:
         acl_filter = make_filter(
             request.resource_type_filter, request.resource_name_filter, request.pattern_type_filter,

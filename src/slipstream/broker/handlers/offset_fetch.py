@@ -12,6 +12,8 @@ such topics out.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from ...protocol.apis.offset_fetch import (
     SPEC,
     OffsetFetchRequest,
@@ -51,18 +53,8 @@ async def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetc
                 OffsetFetchResponseGroup(group_id=group.group_id, topics=[], error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
             )
             continue
-        listed = group.topics is not None
-        kept: list[OffsetFetchResponseTopics] = []
-        for topic in found.topics:
-            # A v10 topic id that names no topic has no name: UNKNOWN_TOPIC_ID already.
-            if not topic.name or ctx.topic_allowed(Operation.DESCRIBE, topic.name):
-                kept.append(topic)
-            elif listed:
-                for part in topic.partitions:
-                    part.committed_offset, part.committed_leader_epoch, part.metadata = -1, -1, None
-                    part.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                kept.append(topic)
-        found.topics = kept
+        # A v10 topic id that names no topic has no name: UNKNOWN_TOPIC_ID already.
+        found.topics = _describable_topics(ctx, found.topics, group.topics is not None, unnamed_visible=True)
         groups.append(found)
     response.groups = groups
     return response
@@ -87,17 +79,29 @@ async def _fetch_one_group(ctx: RequestContext, request: OffsetFetchRequest) -> 
         return OffsetFetchResponse(topics=topics, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     listed = request.topics is not None
     response = await _fetch(ctx, request)
-    kept: list[OffsetFetchResponseTopic] = []
-    for topic in response.topics:
-        if ctx.topic_allowed(Operation.DESCRIBE, topic.name):
+    response.topics = _describable_topics(ctx, response.topics, listed)
+    return response
+
+
+TopicOffsets = TypeVar("TopicOffsets", OffsetFetchResponseTopic, OffsetFetchResponseTopics)
+
+
+def _describable_topics(
+    ctx: RequestContext, topics: list[TopicOffsets], listed: bool, *, unnamed_visible: bool = False
+) -> list[TopicOffsets]:
+    """The topics the principal may Describe (and, with ``unnamed_visible``, those without a
+    name). The others: left out, or when the request listed its topics, kept with their
+    offsets hidden (TOPIC_AUTHORIZATION_FAILED)."""
+    kept: list[TopicOffsets] = []
+    for topic in topics:
+        if (unnamed_visible and not topic.name) or ctx.topic_allowed(Operation.DESCRIBE, topic.name):
             kept.append(topic)
         elif listed:
             for part in topic.partitions:
                 part.committed_offset, part.committed_leader_epoch, part.metadata = -1, -1, None
                 part.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             kept.append(topic)
-    response.topics = kept
-    return response
+    return kept
 
 
 async def _fetch(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:

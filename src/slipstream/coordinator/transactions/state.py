@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from enum import Enum
 
+from ..transitions import IllegalTransition
+
 
 class TxnState(Enum):
     EMPTY = (0, "Empty")
@@ -72,15 +74,14 @@ VALID_PREVIOUS_STATES: dict[TxnState, frozenset[TxnState]] = {
 }
 
 
-class IllegalTxnTransition(RuntimeError):
+class IllegalTxnTransition(IllegalTransition):
     def __init__(self, transactional_id: str, current: TxnState, target: TxnState) -> None:
         self.transactional_id = transactional_id
-        self.current = current
-        self.target = target
-        allowed = ", ".join(sorted(str(s) for s in VALID_PREVIOUS_STATES[target]))
         super().__init__(
-            f"transactional id {transactional_id!r} cannot move from {current} to {target} "
-            f"({target} is entered only from: {allowed})"
+            f"transactional id {transactional_id!r} cannot move",
+            current,
+            target,
+            VALID_PREVIOUS_STATES[target],
         )
 
 

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -549,39 +549,37 @@ class PostgresLogStore:
 
     # -- direct changes (each checks the lease of ``log``, when given, in its transaction) --
 
-    def set_log_start(self, partition_id: int, log_start: int, log: PostgresLog | None = None) -> None:
+    def _change(self, log: PostgresLog | None, statements: Callable[[Any], Awaitable[None]]) -> None:
+        """Run ``statements`` in one transaction that first checks ``log``'s lease."""
+
         async def work(conn: Any) -> None:
             async with conn.transaction():
                 await self._check_lease(conn, log)
-                await conn.execute(
-                    "UPDATE log_partitions SET log_start_offset = GREATEST(log_start_offset, $2) WHERE id = $1",
-                    partition_id,
-                    log_start,
-                )
+                await statements(conn)
 
         self._db.with_connection(work)
+
+    def set_log_start(self, partition_id: int, log_start: int, log: PostgresLog | None = None) -> None:
+        async def statements(conn: Any) -> None:
+            await _raise_log_start(conn, partition_id, log_start)
+
+        self._change(log, statements)
 
     def delete_below(
         self, partition_id: int, first_segment_base: int, log_start: int, log: PostgresLog | None = None
     ) -> None:
         """Drop the rows of deleted leading segments and record the new log start."""
 
-        async def work(conn: Any) -> None:
-            async with conn.transaction():
-                await self._check_lease(conn, log)
+        async def statements(conn: Any) -> None:
+            await _raise_log_start(conn, partition_id, log_start)
+            for table in ("log_batches", "log_aborted_txns"):
                 await conn.execute(
-                    "UPDATE log_partitions SET log_start_offset = GREATEST(log_start_offset, $2) WHERE id = $1",
+                    f"DELETE FROM {table} WHERE partition_id = $1 AND segment_base < $2",
                     partition_id,
-                    log_start,
+                    first_segment_base,
                 )
-                for table in ("log_batches", "log_aborted_txns"):
-                    await conn.execute(
-                        f"DELETE FROM {table} WHERE partition_id = $1 AND segment_base < $2",
-                        partition_id,
-                        first_segment_base,
-                    )
 
-        self._db.with_connection(work)
+        self._change(log, statements)
 
     def rewrite_segments(
         self,
@@ -593,25 +591,32 @@ class PostgresLogStore:
     ) -> None:
         """Compaction: the cleaned segment's rows replace the old segments' in one transaction."""
 
-        async def work(conn: Any) -> None:
-            async with conn.transaction():
-                await self._check_lease(conn, log)
-                await conn.execute(
-                    "DELETE FROM log_batches WHERE partition_id = $1 AND segment_base = ANY($2::bigint[])",
-                    partition_id,
-                    old_bases,
-                )
-                await conn.execute(
-                    "UPDATE log_aborted_txns SET segment_base = $3 "
-                    "WHERE partition_id = $1 AND segment_base = ANY($2::bigint[])",
-                    partition_id,
-                    old_bases,
-                    new_base,
-                )
-                if rows:
-                    await conn.copy_records_to_table("log_batches", records=rows, columns=_BATCH_COLUMNS)
+        async def statements(conn: Any) -> None:
+            await conn.execute(
+                "DELETE FROM log_batches WHERE partition_id = $1 AND segment_base = ANY($2::bigint[])",
+                partition_id,
+                old_bases,
+            )
+            await conn.execute(
+                "UPDATE log_aborted_txns SET segment_base = $3 "
+                "WHERE partition_id = $1 AND segment_base = ANY($2::bigint[])",
+                partition_id,
+                old_bases,
+                new_base,
+            )
+            if rows:
+                await conn.copy_records_to_table("log_batches", records=rows, columns=_BATCH_COLUMNS)
 
-        self._db.with_connection(work)
+        self._change(log, statements)
+
+
+async def _raise_log_start(conn: Any, partition_id: int, log_start: int) -> None:
+    """The partition's log start becomes ``log_start`` unless it is already past it."""
+    await conn.execute(
+        "UPDATE log_partitions SET log_start_offset = GREATEST(log_start_offset, $2) WHERE id = $1",
+        partition_id,
+        log_start,
+    )
 
 
 def _mark_lease_lost(log: PostgresLog) -> None:

@@ -16,7 +16,7 @@ subscribed partition owned (``quiet_problems`` says what is still missing).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -249,28 +249,23 @@ def classic_quiet_problems(
             return _classic_members_of_consumer_group_problems(converted, members, topics)
     if group is None or group.state is not GroupState.STABLE:
         return [f"group is {None if group is None else group.state.value}"]
-    problems = []
-    ids = {m.core.member_id for m in members}
-    if ids != set(group.members):
-        problems.append(f"group members {sorted(group.members)} != live members {sorted(ids)}")
-    wanted: set[TopicPartition] = set()
-    owned: set[TopicPartition] = set()
-    for m in members:
+    stable = group
+
+    def settled(m: Any, problems: list[str]) -> bool:
         core = m.core
-        wanted |= set(topics.partitions_of(core.subscription))
-        if core.generation is None or core.generation_id != group.generation_id or core.rejoin_needed:
+        if core.generation is None or core.generation_id != stable.generation_id or core.rejoin_needed:
             problems.append(f"{m.label} is {core.state.value} in generation {core.generation_id}")
-            continue
-        member = group.members.get(core.member_id)
+            return False
+        member = stable.members.get(core.member_id)
         if member is not None:
             _v, assignment = decode_assignment(member.assignment)
             assigned = {(t.topic, p) for t in assignment.assigned_partitions for p in t.partitions}
-            if assigned != m.held():
-                problems.append(f"{m.label} holds {sorted(m.held())}, assigned {sorted(assigned)}")
-        owned |= m.held()
-    if wanted - owned:
-        problems.append(f"subscribed partitions without an owner: {sorted(wanted - owned)}")
-    return problems
+            _check_held(m, assigned, problems)
+        return True
+
+    return _quiet_members_problems(
+        group.members, members, {m.core.member_id for m in members}, _core_wanted(topics), settled
+    )
 
 
 def _classic_members_of_consumer_group_problems(group: Any, members: list[Any], topics: Topics) -> list[str]:
@@ -279,18 +274,12 @@ def _classic_members_of_consumer_group_problems(group: Any, members: list[Any], 
     when the group is Stable and each member is at the group epoch with its assignment."""
     if group.state is not ConsumerGroupState.STABLE:
         return [f"consumer group (classic members) is {group.state.value}"]
-    problems = []
-    ids = {m.core.member_id for m in members}
-    if ids != set(group.members):
-        problems.append(f"group members {sorted(group.members)} != live members {sorted(ids)}")
-    wanted: set[TopicPartition] = set()
-    owned: set[TopicPartition] = set()
-    for m in members:
+
+    def settled(m: Any, problems: list[str]) -> bool:
         core = m.core
-        wanted |= set(topics.partitions_of(core.subscription))
         member = group.member(core.member_id)
         if member is None:
-            continue
+            return False
         if (
             core.generation is None or core.rejoin_needed or core.generation_id != group.group_epoch
             or member.member_epoch != group.group_epoch or member.state is not CgMemberState.STABLE
@@ -299,14 +288,13 @@ def _classic_members_of_consumer_group_problems(group: Any, members: list[Any], 
                 f"{m.label} is {core.state.value} in generation {core.generation_id} (member epoch "
                 f"{member.member_epoch}, {member.state.name}), group epoch {group.group_epoch}"
             )
-            continue
-        assigned = {(topics.names_by_id[t], p) for t, ps in member.assigned_partitions.items() for p in ps}
-        if assigned != m.held():
-            problems.append(f"{m.label} holds {sorted(m.held())}, assigned {sorted(assigned)}")
-        owned |= m.held()
-    if wanted - owned:
-        problems.append(f"subscribed partitions without an owner: {sorted(wanted - owned)}")
-    return problems
+            return False
+        _check_held(m, _named_partitions(member, topics), problems)
+        return True
+
+    return _quiet_members_problems(
+        group.members, members, {m.core.member_id for m in members}, _core_wanted(topics), settled
+    )
 
 
 def consumer_quiet_problems(
@@ -319,32 +307,69 @@ def consumer_quiet_problems(
         return []
     if group is None or group.state is not ConsumerGroupState.STABLE:
         return [f"group is {None if group is None else group.state.value}"]
-    problems = []
-    ids = {m.member_id for m in members}
-    if ids != set(group.members):
-        problems.append(f"group members {sorted(group.members)} != live members {sorted(ids)}")
-    wanted: set[TopicPartition] = set()
-    owned: set[TopicPartition] = set()
-    for m in members:
-        wanted |= set(topics.partitions_of(m.subscription))
-        member = group.member(m.member_id)
+    stable = group
+
+    def settled(m: Any, problems: list[str]) -> bool:
+        member = stable.member(m.member_id)
         if member is None:
-            continue
-        if m.epoch != group.group_epoch or member.state is not CgMemberState.STABLE:
-            problems.append(f"{m.label} at epoch {m.epoch} ({member.state.name}), group epoch {group.group_epoch}")
-            continue
-        assigned = {
-            (topics.names_by_id[t], p) for t, ps in member.assigned_partitions.items() for p in ps
-        }
-        if assigned != m.held():
-            problems.append(f"{m.label} holds {sorted(m.held())}, assigned {sorted(assigned)}")
+            return False
+        if m.epoch != stable.group_epoch or member.state is not CgMemberState.STABLE:
+            problems.append(f"{m.label} at epoch {m.epoch} ({member.state.name}), group epoch {stable.group_epoch}")
+            return False
+        _check_held(m, _named_partitions(member, topics), problems)
         foreign = {tp for tp in m.held() if tp[0] not in m.subscription}
         if foreign:
             problems.append(f"{m.label} holds partitions of topics it does not subscribe to: {sorted(foreign)}")
-        owned |= m.held()
+        return True
+
+    return _quiet_members_problems(
+        group.members,
+        members,
+        {m.member_id for m in members},
+        lambda m: set(topics.partitions_of(m.subscription)),
+        settled,
+    )
+
+
+def _quiet_members_problems(
+    group_member_ids: Iterable[str],
+    members: list[Any],
+    live_ids: set[str],
+    wanted_by: Callable[[Any], set[TopicPartition]],
+    settled: Callable[[Any, list[str]], bool],
+) -> list[str]:
+    """What keeps a Stable group's live members from quiet, either protocol: members the group
+    does not have (or has and are not live), members not settled (``settled`` appends why,
+    and says whether the member counts as holding what it holds), subscribed partitions
+    that no settled member holds."""
+    problems = []
+    group_ids = set(group_member_ids)
+    if live_ids != group_ids:
+        problems.append(f"group members {sorted(group_ids)} != live members {sorted(live_ids)}")
+    wanted: set[TopicPartition] = set()
+    owned: set[TopicPartition] = set()
+    for m in members:
+        wanted |= wanted_by(m)
+        if settled(m, problems):
+            owned |= m.held()
     if wanted - owned:
         problems.append(f"subscribed partitions without an owner: {sorted(wanted - owned)}")
     return problems
+
+
+def _core_wanted(topics: Topics) -> Callable[[Any], set[TopicPartition]]:
+    """The partitions a classic member (its core's subscription) wants."""
+    return lambda m: set(topics.partitions_of(m.core.subscription))
+
+
+def _named_partitions(member: Any, topics: Topics) -> set[TopicPartition]:
+    """A consumer-group member's assigned partitions, by topic name."""
+    return {(topics.names_by_id[t], p) for t, ps in member.assigned_partitions.items() for p in ps}
+
+
+def _check_held(m: Any, assigned: set[TopicPartition], problems: list[str]) -> None:
+    if assigned != m.held():
+        problems.append(f"{m.label} holds {sorted(m.held())}, assigned {sorted(assigned)}")
 
 
 def live(members: Iterable[SimMember]) -> list[SimMember]:
