@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 class ConsumerGroupMembership(MembershipAdapter[ConsumerMemberCore]):
     """This consumer's membership in a consumer-protocol group, driven by asyncio tasks.
 
-    Same surface as :class:`~.membership.GroupMembership`. One task heartbeats;
+    Same surface as :class:`~.classic_membership.GroupMembership`. One task heartbeats;
     it starts a reconciliation task whenever an answer changes the target, and
     never two at once, so hooks run in order while heartbeats go on (a slow
     hook must not cost the member its session).
