@@ -99,10 +99,10 @@ class BrokerMarkerTransport:
         return await write_markers_here(self.state, self.groups, marker)
 
     async def send(self, node_id: int, marker: TxnMarker) -> dict[tuple[str, int], int]:
-        return await send_markers(self.peers, node_id, marker)
+        return await write_markers_at_peer(self.peers, node_id, marker)
 
 
-async def send_markers(peers: PeerConnections, node_id: int, marker: TxnMarker) -> dict[tuple[str, int], int]:
+async def write_markers_at_peer(peers: PeerConnections, node_id: int, marker: TxnMarker) -> dict[tuple[str, int], int]:
     """One WriteTxnMarkers request to broker ``node_id``; each partition's error code."""
     by_topic: dict[str, list[int]] = {}
     for name, index in marker.partitions:

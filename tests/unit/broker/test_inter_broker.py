@@ -17,7 +17,7 @@ from slipstream.broker.config import BrokerConfig, build
 from slipstream.broker.inter_broker import InterBrokerClient, jaas_credentials
 from slipstream.broker.peer_connections import PeerConnections, PeerUnavailable
 from slipstream.broker.state import BrokerState
-from slipstream.broker.txn_markers import TxnMarker, send_markers
+from slipstream.broker.txn_markers import TxnMarker, write_markers_at_peer
 from slipstream.protocol.errors import ErrorCode
 
 pytestmark = pytest.mark.timeout(60)
@@ -169,7 +169,7 @@ async def test_markers_go_to_a_sasl_peer_with_credentials_and_need_cluster_actio
             })  # fmt: skip
             peers = peers_of(config, peer)
             try:
-                answers[user] = await send_markers(peers, 2, marker)
+                answers[user] = await write_markers_at_peer(peers, 2, marker)
             finally:
                 await peers.close()
     assert answers == {
