@@ -240,47 +240,54 @@ class ClusterMember:
     async def _load(self, won: dict[TopicPartition, int]) -> None:
         """A move: load and serve the partitions ``won`` that are still ``loading`` at
         that epoch. One whose load fails is no longer ``loading``: a later heartbeat
-        claims it again."""
-        loop = asyncio.get_running_loop()
+        claims it again (the others are served meanwhile)."""
         offsets: list[int] = []
         transactions: dict[int, int] = {}
-        served = 0
-        try:
-            for (name, index), epoch in sorted(won.items()):
-                if self.loading.get((name, index)) != epoch:  # its lease lapsed while queued
-                    continue
-                topic = self.state.topics.get(name)
-                if topic is None or index >= len(topic.partitions):
-                    continue
-                config = self.state.topic_log_config(name)
-                plog = await loop.run_in_executor(None, self.store.reload, name, index, config, epoch)
-                topic = self.state.topics.get(name)
-                if topic is None or index >= len(topic.partitions):
-                    continue  # deleted meanwhile
-                if self.loading.get((name, index)) != epoch:  # its lease lapsed while loading
-                    plog = await loop.run_in_executor(None, self.store.unload, name, index, config)
-                    topic.partitions[index] = plog
-                    continue
-                del self.loading[(name, index)]
-                topic.partitions[index] = plog
-                self.state.producer_states.pop((name, index), None)
-                self.view.held[(name, index)] = epoch
-                served += 1
-                if name == OFFSETS_TOPIC:
-                    offsets.append(index)
-                elif name == TRANSACTION_STATE_TOPIC:
-                    transactions[index] = epoch
-        finally:
-            for tp, epoch in won.items():
-                if self.loading.get(tp) == epoch:
-                    del self.loading[tp]
-        if served:
-            log.info("now leading %d partitions (%d of %s)", served, len(offsets), OFFSETS_TOPIC)
+        count = 0
+        for (name, index), epoch in sorted(won.items()):
+            try:
+                served = await self._load_one(name, index, epoch)
+            except Exception as exc:
+                log.warning("%s-%d: loading failed (claimed again later): %s", name, index, exc)
+                served = False
+            finally:
+                if self.loading.get((name, index)) == epoch:
+                    del self.loading[(name, index)]
+            count += served
+            if served and name == OFFSETS_TOPIC:
+                offsets.append(index)
+            elif served and name == TRANSACTION_STATE_TOPIC:
+                transactions[index] = epoch
+        if count:
+            log.info("now leading %d partitions (%d of %s)", count, len(offsets), OFFSETS_TOPIC)
         if offsets and self.groups is not None:
             await self.groups.load_partitions(offsets)
         if transactions and self.transactions is not None:
             # After the groups: markers re-sent at load find their pending offsets loaded.
             await self.transactions.load_partitions(transactions)
+
+    async def _load_one(self, name: str, index: int, epoch: int) -> bool:
+        """Load one partition and serve it if it is still ``loading`` at ``epoch`` once
+        loaded (its lease may lapse meanwhile: the copy is dropped at once)."""
+        if self.loading.get((name, index)) != epoch:  # its lease lapsed while queued
+            return False
+        topic = self.state.topics.get(name)
+        if topic is None or index >= len(topic.partitions):
+            return False
+        loop = asyncio.get_running_loop()
+        config = self.state.topic_log_config(name)
+        plog = await loop.run_in_executor(None, self.store.reload, name, index, config, epoch)
+        topic = self.state.topics.get(name)
+        if topic is None or index >= len(topic.partitions):
+            return False  # deleted meanwhile
+        if self.loading.get((name, index)) != epoch:
+            plog = await loop.run_in_executor(None, self.store.unload, name, index, config)
+            topic.partitions[index] = plog
+            return False
+        topic.partitions[index] = plog
+        self.state.producer_states.pop((name, index), None)
+        self.view.held[(name, index)] = epoch
+        return True
 
     def _give_up(self, lost: dict[TopicPartition, int], *, release: bool) -> None:
         """Stop serving ``lost`` now; their unload follows as a move."""
