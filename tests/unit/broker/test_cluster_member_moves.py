@@ -30,10 +30,12 @@ T0, T1 = ("t", 0), ("t", 1)
 
 
 class FakeDatabase:
-    """The cluster's rows: one broker (this one) and the leases, on a manual clock."""
+    """The cluster's rows: this broker, ``others`` (live ones, by node id) and the leases,
+    on a manual clock."""
 
     def __init__(self) -> None:
         self.now_ms = 1_000_000
+        self.others: list[int] = []
         self.leases: dict[TopicPartition, Lease] = {}
         self.beats = 0
         self.claims: list[list[TopicPartition]] = []
@@ -47,7 +49,8 @@ class FakeDatabase:
             if lease.owner == node_id and lease.valid(self.now_ms):
                 self.leases[tp] = Lease(node_id, lease.epoch, self.now_ms + ttl_ms)
                 renewed[tp] = lease.epoch
-        return database.Beat(self.now_ms, [BrokerRow(node_id, "h", 1, self.now_ms)], renewed, dict(self.leases))
+        brokers = [BrokerRow(n, "h", 1, self.now_ms) for n in sorted([node_id, *self.others])]
+        return database.Beat(self.now_ms, brokers, renewed, dict(self.leases))
 
     async def claim(self, conn: Any, node_id: int, wanted: list[TopicPartition], ttl_ms: int) -> dict[TopicPartition, int]:
         self.claims.append(list(wanted))
@@ -233,3 +236,27 @@ async def test_a_partition_whose_load_failed_is_claimed_again_by_a_later_heartbe
     assert db.claims == [[T0, T1], [T0]]
     assert member.view.held == {T0: 2, T1: 1}  # a new epoch: its own lease, claimed again
     assert store.reloads == [("t", 1, 1), ("t", 0, 2)]
+
+
+async def test_a_partition_still_loading_is_handed_over_once_served(
+    db: FakeDatabase, store: SlowStore, clock: ManualClock
+) -> None:
+    member = member_of(store, clock)
+    await member.tick()
+    await load_started(store)
+    db.others = [2]  # a broker joins: one of the two partitions is now its to lead
+    await beat_when_due(member, clock, db)
+    assert member.loading == {T0: 1, T1: 1}  # not handed over while it loads
+    assert db.leases[T1] == Lease(ME, 1, db.now_ms + SESSION_MS)
+
+    store.finish.set()
+    await member._moves.join()
+    assert member.view.held == {T0: 1, T1: 1}
+    await beat_when_due(member, clock, db)
+    handed = set(member.view.held) ^ {T0, T1}
+    assert len(handed) == 1  # gone from what is served as soon as decided
+    await member._moves.join()
+    (tp,) = handed
+    assert store.unloads == [tp]
+    assert db.leases[tp].expires_ms == 0  # released: the joining broker claims it at once
+    assert db.claims == [[T0, T1]]
