@@ -1,12 +1,14 @@
-"""A busy broker keeps its own leases (issue 16).
+"""A broker whose renewal waits for a lock keeps its own leases (issue 16).
 
-Every commit locks the lease rows of its partitions FOR SHARE until it ends, so a
-heartbeat renewing those leases waits for a commit in flight. Here one transaction
-holds this broker's lease rows that way for most of a session, as a long commit under
-load would: the heartbeat waits for it rather than giving up, so the broker renews its
-leases when the lock goes and keeps leading at the same epochs (before, a beat blocked
-past a third of the session was cancelled and the next one came a third later: the
-leases expired, and the broker claimed and reloaded its own partitions).
+Commits lock their lease rows FOR KEY SHARE, which a renewal does not wait for
+(tests/conformance/test_cluster_lease_locks.py), but a FOR SHARE lock it does wait for:
+commits took one before schema version 6, and a broker of that version still running
+during an upgrade checks leases that way. Here one transaction holds this broker's lease
+rows FOR SHARE for most of a session: the heartbeat waits for it rather than giving up,
+so the broker renews its leases when the lock goes and keeps leading at the same epochs
+(before, a beat blocked past a third of the session was cancelled and the next one came
+a third later: the leases expired, and the broker claimed and reloaded its own
+partitions).
 """
 
 from __future__ import annotations
@@ -48,8 +50,8 @@ def held_by(url: str, node: int) -> dict[tuple[str, int], int]:
 
 
 async def hold_leases_for_share(url: str, node: int, seconds: float) -> int:
-    """Right after the broker's next heartbeat, lock its lease rows FOR SHARE (as a commit
-    does) for ``seconds``; the database's clock when the lock went."""
+    """Right after the broker's next heartbeat, lock its lease rows FOR SHARE (as commits
+    did before schema version 6) for ``seconds``; the database's clock when the lock went."""
     import asyncpg
 
     conn = await asyncpg.connect(url)

@@ -32,9 +32,10 @@ def test_the_next_beat_is_due_an_interval_after_the_last_renewal_was_sent() -> N
 
 
 def test_a_renewal_may_wait_until_the_leases_would_expire() -> None:
-    """The beat's UPDATE of the lease rows waits for a commit in flight holding them FOR
-    SHARE; given up after a third of the session, the next try came a third later and the
-    leases had expired - one commit that long cost a busy broker all its leases."""
+    """The beat's UPDATE of the lease rows waits for a lock on them (a claim racing it, a
+    FOR SHARE lease check of a broker from before schema version 6); given up after a third
+    of the session, the next try came a third later and the leases had expired - one wait
+    that long cost the broker all its leases."""
     s = schedule()
     s.renewed(0)
     assert s.timeout_ms(2000) == 4000  # not the interval

@@ -42,8 +42,11 @@ async def beat(
     lease: one statement, so one round trip and one transaction per heartbeat (every broker
     pays it every interval). The statement's reads see the rows as they were before its own
     writes, so this broker's heartbeat and renewed leases are put in from what the writes
-    returned. The renewal waits for this broker's commits in flight (they lock their lease
-    rows FOR SHARE): ``timeout_s`` (default: the connection's) should let it."""
+    returned. The renewal changes only ``expires_ms`` (no key column: a FOR NO KEY UPDATE
+    lock), so it does not wait for this broker's commits in flight (they lock their lease
+    rows FOR KEY SHARE); it waits only for a claim racing it, or for an older broker's
+    lease check during an upgrade (FOR SHARE): ``timeout_s`` (default: the connection's)
+    should let it."""
     first = listeners[0]
     endpoints = [{"name": e.name, "host": e.host, "port": e.port} for e in listeners]
     row = await conn.fetchrow(
@@ -112,7 +115,11 @@ async def leases(conn: Any) -> dict[TopicPartition, Lease]:
 
 async def claim(conn: Any, node_id: int, wanted: list[TopicPartition], ttl_ms: int) -> dict[TopicPartition, int]:
     """Take the wanted partitions whose lease is free, expired or this node's (a restart);
-    each new hold bumps the epoch. Returns the partitions won, with their epochs."""
+    each new hold bumps the epoch. Returns the partitions won, with their epochs.
+
+    The epoch is part of a unique key (schema version 6), so this statement locks each
+    existing row FOR UPDATE: it waits for the commits in flight of the old owner (they
+    hold the row FOR KEY SHARE), and a commit that waited for it finds the new epoch."""
     if not wanted:
         return {}
     rows = await conn.fetch(

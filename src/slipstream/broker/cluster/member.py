@@ -10,6 +10,14 @@ partitions also load or unload their groups in the group coordinator,
 ``__transaction_state`` partitions their transactions in the transaction coordinator.
 Topics, ACLs and SCRAM credentials changed through other brokers are read back from the
 database every heartbeat.
+
+Loads and unloads are *moves*, carried out one at a time, in the order decided, by a
+task of their own (``_carry_out_moves``): a heartbeat decides and claims, then returns,
+so loading many gained partitions never holds the next renewal back. A partition
+claimed but not yet served is ``loading``: renewed with the others, neither claimed
+again nor handed over meanwhile, and dropped unserved if its lease lapses before its
+load ends. A partition lost or handed over stops being served at once, when decided;
+its unload follows as a move.
 """
 
 from __future__ import annotations
@@ -18,7 +26,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ...coordinator import OFFSETS_TOPIC
@@ -38,6 +47,8 @@ if TYPE_CHECKING:
     from ..transactions import TransactionCoordinatorAdapter
 
 log = logging.getLogger(__name__)
+
+Move = Callable[[], Awaitable[None]]
 
 
 def monotonic_ms() -> int:
@@ -67,6 +78,12 @@ class ClusterMember:
         self.renewal = RenewalSchedule(self.session_ms, idle_timeout_ms=int(self._timeout_s * 1000))
         self._tick_lock = asyncio.Lock()
         self._wake = asyncio.Event()
+        # Loads and unloads decided by heartbeats, carried out in order by ``_mover``
+        # (started with the first).
+        self._moves: asyncio.Queue[Move] = asyncio.Queue()
+        self._mover: asyncio.Task[None] | None = None
+        # Claimed (lease epoch) but not yet served: a load queued or running.
+        self.loading: dict[TopicPartition, int] = {}
         self._listener: Any = None  # the connection LISTENing on database.CHANNEL
 
     async def start(
@@ -82,6 +99,7 @@ class ClusterMember:
         )
         await self._listen()
         await self.tick()
+        await self._moves.join()  # the broker starts serving with its first partitions loaded
         async with self._pool.acquire() as conn:
             await database.notify(conn, "joined")  # live brokers hand partitions over now
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -110,11 +128,18 @@ class ClusterMember:
             return
         try:
             async with self._tick_lock:
-                await self._lose(dict(self.view.held), release=True)
+                await self._moves.join()  # loads in flight end served, then handed over
+                self._give_up(dict(self.view.held), release=True)
+                await self._moves.join()
                 async with self._pool.acquire() as conn:
                     await database.leave(conn, self.view.node_id)
         except Exception as exc:
             log.warning("leaving the cluster cleanly failed (leases will expire): %s", exc)
+        if self._mover is not None:
+            self._mover.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._mover
+            self._mover = None
         if self._listener is not None:
             with contextlib.suppress(Exception):
                 await self._listener.close()
@@ -139,11 +164,11 @@ class ClusterMember:
     def _check_session(self) -> None:
         """No renewal for a whole session: our leases may be another's by now, so stop
         serving them (their commits would be refused anyway)."""
-        if self.view.held and self.renewal.expired(self._clock()):
-            log.warning("no heartbeat for %d ms: giving up %d partitions", self.session_ms, len(self.view.held))
-            lost = dict(self.view.held)
-            self.view.held.clear()
-            asyncio.get_running_loop().create_task(self._lose(lost, release=False))
+        if (self.view.held or self.loading) and self.renewal.expired(self._clock()):
+            given_up = len(self.view.held) + len(self.loading)
+            log.warning("no heartbeat for %d ms: giving up %d partitions", self.session_ms, given_up)
+            self.loading.clear()  # their loads end unserved
+            self._give_up(dict(self.view.held), release=False)
 
     async def tick(self) -> None:
         async with self._tick_lock:
@@ -165,7 +190,10 @@ class ClusterMember:
             lost = {tp: e for tp, e in view.held.items() if beat.renewed.get(tp) != e}
             if lost:
                 log.warning("lost the lease of %d partitions: %s", len(lost), sorted(lost)[:10])
-                await self._lose(lost, release=False)
+                self._give_up(lost, release=False)
+            for tp, epoch in list(self.loading.items()):
+                if beat.renewed.get(tp) != epoch:
+                    del self.loading[tp]  # its load ends unserved
             await self._refresh_topics()
             await self._refresh_security()
             live = live_brokers(rows, now, self.session_ms)
@@ -173,14 +201,16 @@ class ClusterMember:
                 (topic.name, index) for topic in list(self.state.topics.topics.values())
                 for index in range(len(topic.partitions))
             ]
-            decided = plan(me, partitions, [b.node_id for b in live], leases, view.held, now)
-            if decided.release:
-                handed = {tp: view.held[tp] for tp in decided.release}
-                await self._lose(handed, release=True)
+            decided = plan(me, partitions, [b.node_id for b in live], leases, {**view.held, **self.loading}, now)
+            # One still loading is handed over by a later heartbeat, once served.
+            handed = {tp: view.held[tp] for tp in decided.release if tp in view.held}
+            if handed:
+                self._give_up(handed, release=True)
             if decided.claim:
                 won = await database.claim(conn, me, decided.claim, self.session_ms)
-                await self._gain(won)
                 if won:
+                    self.loading.update(won)
+                    self._queue(partial(self._load, won))
                     leases = await database.leases(conn)
             view.now_ms, view.live, view.leases = now, live, leases
 
@@ -191,37 +221,85 @@ class ClusterMember:
             return [ListenerEndpoint(PLAINTEXT, self.state.advertised_host, self.state.advertised_port)]
         return [ListenerEndpoint(name, host, port) for name, (host, port) in advertised.items()]
 
-    async def _gain(self, won: dict[TopicPartition, int]) -> None:
-        loop = asyncio.get_running_loop()
+    def _queue(self, move: Move) -> None:
+        self._moves.put_nowait(move)
+        if self._mover is None:
+            self._mover = asyncio.get_running_loop().create_task(self._carry_out_moves())
+
+    async def _carry_out_moves(self) -> None:
+        """The mover: each load or unload in the order decided, one at a time."""
+        while True:
+            move = await self._moves.get()
+            try:
+                await move()
+            except Exception as exc:  # what is left of it is decided again by a heartbeat
+                log.warning("moving partitions failed: %s", exc)
+            finally:
+                self._moves.task_done()
+
+    async def _load(self, won: dict[TopicPartition, int]) -> None:
+        """A move: load and serve the partitions ``won`` that are still ``loading`` at
+        that epoch. One whose load fails is no longer ``loading``: a later heartbeat
+        claims it again (the others are served meanwhile)."""
         offsets: list[int] = []
         transactions: dict[int, int] = {}
+        count = 0
         for (name, index), epoch in sorted(won.items()):
-            topic = self.state.topics.get(name)
-            if topic is None or index >= len(topic.partitions):
-                continue
-            config = self.state.topic_log_config(name)
-            plog = await loop.run_in_executor(None, self.store.reload, name, index, config, epoch)
-            topic.partitions[index] = plog
-            self.state.producer_states.pop((name, index), None)
-            self.view.held[(name, index)] = epoch
-            if name == OFFSETS_TOPIC:
+            try:
+                served = await self._load_one(name, index, epoch)
+            except Exception as exc:
+                log.warning("%s-%d: loading failed (claimed again later): %s", name, index, exc)
+                served = False
+            finally:
+                if self.loading.get((name, index)) == epoch:
+                    del self.loading[(name, index)]
+            count += served
+            if served and name == OFFSETS_TOPIC:
                 offsets.append(index)
-            elif name == TRANSACTION_STATE_TOPIC:
+            elif served and name == TRANSACTION_STATE_TOPIC:
                 transactions[index] = epoch
-        if won:
-            log.info("now leading %d partitions (%d of %s)", len(won), len(offsets), OFFSETS_TOPIC)
+        if count:
+            log.info("now leading %d partitions (%d of %s)", count, len(offsets), OFFSETS_TOPIC)
         if offsets and self.groups is not None:
             await self.groups.load_partitions(offsets)
         if transactions and self.transactions is not None:
             # After the groups: markers re-sent at load find their pending offsets loaded.
             await self.transactions.load_partitions(transactions)
 
-    async def _lose(self, lost: dict[TopicPartition, int], *, release: bool) -> None:
-        """Stop serving ``lost`` now; commit what they queued; hand the leases over if ``release``."""
+    async def _load_one(self, name: str, index: int, epoch: int) -> bool:
+        """Load one partition and serve it if it is still ``loading`` at ``epoch`` once
+        loaded (its lease may lapse meanwhile: the copy is dropped at once)."""
+        if self.loading.get((name, index)) != epoch:  # its lease lapsed while queued
+            return False
+        topic = self.state.topics.get(name)
+        if topic is None or index >= len(topic.partitions):
+            return False
+        loop = asyncio.get_running_loop()
+        config = self.state.topic_log_config(name)
+        plog = await loop.run_in_executor(None, self.store.reload, name, index, config, epoch)
+        topic = self.state.topics.get(name)
+        if topic is None or index >= len(topic.partitions):
+            return False  # deleted meanwhile
+        if self.loading.get((name, index)) != epoch:
+            plog = await loop.run_in_executor(None, self.store.unload, name, index, config)
+            topic.partitions[index] = plog
+            return False
+        topic.partitions[index] = plog
+        self.state.producer_states.pop((name, index), None)
+        self.view.held[(name, index)] = epoch
+        return True
+
+    def _give_up(self, lost: dict[TopicPartition, int], *, release: bool) -> None:
+        """Stop serving ``lost`` now; their unload follows as a move."""
         if not lost:
             return
         for tp in lost:
             self.view.held.pop(tp, None)
+        self._queue(partial(self._unload, lost, release=release))
+
+    async def _unload(self, lost: dict[TopicPartition, int], *, release: bool) -> None:
+        """A move: commit what ``lost`` queued, keep placeholders of them, and hand the
+        leases over if ``release``."""
         offsets = [index for name, index in lost if name == OFFSETS_TOPIC]
         if offsets and self.groups is not None:
             await self.groups.unload_partitions(offsets)

@@ -6,9 +6,11 @@ rules are tested with a manual clock; ``member.py`` carries them out.
 - A beat is due a third of the session after the last renewal was *sent*, not after the
   last heartbeat's other work ended: a slow tick does not push renewals apart.
 - A renewal may wait until the leases would expire: the heartbeat's UPDATE of the lease
-  rows waits for every commit in flight (each locks its lease rows FOR SHARE till it
-  ends), and one given up after a third of the session left the next try a third later,
-  so one commit that long cost the broker all its leases.
+  rows does not wait for commits (they lock the rows FOR KEY SHARE, a renewal changes no
+  key column), but it does wait for a claim racing it, for an older broker's lease check
+  during an upgrade (FOR SHARE), or for a database that is slow to answer; one given up
+  after a third of the session left the next try a third later, so one wait that long
+  cost the broker all its leases.
 - The leases count from when the renewal was sent (the database extends them from a
   moment after that), so this broker never believes it holds a lease longer than the
   database does.

@@ -153,6 +153,79 @@ MIGRATIONS: tuple[str, ...] = (
     END
     $$;
     """,
+    # 6: commits lock their lease rows FOR KEY SHARE (was FOR SHARE), so the heartbeat's
+    # renewal - an UPDATE of expires_ms only, which takes FOR NO KEY UPDATE - never waits
+    # for a commit in flight. The fence stays exact through the unique key on
+    # (topic, partition, epoch): it makes the epoch a key column for row locks, so any
+    # UPDATE that moves it (a claim: a new owner or a restarted one) takes FOR UPDATE,
+    # which conflicts with FOR KEY SHARE. Either the claim waits for the commit to end,
+    # and the new leader's load (after the claim) holds what it stored; or the commit
+    # waits for the claim, then re-reads the row (EvalPlanQual), finds the new epoch and
+    # writes nothing. Old brokers still running during an upgrade claim with their own
+    # statement: the key makes their claims conflict too. Renewals leave the lockers of
+    # the row they replace on the new version, so a claim after a renewal still waits.
+    """
+    ALTER TABLE partition_leases ADD CONSTRAINT partition_leases_epoch_key UNIQUE (topic, partition, epoch);
+    CREATE OR REPLACE FUNCTION slipstream_commit(
+        node integer, lease_topics text[], lease_partitions integer[], lease_epochs integer[],
+        ids bigint[], expected bigint[], new_ends bigint[], log_starts bigint[],
+        batch_partition_ids bigint[], batch_bases bigint[], batch_lasts bigint[],
+        batch_segments bigint[], batch_timestamps bigint[], batch_data bytea[],
+        aborted_partition_ids bigint[], aborted_segments bigint[], aborted_producers bigint[],
+        aborted_firsts bigint[], aborted_lasts bigint[], aborted_stables bigint[],
+        OUT lost_leases integer[], OUT stale_ids bigint[]
+    ) LANGUAGE plpgsql AS $$
+    DECLARE
+        held integer[];
+    BEGIN
+        -- FOR KEY SHARE: a claim (which moves the epoch, a key column) waits for this
+        -- commit; a renewal (expires_ms only) does not.
+        SELECT coalesce(array_agg(u.i), '{}') INTO held FROM (
+            SELECT u.i FROM partition_leases AS l
+            JOIN unnest(lease_topics, lease_partitions, lease_epochs) WITH ORDINALITY AS u(t, p, e, i)
+              ON l.topic = u.t AND l.partition = u.p
+            WHERE l.owner = node AND l.epoch = u.e
+              AND l.expires_ms > (extract(epoch from clock_timestamp()) * 1000)::bigint
+            FOR KEY SHARE OF l
+        ) AS u;
+        IF cardinality(held) < cardinality(lease_topics) THEN
+            lost_leases := ARRAY(
+                SELECT i FROM generate_subscripts(lease_topics, 1) AS i WHERE NOT i = ANY(held)
+            );
+            RETURN;
+        END IF;
+        -- Locked (in one order: two commits never wait on each other's rows) so no other
+        -- writer moves them between this check and the update; the check's snapshot,
+        -- taken after the locks, sees their latest committed values.
+        PERFORM 1 FROM log_partitions WHERE id = ANY(ids) ORDER BY id FOR UPDATE;
+        stale_ids := ARRAY(
+            SELECT u.id FROM unnest(ids, expected) AS u(id, e)
+            LEFT JOIN log_partitions AS p ON p.id = u.id
+            WHERE p.next_offset IS DISTINCT FROM u.e
+        );
+        IF cardinality(stale_ids) > 0 THEN
+            RETURN;
+        END IF;
+        UPDATE log_partitions AS p
+           SET next_offset = u.new_end, log_start_offset = GREATEST(p.log_start_offset, u.log_start)
+          FROM unnest(ids, new_ends, log_starts) AS u(id, new_end, log_start)
+         WHERE p.id = u.id;
+        INSERT INTO log_batches (partition_id, base_offset, last_offset, segment_base, max_timestamp, data)
+        SELECT * FROM unnest(
+            batch_partition_ids, batch_bases, batch_lasts, batch_segments, batch_timestamps, batch_data
+        );
+        -- May repeat rows of a commit whose answer was lost (PostgresLogStore._reconciled
+        -- keeps its aborted rows): stored once.
+        INSERT INTO log_aborted_txns (
+            partition_id, segment_base, producer_id, first_offset, last_offset, last_stable_offset
+        )
+        SELECT * FROM unnest(
+            aborted_partition_ids, aborted_segments, aborted_producers, aborted_firsts,
+            aborted_lasts, aborted_stables
+        ) ON CONFLICT DO NOTHING;
+    END
+    $$;
+    """,
 )
 
 # The database's clock in milliseconds: every broker judges leases and heartbeats by it.

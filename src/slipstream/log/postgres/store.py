@@ -38,7 +38,10 @@ In a cluster (``node_id`` given, see broker/cluster/): offsets are assigned by t
 partition's leader, which loads the partition (``reload``) when it takes the lease and
 keeps only an empty placeholder (``unload``) when it gives it up; every commit and
 direct change checks the lease (owner, epoch, expiry) in its own transaction, with the
-lease row locked for share, so a deposed leader cannot write.
+lease row locked FOR KEY SHARE, so a deposed leader cannot write: a claim moves the epoch,
+a key column (schema version 6), so it waits for a check in flight, and a check that
+waited for a claim finds the new epoch. The heartbeat's renewal changes only the expiry
+and never waits for a commit.
 """
 
 from __future__ import annotations
@@ -451,7 +454,7 @@ class PostgresLogStore:
             await conn.copy_records_to_table("log_batches", records=batches, columns=_BATCH_COLUMNS)
 
     async def _checked_commit(self, conn: Any, work: list[Any], batches: list[BatchRow]) -> None:
-        """``slipstream_commit``: the leases (held for share till the transaction ends),
+        """``slipstream_commit``: the leases (locked FOR KEY SHARE till the transaction ends),
         each partition's expected next offset, then its move and the rows (``batches`` -
         none when the caller streams them - and every aborted-transaction row of
         ``work``). Raises _Fenced or _Stale, having written nothing."""
@@ -522,8 +525,9 @@ class PostgresLogStore:
 
     async def _fence_lost_leases(self, conn: Any, logs: list[PostgresLog]) -> list[PostgresLog]:
         """In a transaction: the logs whose lease this broker no longer holds at their
-        epoch (marked fenced). FOR SHARE: a broker claiming one of the others' leases
-        waits for this transaction, so the copy it then loads holds its changes."""
+        epoch (marked fenced). FOR KEY SHARE: a broker claiming one of the others' leases
+        waits for this transaction, so the copy it then loads holds its changes; this
+        broker's renewal of them does not."""
         leased = [log for log in logs if log.lease_epoch >= 0]
         if not leased:
             return []
@@ -531,7 +535,7 @@ class PostgresLogStore:
             "SELECT l.topic, l.partition FROM partition_leases AS l "
             "JOIN unnest($1::text[], $2::int[], $3::int[]) AS u(t, p, e) "
             "ON l.topic = u.t AND l.partition = u.p "
-            f"WHERE l.owner = $4 AND l.epoch = u.e AND l.expires_ms > {NOW_MS} FOR SHARE OF l",
+            f"WHERE l.owner = $4 AND l.epoch = u.e AND l.expires_ms > {NOW_MS} FOR KEY SHARE OF l",
             [log.topic for log in leased],
             [log.partition for log in leased],
             [log.lease_epoch for log in leased],
