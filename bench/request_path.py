@@ -14,7 +14,7 @@ request frames; each stage is timed over many iterations with ``time.process_tim
 
 * decode: request header + body (``ApiSpec.decode_request``);
 * coordinator / append / read: the layer below the handler alone (Heartbeat: the pure
-  coordinator's ``heartbeat``; Produce: ``BrokerState.append`` per partition; Fetch:
+  coordinator's ``heartbeat``; Produce: ``appends.append`` per partition; Fetch:
   the handler with the log read in it);
 * handler: ``handler.handle`` (for Heartbeat: the adapter's lock, the coordinator, carrying
   out its result);
@@ -43,6 +43,7 @@ from typing import Any, cast
 from harness import produce_request, sessionless_fetch
 
 from slipstream import Broker
+from slipstream.broker.appends import append as append_records
 from slipstream.broker.dispatch import Buffers, Dispatcher, _frame
 from slipstream.broker.handlers import load_handler
 from slipstream.broker.request_context import RequestContext
@@ -339,7 +340,7 @@ async def run_in(n: int, repeat: int, data_dir: str) -> dict[str, dict[str, floa
 
         async def append_all(req: Any) -> None:
             for part in req.topic_data[0].partition_data:
-                await state.append(TOPIC, part.index, part.records, acks=1)
+                await append_records(state, TOPIC, part.index, part.records, acks=1)
 
         out["Produce v9, 8 partitions x 20 x 100 B"] = await stages.measure(
             n // 4, repeat, ("append x 8", append_all)
@@ -360,7 +361,7 @@ async def run_in(n: int, repeat: int, data_dir: str) -> dict[str, dict[str, floa
             request = produce_request(topic, 1, batch, acks=-1)
 
             async def append(req: Any) -> None:
-                await state.append(topic, 0, req.topic_data[0].partition_data[0].records, acks=-1)
+                await append_records(state, topic, 0, req.topic_data[0].partition_data[0].records, acks=-1)
 
             stages = Stages(dispatcher, pr.SPEC.key, 9, frame_of(pr.SPEC, 9, request))
             return await stages.measure(count, repeat, ("append", append))

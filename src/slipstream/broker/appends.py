@@ -28,10 +28,24 @@ if TYPE_CHECKING:
     from .state import BrokerState
 
 
+async def append(
+    state: BrokerState, topic: str, partition: int, records: memoryview, *, acks: int, transactional: bool = False
+) -> AppendInfo:
+    """Validate and append a produce payload for one partition; the one write path.
+
+    ``transactional``: the produce request carried a transactional id, which Kafka
+    requires for transactional batches (the producer state then tracks the open
+    transaction; see producer_state.py).
+
+    Raises KafkaError with the code the produce response should carry.
+    """
+    return await start_append(state, topic, partition, records, acks=acks, transactional=transactional)
+
+
 def start_append(
     state: BrokerState, topic: str, partition: int, records: memoryview, *, acks: int, transactional: bool = False
 ) -> Coroutine[Any, Any, AppendInfo]:
-    """``BrokerState.append`` in two steps: validates and appends now, before the caller's next
+    """``append`` in two steps: validates and appends now, before the caller's next
     await (so appends keep the order they were asked in), and returns what waits for
     the durability barrier when acks=all needs one. Raises KafkaError at once."""
     found = state.topics.topics.get(topic)

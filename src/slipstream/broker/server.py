@@ -91,7 +91,7 @@ def _scratch_view() -> memoryview:
 # before their first await (audited: OffsetCommit queues its coordinator result in
 # GroupCoordinatorAdapter._commit, or waits for the adapter's lock behind earlier
 # waiters; Heartbeat runs under the adapter's lock, taken without suspending when free,
-# FIFO otherwise; Produce appends every partition through BrokerState.start_append
+# FIFO otherwise; Produce appends every partition through appends.start_append
 # before it waits for the durability barrier, so a client's in-flight produces share
 # group commits instead of each waiting for the one before to be answered). Add an API
 # only after auditing its handler and testing it.

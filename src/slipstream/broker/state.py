@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from ..log.api import AppendInfo, PartitionLog
+from ..log.api import PartitionLog
 from ..log.metadata import MetadataStore
 from ..protocol.apis.api_versions import ApiVersionsResponseApiVersion
 from . import topic_config
@@ -120,45 +120,9 @@ class BrokerState:
         lso = self.producer_state(topic, partition).last_stable_offset(hwm)
         return max(min(lso, hwm), plog.log_start_offset)
 
-    async def append(
-        self, topic: str, partition: int, records: memoryview, *, acks: int, transactional: bool = False
-    ) -> AppendInfo:
-        """Validate and append a produce payload for one partition; the one write path.
-
-        ``transactional``: the produce request carried a transactional id, which Kafka
-        requires for transactional batches (the producer state then tracks the open
-        transaction; see producer_state.py).
-
-        Raises KafkaError with the code the produce response should carry.
-        """
-        return await self.start_append(topic, partition, records, acks=acks, transactional=transactional)
-
-    def start_append(
-        self, topic: str, partition: int, records: memoryview, *, acks: int, transactional: bool = False
-    ) -> Coroutine[Any, Any, AppendInfo]:
-        """``append`` in two steps: validates and appends now, before the caller's next
-        await (so appends keep the order they were asked in), and returns what waits for
-        the durability barrier when acks=all needs one. Raises KafkaError at once.
-        (appends.py holds the write path.)"""
-        return _start_append(self, topic, partition, records, acks=acks, transactional=transactional)
-
     def topic_log_config(self, topic: str) -> Any:
         t = self.topics.topics[topic]
         return topic_config.log_config(self.topics.effective_configs(t))
-
-
-def _load_write_path(
-    state: BrokerState, topic: str, partition: int, records: memoryview, *, acks: int, transactional: bool
-) -> Coroutine[Any, Any, AppendInfo]:
-    """The first append: imports the write path and calls it from then on."""
-    global _start_append
-    from .appends import start_append
-
-    _start_append = start_append
-    return start_append(state, topic, partition, records, acks=acks, transactional=transactional)
-
-
-_start_append: Callable[..., Coroutine[Any, Any, AppendInfo]] = _load_write_path
 
 
 def load_cluster_id(metadata: MetadataStore | None) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from slipstream import Broker
 from slipstream.broker.append_policy import policy_from
+from slipstream.broker.appends import append
 from slipstream.broker.topic_config import defaults
 from slipstream.protocol import compression
 from slipstream.protocol.errors import ErrorCode, KafkaError
@@ -40,7 +41,7 @@ def test_policy_from_the_defaults_and_from_overrides() -> None:
 async def _error(b: Broker, topic: str, batch: bytes, acks: int = 1) -> int:
     assert b.state is not None
     try:
-        await b.state.append(topic, 0, memoryview(bytearray(batch)), acks=acks)
+        await append(b.state, topic, 0, memoryview(bytearray(batch)), acks=acks)
     except KafkaError as exc:
         return exc.code
     return ErrorCode.NONE

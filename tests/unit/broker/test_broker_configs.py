@@ -18,6 +18,7 @@ from confluent_kafka.admin import (
 from kafka.admin import ConfigResource as KConfigResource
 from kafka.admin import ConfigResourceType, KafkaAdminClient
 
+from slipstream.broker.appends import append
 from slipstream.broker.broker import Broker
 from slipstream.protocol.apis import alter_configs as ac
 from slipstream.protocol.apis import describe_configs as dc
@@ -431,10 +432,10 @@ async def test_min_insync_replicas_above_one_refuses_acks_all() -> None:
         b.state.topics.create("strict", 1, {"min.insync.replicas": "2"})
         batch = memoryview(bytearray(build_batch([ProducerRecord(b"k", b"v")])))
         with pytest.raises(SlipstreamError) as refused:
-            await b.state.append("strict", 0, batch, acks=-1)
+            await append(b.state, "strict", 0, batch, acks=-1)
         assert refused.value.code == ErrorCode.NOT_ENOUGH_REPLICAS
         assert "min.insync.replicas=2" in refused.value.message
-        info = await b.state.append("strict", 0, memoryview(bytearray(build_batch([ProducerRecord(b"k", b"v")]))),
+        info = await append(b.state, "strict", 0, memoryview(bytearray(build_batch([ProducerRecord(b"k", b"v")]))),
                                     acks=1)
         assert info.base_offset == 0  # acks=1 needs only the leader
 
@@ -453,11 +454,11 @@ async def test_timestamps_outside_the_topic_window_are_refused() -> None:
         def batch_at(ts: int) -> memoryview:
             return memoryview(bytearray(build_batch([ProducerRecord(b"k", b"v", timestamp_ms=ts)])))
 
-        assert (await b.state.append("window", 0, batch_at(now[0] - 1000), acks=1)).base_offset == 0
-        assert (await b.state.append("window", 0, batch_at(now[0] + 500), acks=1)).base_offset == 1
+        assert (await append(b.state, "window", 0, batch_at(now[0] - 1000), acks=1)).base_offset == 0
+        assert (await append(b.state, "window", 0, batch_at(now[0] + 500), acks=1)).base_offset == 1
         for ts in (now[0] - 1001, now[0] + 501):
             with pytest.raises(SlipstreamError) as refused:
-                await b.state.append("window", 0, batch_at(ts), acks=1)
+                await append(b.state, "window", 0, batch_at(ts), acks=1)
             assert refused.value.code == ErrorCode.INVALID_TIMESTAMP
 
 
@@ -472,7 +473,7 @@ async def test_compression_type_recompresses_stored_batches(topic_codec: str, st
         b.state.topics.create("squeezed", 1, {"compression.type": topic_codec})
         sent = [ProducerRecord(b"k%d" % i, b"value %d " % i * 20, timestamp_ms=1000 + i) for i in range(50)]
         batch = build_batch(sent, compression=3, producer_id=9, producer_epoch=0, base_sequence=0)  # lz4
-        info = await b.state.append("squeezed", 0, memoryview(bytearray(batch)), acks=1)
+        info = await append(b.state, "squeezed", 0, memoryview(bytearray(batch)), acks=1)
         assert (info.base_offset, info.last_offset) == (0, 49)
         plog = b.state.topics.partition("squeezed", 0)
         assert plog is not None

@@ -1,6 +1,6 @@
 """Produce-path state that must survive restarts, and what compacted topics refuse.
 
-Drives ``BrokerState.append`` (the one write path) on the async embedded broker,
+Drives ``appends.append`` (the one write path) on the async embedded broker,
 with disk storage so a second broker on the same directory sees the first one's log.
 """
 
@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer as CkProducer
 
+from slipstream.broker.appends import append
 from slipstream.broker.broker import Broker
 from slipstream.protocol.errors import ErrorCode, KafkaError
 from slipstream.protocol.records import ProducerRecord, build_batch
@@ -34,34 +35,34 @@ def disk_broker(data_dir: Path) -> Broker:
 async def test_retry_after_restart_is_deduplicated(tmp_path: Path) -> None:
     async with disk_broker(tmp_path) as b:
         b.state.topics.create("t", 1, {})
-        first = await b.state.append("t", 0, batch(0), acks=-1)
-        second = await b.state.append("t", 0, batch(2), acks=-1)
+        first = await append(b.state, "t", 0, batch(0), acks=-1)
+        second = await append(b.state, "t", 0, batch(2), acks=-1)
         assert (first.base_offset, second.base_offset) == (0, 2)
     async with disk_broker(tmp_path) as b:
         # the retry of the last batch written before the restart gets its original offsets
-        again = await b.state.append("t", 0, batch(2), acks=-1)
+        again = await append(b.state, "t", 0, batch(2), acks=-1)
         assert (again.base_offset, again.last_offset) == (2, 3)
         plog = b.state.topics.partition("t", 0)
         assert plog is not None and plog.log_end_offset == 4
         # a gap in the sequence is still an error, as before the restart
         with pytest.raises(KafkaError) as gap:
-            await b.state.append("t", 0, batch(9), acks=-1)
+            await append(b.state, "t", 0, batch(9), acks=-1)
         assert gap.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
         # the next sequence goes on
-        nxt = await b.state.append("t", 0, batch(4), acks=-1)
+        nxt = await append(b.state, "t", 0, batch(4), acks=-1)
         assert nxt.base_offset == 4
 
 
 async def test_bumped_epoch_in_the_log_fences_the_old_one_after_restart(tmp_path: Path) -> None:
     async with disk_broker(tmp_path) as b:
         b.state.topics.create("t", 1, {})
-        await b.state.append("t", 0, batch(0, epoch=0), acks=-1)
-        await b.state.append("t", 0, batch(0, epoch=1), acks=-1)
+        await append(b.state, "t", 0, batch(0, epoch=0), acks=-1)
+        await append(b.state, "t", 0, batch(0, epoch=1), acks=-1)
     async with disk_broker(tmp_path) as b:
         with pytest.raises(KafkaError) as fenced:
-            await b.state.append("t", 0, batch(2, epoch=0), acks=-1)
+            await append(b.state, "t", 0, batch(2, epoch=0), acks=-1)
         assert fenced.value.code == ErrorCode.INVALID_PRODUCER_EPOCH
-        ok = await b.state.append("t", 0, batch(2, epoch=1), acks=-1)
+        ok = await append(b.state, "t", 0, batch(2, epoch=1), acks=-1)
         assert ok.base_offset == 4
 
 
@@ -72,13 +73,13 @@ async def test_compacted_topic_refuses_keyless_records() -> None:
         b.state.topics.create("plain", 1, {})
         for topic in ("c", "d"):
             with pytest.raises(KafkaError) as refused:
-                await b.state.append(topic, 0, batch(0, keyed=False), acks=1)
+                await append(b.state, topic, 0, batch(0, keyed=False), acks=1)
             assert refused.value.code == ErrorCode.INVALID_RECORD
             assert "without a key" in str(refused.value)
             plog = b.state.topics.partition(topic, 0)
             assert plog is not None and plog.log_end_offset == 0  # nothing of the batch written
-            assert (await b.state.append(topic, 0, batch(0), acks=1)).base_offset == 0
-        assert (await b.state.append("plain", 0, batch(0, keyed=False), acks=1)).last_offset == 1
+            assert (await append(b.state, topic, 0, batch(0), acks=1)).base_offset == 0
+        assert (await append(b.state, "plain", 0, batch(0, keyed=False), acks=1)).last_offset == 1
 
 
 def test_compacted_topic_keyless_produce_fails_for_a_real_client() -> None:
@@ -132,10 +133,10 @@ async def test_a_batch_of_one_keyless_shape_names_every_record() -> None:
     async with Broker(storage="memory", port=0) as b:
         b.state.topics.create("c", 1, {"cleanup.policy": "compact"})
         keyed = build_batch([ProducerRecord(b"k", b"v" * 10) for _ in range(3)])
-        await b.state.append("c", 0, memoryview(bytearray(keyed)), acks=-1)
+        await append(b.state, "c", 0, memoryview(bytearray(keyed)), acks=-1)
         keyless = build_batch([ProducerRecord(None, b"v" * 10) for _ in range(3)])
         with pytest.raises(KafkaError) as refused:
-            await b.state.append("c", 0, memoryview(bytearray(keyless)), acks=-1)
+            await append(b.state, "c", 0, memoryview(bytearray(keyless)), acks=-1)
         assert refused.value.code == ErrorCode.INVALID_RECORD
         assert [index for index, _ in refused.value.record_errors] == [0, 1, 2]  # type: ignore[attr-defined]
         assert "3 of the batch's 3 records" in refused.value.message

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from slipstream.broker.appends import append
 from slipstream.broker.broker import Broker
 from slipstream.log.compaction import compact
 from slipstream.protocol.records import ProducerRecord, build_batch
@@ -27,18 +28,18 @@ async def test_retry_of_a_compacted_away_batch_is_a_duplicate_after_restart(tmp_
     async with Broker(storage="disk", data_dir=str(tmp_path), port=0) as b:
         # segment.bytes=1: every batch rolls a new segment, so all but the last are closed
         b.state.topics.create("c", 1, {"cleanup.policy": "compact", "segment.bytes": "1"})
-        first = await b.state.append("c", 0, batch([b"k0", b"k1"], pid=PID, seq=0), acks=1)
-        await b.state.append("c", 0, batch([b"k0", b"k1"]), acks=1)  # supersedes both
-        await b.state.append("c", 0, batch([b"tail"]), acks=1)
+        first = await append(b.state, "c", 0, batch([b"k0", b"k1"], pid=PID, seq=0), acks=1)
+        await append(b.state, "c", 0, batch([b"k0", b"k1"]), acks=1)  # supersedes both
+        await append(b.state, "c", 0, batch([b"tail"]), acks=1)
         plog = b.state.topics.partition("c", 0)
         assert plog is not None
         stats = compact(plog, now_ms=b.state.clock(), delete_retention_ms=0)
         assert stats.records_removed == 2
         assert plog.log_end_offset == 5
     async with Broker(storage="disk", data_dir=str(tmp_path), port=0) as b:
-        retry = await b.state.append("c", 0, batch([b"k0", b"k1"], pid=PID, seq=0), acks=1)
+        retry = await append(b.state, "c", 0, batch([b"k0", b"k1"], pid=PID, seq=0), acks=1)
         assert (retry.base_offset, retry.last_offset) == (first.base_offset, first.last_offset)
         plog = b.state.topics.partition("c", 0)
         assert plog is not None and plog.log_end_offset == 5  # not written again
-        nxt = await b.state.append("c", 0, batch([b"k2"], pid=PID, seq=2), acks=1)
+        nxt = await append(b.state, "c", 0, batch([b"k2"], pid=PID, seq=2), acks=1)
         assert nxt.base_offset == 5

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from test_hostile_connections import request_frame
 
+from slipstream.broker.appends import append
 from slipstream.broker.broker import Broker
 from slipstream.broker.dispatch import Buffers, Dispatcher
 from slipstream.broker.handlers import fetch as fetch_handler
@@ -46,7 +47,7 @@ async def test_regions_only_for_a_large_enough_answer_on_a_connection_that_sends
         b.state.topics.create("t", 2, {})
         for partition in (0, 1):
             for _ in range(4):
-                await b.state.append("t", partition, memoryview(bytearray(BATCH)), acks=1)
+                await append(b.state, "t", partition, memoryview(bytearray(BATCH)), acks=1)
         dispatcher = Dispatcher(b.state, b.groups, b.transactions)
         with_regions = await dispatcher.dispatch(fetch_frame(), "127.0.0.1:1", file_regions=True)
         without = await dispatcher.dispatch(fetch_frame(), "127.0.0.1:1")

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from broker_helpers import raw_connection
 
+from slipstream.broker.appends import append as append_records
 from slipstream.broker.broker import Broker
 from slipstream.broker.fetch_sessions import FetchSessionCache
 from slipstream.protocol.apis.fetch import SPEC as FETCH
@@ -113,7 +114,7 @@ def seen(response: FetchResponse, version: int) -> dict[tuple[Any, int], tuple[i
 
 async def append(b: Broker, topic: str, partition: int, n: int) -> None:
     batch = build_batch([ProducerRecord(None, b"x%d" % i) for i in range(n)])
-    await b.state.append(topic, partition, memoryview(bytearray(batch)), acks=1)
+    await append_records(b.state, topic, partition, memoryview(bytearray(batch)), acks=1)
 
 
 @pytest.mark.parametrize("version", [12, 13, 16])

@@ -11,6 +11,7 @@ import asyncio
 import struct
 from collections.abc import Callable
 
+from slipstream.broker.appends import append
 from slipstream.broker.broker import Broker
 from slipstream.protocol import api
 from slipstream.protocol.apis import api_versions, fetch
@@ -78,7 +79,7 @@ async def test_a_closed_connection_frees_its_parked_fetches_at_once() -> None:
         await until(lambda: open_connections(b) == 3, "the closed clients' connections are gone")
         assert b.state.notifier.waiting() == 3
         # the others are still parked and still answered when data arrives
-        await b.state.append("t", 0, memoryview(bytearray(_one_record())), acks=1)
+        await append(b.state, "t", 0, memoryview(bytearray(_one_record())), acks=1)
         for reader, writer in clients[2:]:
             (size,) = struct.unpack(">i", await reader.readexactly(4))
             body = await reader.readexactly(size)

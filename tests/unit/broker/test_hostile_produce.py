@@ -15,6 +15,7 @@ import pytest
 from broker_helpers import raw_request_async
 from hostile_batches import good_batch, records_section, reframe
 
+from slipstream.broker.appends import append
 from slipstream.broker.broker import Broker
 from slipstream.protocol import compression
 from slipstream.protocol.apis import (
@@ -63,7 +64,7 @@ async def produce_error(b: Broker, topic: str, batch: memoryview | bytes) -> int
 
 async def append_error(b: Broker, topic: str, batch: memoryview) -> KafkaError:
     with pytest.raises(KafkaError) as refused:
-        await b.state.append(topic, 0, batch, acks=1)
+        await append(b.state, topic, 0, batch, acks=1)
     return refused.value
 
 
@@ -197,7 +198,7 @@ async def test_badly_framed_batches_are_refused_and_nothing_is_stored(why: str, 
         refused = await append_error(b, "t", batch)
         assert refused.code == ErrorCode.INVALID_RECORD, why
         assert log_end(b, "t") == 0
-        info = await b.state.append("t", 0, memoryview(bytearray(good_batch(1))), acks=1)
+        info = await append(b.state, "t", 0, memoryview(bytearray(good_batch(1))), acks=1)
         assert info.base_offset == 0
 
 
@@ -217,7 +218,7 @@ async def test_framing_is_checked_inside_compressed_batches(codec: int) -> None:
             [ProducerRecord(b"k", b"v" * 100, headers=[("h", b"x"), ("n", None)]) for _ in range(3)],
             compression=codec,
         )
-        await b.state.append("t", 0, memoryview(bytearray(fine)), acks=1)
+        await append(b.state, "t", 0, memoryview(bytearray(fine)), acks=1)
         plog = b.state.topics.partition("t", 0)
         assert plog is not None
         read = plog.read(0, 1 << 20)
@@ -259,4 +260,4 @@ async def test_the_expansion_bound_is_the_topics_max_message_bytes() -> None:
         assert len(big) < 10_000
         assert (await append_error(b, "small", memoryview(bytearray(big)))).code == ErrorCode.MESSAGE_TOO_LARGE
         fits = build_batch([ProducerRecord(b"k", b"\x00" * 5_000)], compression=compression.LZ4)
-        assert (await b.state.append("small", 0, memoryview(bytearray(fits)), acks=1)).base_offset == 0
+        assert (await append(b.state, "small", 0, memoryview(bytearray(fits)), acks=1)).base_offset == 0

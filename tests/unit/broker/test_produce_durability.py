@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from txn_helpers import txn_batch
 
+from slipstream.broker.appends import append
 from slipstream.broker.broker import Broker
 from slipstream.log.disk.disk_log import DiskLog
 from slipstream.protocol.errors import ErrorCode, KafkaError
@@ -31,11 +32,11 @@ async def test_failed_barrier_is_a_storage_error_and_the_retry_waits_for_the_nex
 
         monkeypatch.setattr(DiskLog, "flush", flaky_flush)
         with pytest.raises(KafkaError) as failed:
-            await b.state.append("t", 0, txn_batch(PID, 0, transactional=False), acks=-1, transactional=False)
+            await append(b.state, "t", 0, txn_batch(PID, 0, transactional=False), acks=-1, transactional=False)
         assert failed.value.code == ErrorCode.KAFKA_STORAGE_ERROR
         # The producer retries the same batch: recognised as a duplicate, answered with
         # the original offsets, but only after a barrier that succeeded.
-        info = await b.state.append("t", 0, txn_batch(PID, 0, transactional=False), acks=-1, transactional=False)
+        info = await append(b.state, "t", 0, txn_batch(PID, 0, transactional=False), acks=-1, transactional=False)
         assert (info.base_offset, info.last_offset) == (0, 1)
         assert len(flushes) == 2
         plog = b.state.topics.partition("t", 0)

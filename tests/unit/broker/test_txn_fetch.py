@@ -14,6 +14,7 @@ import pytest
 from broker_helpers import raw_connection
 from txn_helpers import txn_batch
 
+from slipstream.broker.appends import append
 from slipstream.broker.broker import Broker
 from slipstream.broker.handlers import fetch as fetch_handler
 from slipstream.broker.txn_markers import TxnMarker, write_txn_markers
@@ -78,11 +79,11 @@ async def end(b: Broker, pid: int, commit: bool) -> None:
 async def test_read_committed_stops_at_the_lso_and_lists_aborts(storage: dict[str, Any]) -> None:
     async with Broker(port=0, **storage) as b:
         b.state.topics.create("t", 1, {})
-        await b.state.append("t", 0, txn_batch(A, 0), acks=1, transactional=True)  # 0-1
-        await b.state.append("t", 0, plain(), acks=1)  # 2-3
-        await b.state.append("t", 0, txn_batch(B, 0), acks=1, transactional=True)  # 4-5
+        await append(b.state, "t", 0, txn_batch(A, 0), acks=1, transactional=True)  # 0-1
+        await append(b.state, "t", 0, plain(), acks=1)  # 2-3
+        await append(b.state, "t", 0, txn_batch(B, 0), acks=1, transactional=True)  # 4-5
         await end(b, A, commit=False)  # 6
-        await b.state.append("t", 0, plain(1), acks=1)  # 7
+        await append(b.state, "t", 0, plain(1), acks=1)  # 7
 
         committed = await fetch(b, 0, COMMITTED)
         assert (committed.high_watermark, committed.last_stable_offset) == (8, 4)
@@ -113,7 +114,7 @@ async def test_read_committed_stops_at_the_lso_and_lists_aborts(storage: dict[st
 async def test_timestamp_lookup_past_the_lso_finds_nothing() -> None:
     async with Broker(storage="memory", port=0) as b:
         b.state.topics.create("t", 1, {})
-        await b.state.append("t", 0, txn_batch(A, 0), acks=1, transactional=True)
+        await append(b.state, "t", 0, txn_batch(A, 0), acks=1, transactional=True)
         assert await list_latest(b, COMMITTED, timestamp=0) == -1
         assert await list_latest(b, UNCOMMITTED, timestamp=0) == 0
         assert await list_latest(b, COMMITTED, timestamp=-2) == 0  # earliest is not bounded
@@ -122,7 +123,7 @@ async def test_timestamp_lookup_past_the_lso_finds_nothing() -> None:
 async def test_waiting_read_committed_fetch_wakes_on_the_marker() -> None:
     async with Broker(storage="memory", port=0) as b:
         b.state.topics.create("t", 1, {})
-        await b.state.append("t", 0, txn_batch(A, 0), acks=1, transactional=True)
+        await append(b.state, "t", 0, txn_batch(A, 0), acks=1, transactional=True)
         waiting = asyncio.create_task(fetch(b, 0, COMMITTED, max_wait_ms=10_000, min_bytes=1))
         await asyncio.sleep(0.1)
         assert not waiting.done()  # the open transaction holds the data back
@@ -135,8 +136,8 @@ async def test_waiting_read_committed_fetch_wakes_on_the_marker() -> None:
 async def test_versions_and_sessions(version: int) -> None:
     async with Broker(storage="memory", port=0) as b:
         b.state.topics.create("t", 1, {})
-        await b.state.append("t", 0, plain(), acks=1)
-        await b.state.append("t", 0, txn_batch(A, 0), acks=1, transactional=True)
+        await append(b.state, "t", 0, plain(), acks=1)
+        await append(b.state, "t", 0, txn_batch(A, 0), acks=1, transactional=True)
         topic = b.state.topics.get("t")
         assert topic is not None
 
@@ -163,8 +164,8 @@ async def test_versions_and_sessions(version: int) -> None:
 async def test_lso_never_falls_below_the_log_start() -> None:
     async with Broker(storage="memory", port=0) as b:
         b.state.topics.create("t", 1, {})
-        await b.state.append("t", 0, txn_batch(A, 0), acks=1, transactional=True)  # 0-1, open
-        await b.state.append("t", 0, plain(), acks=1)  # 2-3
+        await append(b.state, "t", 0, txn_batch(A, 0), acks=1, transactional=True)  # 0-1, open
+        await append(b.state, "t", 0, plain(), acks=1)  # 2-3
         plog = b.state.topics.partition("t", 0)
         assert plog is not None
         assert b.state.last_stable_offset("t", 0, plog) == 0

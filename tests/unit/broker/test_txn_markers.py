@@ -1,6 +1,6 @@
 """Transaction markers on the data path: write_txn_markers and the WriteTxnMarkers API.
 
-Transactional batches go through ``BrokerState.append`` (the produce path) with a
+Transactional batches go through ``appends.append`` (the produce path) with a
 producer id of our choosing; markers end the transactions.
 """
 
@@ -12,6 +12,7 @@ import pytest
 from broker_helpers import raw_request_async
 from txn_helpers import txn_batch
 
+from slipstream.broker.appends import append
 from slipstream.broker.broker import Broker
 from slipstream.broker.txn_markers import TxnMarker, write_txn_markers
 from slipstream.log.api import AbortedTxn
@@ -37,8 +38,8 @@ def stored(b: Broker, topic: str = "t", partition: int = 0) -> list[bytes]:
 async def test_commit_marker_is_a_control_batch_and_moves_the_lso() -> None:
     async with Broker(storage="memory", port=0) as b:
         b.state.topics.create("t", 2, {})
-        await b.state.append("t", 0, txn_batch(PID, 0), acks=-1, transactional=True)
-        await b.state.append("t", 1, txn_batch(PID, 0), acks=-1, transactional=True)
+        await append(b.state, "t", 0, txn_batch(PID, 0), acks=-1, transactional=True)
+        await append(b.state, "t", 1, txn_batch(PID, 0), acks=-1, transactional=True)
         producers = b.state.producer_state("t", 0)
         assert producers.open_transaction(PID) == 0
         assert producers.last_stable_offset(2) == 0
@@ -58,8 +59,8 @@ async def test_commit_marker_is_a_control_batch_and_moves_the_lso() -> None:
 async def test_abort_marker_is_indexed() -> None:
     async with Broker(storage="memory", port=0) as b:
         b.state.topics.create("t", 1, {})
-        await b.state.append("t", 0, txn_batch(PID, 0), acks=1, transactional=True)
-        await b.state.append("t", 0, txn_batch(PID, 2), acks=1, transactional=True)
+        await append(b.state, "t", 0, txn_batch(PID, 0), acks=1, transactional=True)
+        await append(b.state, "t", 0, txn_batch(PID, 2), acks=1, transactional=True)
         codes = await write_txn_markers(b.state, marker(False, ("t", 0), coordinator_epoch=3))
         assert codes == {("t", 0): 0}
         _, records = decode_batch(stored(b)[-1])
@@ -74,7 +75,7 @@ async def test_abort_marker_is_indexed() -> None:
 async def test_marker_errors() -> None:
     async with Broker(storage="memory", port=0) as b:
         b.state.topics.create("t", 1, {})
-        await b.state.append("t", 0, txn_batch(PID, 0, epoch=2), acks=1, transactional=True)
+        await append(b.state, "t", 0, txn_batch(PID, 0, epoch=2), acks=1, transactional=True)
         codes = await write_txn_markers(
             b.state, marker(True, ("t", 0), ("t", 5), ("nope", 0), epoch=1)
         )
@@ -88,7 +89,7 @@ async def test_marker_errors() -> None:
             ("t", 0): 0
         }
         # a marker from an older coordinator epoch is fenced
-        await b.state.append("t", 0, txn_batch(PID, 2, epoch=2), acks=1, transactional=True)
+        await append(b.state, "t", 0, txn_batch(PID, 2, epoch=2), acks=1, transactional=True)
         fenced = await write_txn_markers(b.state, marker(False, ("t", 0), epoch=2, coordinator_epoch=4))
         assert fenced == {("t", 0): ErrorCode.TRANSACTION_COORDINATOR_FENCED}
 
@@ -98,16 +99,16 @@ async def test_produce_rules_for_transactional_batches() -> None:
         b.state.topics.create("t", 1, {})
         # a transactional batch needs a transactional produce request
         with pytest.raises(KafkaError) as no_id:
-            await b.state.append("t", 0, txn_batch(PID, 0), acks=1)
+            await append(b.state, "t", 0, txn_batch(PID, 0), acks=1)
         assert no_id.value.code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        await b.state.append("t", 0, txn_batch(PID, 0, epoch=1), acks=1, transactional=True)
+        await append(b.state, "t", 0, txn_batch(PID, 0, epoch=1), acks=1, transactional=True)
         # non-transactional data from a producer with an open transaction is refused
         with pytest.raises(KafkaError) as mixed:
-            await b.state.append("t", 0, txn_batch(PID, 2, epoch=1, transactional=False), acks=1)
+            await append(b.state, "t", 0, txn_batch(PID, 2, epoch=1, transactional=False), acks=1)
         assert mixed.value.code == ErrorCode.INVALID_TXN_STATE
         # an older epoch is fenced
         with pytest.raises(KafkaError) as old:
-            await b.state.append("t", 0, txn_batch(PID, 2, epoch=0), acks=1, transactional=True)
+            await append(b.state, "t", 0, txn_batch(PID, 2, epoch=0), acks=1, transactional=True)
         assert old.value.code == ErrorCode.INVALID_PRODUCER_EPOCH
         # clients never write control batches
         from slipstream.protocol.records import build_control_batch
@@ -115,14 +116,14 @@ async def test_produce_rules_for_transactional_batches() -> None:
         control = memoryview(bytearray(build_control_batch(CONTROL_COMMIT, producer_id=PID, producer_epoch=1,
                                                            timestamp_ms=0)))
         with pytest.raises(KafkaError) as ctl:
-            await b.state.append("t", 0, control, acks=1, transactional=True)
+            await append(b.state, "t", 0, control, acks=1, transactional=True)
         assert ctl.value.code == ErrorCode.INVALID_RECORD
         # a second transactional batch joins the open transaction; after the marker,
         # the producer may write non-transactional data again
-        await b.state.append("t", 0, txn_batch(PID, 2, epoch=1), acks=1, transactional=True)
+        await append(b.state, "t", 0, txn_batch(PID, 2, epoch=1), acks=1, transactional=True)
         assert b.state.producer_state("t", 0).open_transaction(PID) == 0
         await write_txn_markers(b.state, marker(True, ("t", 0), epoch=1))
-        info = await b.state.append("t", 0, txn_batch(PID, 4, epoch=1, transactional=False), acks=1)
+        info = await append(b.state, "t", 0, txn_batch(PID, 4, epoch=1, transactional=False), acks=1)
         assert info.base_offset == 5
 
 
@@ -130,8 +131,8 @@ async def test_produce_rules_for_transactional_batches() -> None:
 async def test_write_txn_markers_api(version: int) -> None:
     async with Broker(storage="memory", port=0) as b:
         b.state.topics.create("t", 2, {})
-        await b.state.append("t", 0, txn_batch(PID, 0), acks=1, transactional=True)
-        await b.state.append("t", 1, txn_batch(PID, 0), acks=1, transactional=True)
+        await append(b.state, "t", 0, txn_batch(PID, 0), acks=1, transactional=True)
+        await append(b.state, "t", 1, txn_batch(PID, 0), acks=1, transactional=True)
         request = wtm.WriteTxnMarkersRequest(markers=[
             wtm.WritableTxnMarker(
                 producer_id=PID, producer_epoch=0, transaction_result=False, coordinator_epoch=0,
@@ -158,9 +159,9 @@ async def test_markers_and_open_transactions_survive_a_restart(tmp_path: Path) -
 
     async with disk() as b:
         b.state.topics.create("t", 1, {})
-        await b.state.append("t", 0, txn_batch(PID, 0), acks=-1, transactional=True)
+        await append(b.state, "t", 0, txn_batch(PID, 0), acks=-1, transactional=True)
         await write_txn_markers(b.state, marker(False, ("t", 0)))
-        await b.state.append("t", 0, txn_batch(PID + 1, 0), acks=-1, transactional=True)
+        await append(b.state, "t", 0, txn_batch(PID + 1, 0), acks=-1, transactional=True)
     async with disk() as b:
         producers = b.state.producer_state("t", 0)
         assert producers.open_transaction(PID) is None
@@ -177,9 +178,9 @@ async def test_describe_producers_shows_open_transactions() -> None:
 
     async with Broker(storage="memory", port=0) as b:
         b.state.topics.create("t", 1, {})
-        await b.state.append("t", 0, txn_batch(PID, 0), acks=1, transactional=True)
+        await append(b.state, "t", 0, txn_batch(PID, 0), acks=1, transactional=True)
         await write_txn_markers(b.state, marker(True, ("t", 0), coordinator_epoch=4))
-        await b.state.append("t", 0, txn_batch(PID, 2), acks=1, transactional=True)
+        await append(b.state, "t", 0, txn_batch(PID, 2), acks=1, transactional=True)
         request = dp.DescribeProducersRequest(topics=[dp.DescribeProducersRequestTopic(name="t", partition_indexes=[0])])
         response = await raw_request_async(f"127.0.0.1:{b.port}", dp.SPEC, 0, request)
         [producer] = response.topics[0].partitions[0].active_producers
@@ -199,14 +200,14 @@ async def test_broker_cleaner_drops_aborted_data_and_stops_at_the_lso() -> None:
 
     async with Broker(storage="memory", port=0) as b:
         b.state.topics.create("c", 1, {"cleanup.policy": "compact", "segment.ms": "1"})
-        await b.state.append("c", 0, record(-1, b"a", b"old"), acks=1)  # 0
+        await append(b.state, "c", 0, record(-1, b"a", b"old"), acks=1)  # 0
         await asyncio.sleep(0.005)  # segment.ms=1: the next append rolls
-        await b.state.append("c", 0, record(31, b"a", b"aborted"), acks=1, transactional=True)  # 1
+        await append(b.state, "c", 0, record(31, b"a", b"aborted"), acks=1, transactional=True)  # 1
         await write_txn_markers(b.state, TxnMarker(31, 0, False, 0, (("c", 0),)))  # 2
         await asyncio.sleep(0.005)
-        await b.state.append("c", 0, record(32, b"a", b"open"), acks=1, transactional=True)  # 3: the LSO
+        await append(b.state, "c", 0, record(32, b"a", b"open"), acks=1, transactional=True)  # 3: the LSO
         await asyncio.sleep(0.005)
-        await b.state.append("c", 0, record(-1, b"z", b"1"), acks=1)  # 4
+        await append(b.state, "c", 0, record(-1, b"z", b"1"), acks=1)  # 4
         assert b.cleaner is not None
         done = await b.cleaner.clean_all(force=True)
         assert [d.stats.aborted_batches_removed for d in done if d.topic == "c"] == [1]

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer as CkProducer
 
+from slipstream.broker.appends import append
 from slipstream.broker.broker import Broker
 from slipstream.client.admin import Admin
 from slipstream.client.assignors import TopicPartition
@@ -327,7 +328,7 @@ async def test_lag_under_read_committed_ends_at_the_lso() -> None:
         await produce(b, 0, 3)  # 0-2
         txn = build_batch([ProducerRecord(b"k", b"txn")] * 2, producer_id=5, producer_epoch=0, base_sequence=0,
                           is_transactional=True)
-        await b.state.append("t", 0, memoryview(bytearray(txn)), acks=1, transactional=True)  # 3-4, open
+        await append(b.state, "t", 0, memoryview(bytearray(txn)), acks=1, transactional=True)  # 3-4, open
         fetcher.add({("t", 0): 0})
         got: list[Record] = []
         while len(got) < 3:

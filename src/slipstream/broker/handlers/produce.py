@@ -32,7 +32,7 @@ from ...protocol.apis.produce import (
     ProduceResponseTopic,
 )
 from ...protocol.errors import ErrorCode, KafkaError
-from ..appends import InvalidRecords
+from ..appends import InvalidRecords, start_append
 from ..request_context import RequestContext
 from ..security.acl import Operation, ResourceType
 
@@ -87,8 +87,8 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                 resp.error_message = "produce request carried no records"
             else:
                 try:
-                    appended = state.start_append(
-                        topic_data.name, part.index, part.records, acks=acks, transactional=transactional
+                    appended = start_append(
+                        state, topic_data.name, part.index, part.records, acks=acks, transactional=transactional
                     )
                 except KafkaError as exc:
                     _refused(ctx, topic_data.name, resp, exc, endpoints)

@@ -10,7 +10,7 @@ First slice of the postgres backend (issue 16), for a single broker:
   (with base/last offset, segment base and max timestamp). ``flush`` - the broker's
   durability barrier, run by the group committer on a worker thread - commits
   everything queued by every partition in ONE transaction (group commit). The
-  broker answers acks=all only after that commit (see BrokerState.append).
+  broker answers acks=all only after that commit (see broker/appends.py).
 * Guard against two writers: the transaction moves each partition's
   ``next_offset`` from the value this store last committed, and fails if the row
   holds anything else (``LogFenced``); batches are also unique on
