@@ -71,6 +71,10 @@ MIN_STRIDED_RECORDS = 160
 MAX_STRIDED_RECORD_BYTES = 512
 # Maps a varint's continuation bytes (0x80-0xff) to ASCII, so ``isascii`` checks them.
 _HIGH_BIT_FLIPPED = bytes(b ^ 0x80 for b in range(256))
+# Buffers the strided check copies a section into, kept between calls (popped and put
+# back, so threads never share one); sections larger than this get a copy of their own.
+_scratch: list[bytearray] = []
+_MAX_SCRATCH_BYTES = 1 << 20
 
 _patterns: dict[tuple[int, int], _ShapePatterns] = {}
 
@@ -227,21 +231,22 @@ class _ShapePatterns:
             offset_width += 1
         if pos != len(data):
             return False
-        # Strided slices of bytes are cheap; of a memoryview, about ten times dearer.
-        raw = data.tobytes() if isinstance(data, memoryview) else data
-        for start, records, grid in runs:
-            step = grid.length
-            stop = start + records * step
-            for at, byte in grid.exact:
-                if raw[start + at : stop : step].count(byte) != records:
-                    return False
-            for at in grid.last_bytes:
-                if not raw[start + at : stop : step].isascii():
-                    return False
-            for at in grid.continuations:
-                if not raw[start + at : stop : step].translate(_HIGH_BIT_FLIPPED).isascii():
-                    return False
-        return True
+        if not isinstance(data, memoryview):
+            return _grids_hold(data, runs)
+        # Strided slices of a memoryview cost ten times those of bytes: the section is
+        # copied, into a kept buffer (a fresh one, freed each time, made malloc hand
+        # pages back to the kernel and fault them in again: 5% of a broker's time).
+        size = len(data)
+        if size > _MAX_SCRATCH_BYTES:
+            return _grids_hold(data.tobytes(), runs)
+        scratch = _scratch.pop() if _scratch else bytearray()  # (atomic: one per thread)
+        try:
+            if len(scratch) < size:
+                scratch = bytearray(size)
+            memoryview(scratch)[:size] = data  # a plain copy (a bytearray's slice assignment takes twice as long)
+            return _grids_hold(scratch, runs)
+        finally:
+            _scratch.append(scratch)
 
     def _grid_at(self, data: bytes | bytearray | memoryview, pos: int, offset_width: int) -> _RecordGrid | None:
         """The grid of the record at ``pos`` if its offset delta takes ``offset_width``
@@ -293,6 +298,24 @@ class _ShapePatterns:
         if pos != len(data):
             return None
         return self.keyless
+
+
+def _grids_hold(raw: bytes | bytearray, runs: list[tuple[int, int, _RecordGrid]]) -> bool:
+    """Whether every record of each (start, records, grid) run of ``raw`` has its grid's
+    bytes (``raw`` may go on past the last run)."""
+    for start, records, grid in runs:
+        step = grid.length
+        stop = start + records * step
+        for at, byte in grid.exact:
+            if raw[start + at : stop : step].count(byte) != records:
+                return False
+        for at in grid.last_bytes:
+            if not raw[start + at : stop : step].isascii():
+                return False
+        for at in grid.continuations:
+            if not raw[start + at : stop : step].translate(_HIGH_BIT_FLIPPED).isascii():
+                return False
+    return True
 
 
 def _patterns_for(shape: tuple[int, int]) -> _ShapePatterns:
