@@ -301,16 +301,16 @@ def test_corrupted_runs_never_pass_what_the_walk_refuses(spacing_ms: int) -> Non
 
 
 def test_views_are_checked_through_a_kept_buffer_or_a_copy_of_their_own() -> None:
-    # A view's section is copied into a kept buffer; one left longer by an earlier,
-    # larger section holds stale bytes past the end, which no slice reaches.
+    # A view's section is copied into a kept buffer, which holds stale bytes past its end
+    # (an earlier, larger section's): no slice reaches them.
     large = section(uniform(2000, None, b"v" * 100, spacing_ms=0))
     assert uniform_records_keyless(memoryview(bytearray(large)), 2000) is True
     small = bytearray(section(uniform(300, None, b"v" * 100, spacing_ms=0)))
     small[-1] = 1  # the last record's header count
     assert not runs_match(bytes(small), 300)
     assert uniform_records_keyless(memoryview(small), 300) is None
-    # Past a mebibyte the section gets a copy of its own (the kept buffer stays small).
+    # Past a mebibyte the section gets a copy of its own (the kept buffer keeps its size).
     huge = section(uniform(2200, b"k", b"v" * 500, spacing_ms=0))
     assert len(huge) > 1 << 20
     assert uniform_records_keyless(memoryview(bytearray(huge)), 2200) is False
-    assert all(len(kept) <= 1 << 20 for kept in uniform_records._scratch)
+    assert all(len(kept) == 1 << 20 for kept in uniform_records._scratch)

@@ -71,8 +71,8 @@ MIN_STRIDED_RECORDS = 160
 MAX_STRIDED_RECORD_BYTES = 512
 # Maps a varint's continuation bytes (0x80-0xff) to ASCII, so ``isascii`` checks them.
 _HIGH_BIT_FLIPPED = bytes(b ^ 0x80 for b in range(256))
-# Buffers the strided check copies a section into, kept between calls (popped and put
-# back, so threads never share one); sections larger than this get a copy of their own.
+# Buffers of this size the strided check copies a section into, kept between calls
+# (popped and put back, so threads never share one); larger sections get their own copy.
 _scratch: list[bytearray] = []
 _MAX_SCRATCH_BYTES = 1 << 20
 
@@ -239,10 +239,10 @@ class _ShapePatterns:
         size = len(data)
         if size > _MAX_SCRATCH_BYTES:
             return _grids_hold(data.tobytes(), runs)
-        scratch = _scratch.pop() if _scratch else bytearray()  # (atomic: one per thread)
+        # Made once at full size: buffers of growing sizes, made and dropped, would move
+        # malloc's heap top and thresholds again. (pop and append are atomic.)
+        scratch = _scratch.pop() if _scratch else bytearray(_MAX_SCRATCH_BYTES)
         try:
-            if len(scratch) < size:
-                scratch = bytearray(size)
             memoryview(scratch)[:size] = data  # a plain copy (a bytearray's slice assignment takes twice as long)
             return _grids_hold(scratch, runs)
         finally:
