@@ -28,12 +28,14 @@ Before the patterns, a cheaper check in strides (``_ShapePatterns.runs_match``):
 producer's records differ only in their deltas, and a record's offset delta is its index,
 so between the indices where that varint grows a byte (64, 8192) the records usually
 share one length as well as one shape. Such a run is a grid: a record's length prefix,
-key and value lengths and header count sit at the same place in every record, so each
-of those positions is checked across the whole run with one strided slice (``bytes``
-slicing with a step, then ``count`` or ``isascii``, all in C: about 1 ns a record for
-each position, against about 40 ns a record for the pattern). Where the run is no grid
-(delta widths changing inside it, another shape) the lengths do not add up to the
-section's, which is found before anything is sliced, and the patterns decide as before.
+delta varints, key and value lengths and header count sit at the same place in every
+record, so each of those positions is checked across the whole run with one strided
+slice (``bytes`` slicing with a step, then ``count`` or ``isascii``, all in C: about
+1 ns a record for each position, against about 40 ns a record for the pattern; 770
+records of 100 B: 30 -> 14 µs). Where the run is no grid (delta widths changing inside
+it, another shape) the lengths do not add up to the section's, which is found before
+anything is sliced, and the patterns decide as before. Small batches and long records
+go straight to the patterns (``MIN_STRIDED_RECORDS``, ``MAX_STRIDED_RECORD_BYTES``).
 
 This is only a shortcut: it accepts a section exactly when every record matches the
 shape, in which case ``record_framing.check_records`` would accept it too with the same
