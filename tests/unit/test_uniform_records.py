@@ -17,6 +17,8 @@ from slipstream.protocol.record_batch import HEADER_SIZE, InvalidBatch
 from slipstream.protocol.record_framing import check_records
 from slipstream.protocol.records import ProducerRecord, build_batch
 from slipstream.protocol.uniform_records import (
+    MAX_STRIDED_RECORD_BYTES,
+    MIN_STRIDED_RECORDS,
     WALK_PER_COMPILE,
     check_uniform_records,
     first_record_shape,
@@ -201,9 +203,114 @@ def test_a_shape_is_compiled_once_its_walked_records_would_have_paid_for_it(comp
 
 def test_a_batch_as_large_as_the_walk_budget_is_compiled_for_at_once(compiles: list[int]) -> None:
     count = WALK_PER_COMPILE  # a power of two: one pattern
-    data = section(uniform(count, b"kk", b"v" * 5))
+    # Timestamp deltas widen at record 32, inside a run of the strided check: patterns decide.
+    data = section(uniform(count, b"kk", b"v" * 5, spacing_ms=2))
     assert uniform_records_keyless(data, count) is False
     assert len(compiles) == 1
     damaged = data[:-1] + b"\x01"  # the last record's header count: left to the walk
     assert uniform_records_keyless(damaged, count) is None
     assert walk(damaged, count) is None
+
+
+# ---------------------------------------------------------------- the strided check
+
+
+def runs_match(data: bytes, count: int, shape: tuple[int, int] | None = None) -> bool:
+    """The strided check of ``shape`` (the first record's by default), as the broker's
+    entry tries the last batch's shape first."""
+    shape = shape or first_record_shape(data)
+    assert shape is not None
+    return uniform_records._patterns_for(shape).runs_match(data, count)
+
+
+@pytest.mark.parametrize(
+    ("records", "keyless"),
+    [
+        (uniform(350, None, b"v" * 100, spacing_ms=0), True),  # runs of 64 and 286 records
+        (uniform(1024, b"key", b"v" * 20), False),  # both deltas widen at record 64
+        (uniform(9000, None, b"v" * 10, spacing_ms=0), True),  # offset deltas of 3 bytes from 8192
+        (uniform(200, b"", None, spacing_ms=0), False),
+    ],
+)
+def test_batches_laid_out_in_runs_are_accepted_without_patterns(
+    records: list[ProducerRecord], keyless: bool, compiles: list[int]
+) -> None:
+    data = section(records)
+    assert runs_match(data, len(records))
+    assert uniform_records_keyless(data, len(records)) is keyless
+    assert uniform_records_keyless(memoryview(bytearray(data)), len(records)) is keyless
+    assert uniform_records_keyless(bytearray(data), len(records)) is keyless
+    assert compiles == []
+    assert walk(data, len(records)) == (list(range(len(records))) if keyless else [])
+
+
+def test_batches_not_laid_out_in_runs_are_left_to_the_patterns() -> None:
+    # Timestamp deltas widen at record 32 (spacing 2 ms), inside the first run.
+    data = section(uniform(300, None, b"v" * 100, spacing_ms=2))
+    assert not runs_match(data, 300)
+    assert check_uniform_records(data, 300) == walk(data, 300) == list(range(300))
+    # Few records: the patterns are cheaper.
+    few = MIN_STRIDED_RECORDS - 1
+    assert not runs_match(section(uniform(few, None, b"v", spacing_ms=0)), few)
+    # Long records: the copy for the slices would cost what the patterns cost.
+    long = section(uniform(200, None, b"v" * MAX_STRIDED_RECORD_BYTES, spacing_ms=0))
+    assert not runs_match(long, 200)
+    assert check_uniform_records(long, 200) == list(range(200))
+
+
+def test_a_wrong_count_or_length_is_refused_by_the_strided_check() -> None:
+    data = section(uniform(300, b"k", b"v" * 30, spacing_ms=0))
+    assert runs_match(data, 300)
+    for count in (299, 301, 1 << 20, (1 << 20) + 1):
+        assert not runs_match(data, count)
+        assert check_uniform_records(data, count) is None
+    assert not runs_match(data + b"\x00", 300)
+    assert not runs_match(data[:-1], 300)
+
+
+@pytest.mark.parametrize("spacing_ms", [0, 1])
+def test_corrupted_runs_never_pass_what_the_walk_refuses(spacing_ms: int) -> None:
+    """Seeded damage to batches the strided check takes whole: whenever it (or the
+    patterns after it) answers, the walk accepts the same bytes with the same answer."""
+    records = uniform(MIN_STRIDED_RECORDS + 40, None, b"v" * 12, spacing_ms=spacing_ms)
+    good = section(records)
+    shape = first_record_shape(good)
+    assert runs_match(good, len(records), shape)
+    rng = random.Random(29 + spacing_ms)
+    strided = 0
+    for _ in range(1500):
+        data = bytearray(good)
+        for _ in range(rng.randint(1, 3)):
+            at = rng.randrange(len(data))
+            kind = rng.randrange(3)
+            if kind == 0:
+                data[at] = rng.randrange(256)
+            elif kind == 1:
+                data.insert(at, rng.randrange(256))
+            else:
+                del data[at]
+        count = len(records) + rng.choice((0, 0, 0, -1, 1))
+        if runs_match(bytes(data), count, shape):
+            strided += 1
+            assert walk(bytes(data), count) == list(range(count))
+        fast = check_uniform_records(bytes(data), count)
+        if fast is not None:
+            assert walk(bytes(data), count) == fast
+    # Damage inside values (or the attributes) keeps the framing: those it still takes.
+    assert strided > 0
+
+
+def test_views_are_checked_through_a_kept_buffer_or_a_copy_of_their_own() -> None:
+    # A view's section is copied into a kept buffer, which holds stale bytes past its end
+    # (an earlier, larger section's): no slice reaches them.
+    large = section(uniform(2000, None, b"v" * 100, spacing_ms=0))
+    assert uniform_records_keyless(memoryview(bytearray(large)), 2000) is True
+    small = bytearray(section(uniform(300, None, b"v" * 100, spacing_ms=0)))
+    small[-1] = 1  # the last record's header count
+    assert not runs_match(bytes(small), 300)
+    assert uniform_records_keyless(memoryview(small), 300) is None
+    # Past a mebibyte the section gets a copy of its own (the kept buffer keeps its size).
+    huge = section(uniform(2200, b"k", b"v" * 500, spacing_ms=0))
+    assert len(huge) > 1 << 20
+    assert uniform_records_keyless(memoryview(bytearray(huge)), 2200) is False
+    assert all(len(kept) == 1 << 20 for kept in uniform_records._scratch)

@@ -25,7 +25,7 @@ class DecodeError(ValueError):
     """Bytes that do not parse as the expected message (maps to INVALID_REQUEST / CORRUPT_MESSAGE)."""
 
 
-def read_uvarint(buf: memoryview | bytes, pos: int) -> tuple[int, int]:
+def read_uvarint(buf: memoryview | bytes | bytearray, pos: int) -> tuple[int, int]:
     result = 0
     shift = 0
     while True:
@@ -49,7 +49,7 @@ def write_uvarint(out: bytearray, value: int) -> None:
     out.append(value)
 
 
-def read_varint(buf: memoryview | bytes, pos: int) -> tuple[int, int]:
+def read_varint(buf: memoryview | bytes | bytearray, pos: int) -> tuple[int, int]:
     """Zigzag-encoded signed varint (varint and varlong share the encoding)."""
     raw, pos = read_uvarint(buf, pos)
     return (raw >> 1) ^ -(raw & 1), pos
