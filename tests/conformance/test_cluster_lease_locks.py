@@ -208,3 +208,24 @@ async def test_a_commit_that_waited_for_a_claim_is_fenced_and_stores_nothing(
     finally:
         for c in (conn, claimer, observer):
             await c.close()
+
+
+async def test_brokers_first_claiming_the_same_partitions_at_once_win_each_exactly_once(
+    old_leader: HeldCommitStore, postgres_url: str
+) -> None:
+    """Partitions no broker has held yet, claimed by four brokers at the same moment, over
+    and over: each is won by exactly one, at epoch 1, and no claim fails (the epoch key is
+    a second unique index, which an upsert on (topic, partition) would not arbitrate)."""
+    claimers = [await connect(postgres_url) for _ in range(4)]
+    try:
+        for round_ in range(40):
+            wanted = [(f"fresh-{round_}", p) for p in range(6)]
+            results = await asyncio.gather(
+                *(database.claim(c, node, wanted, TTL_MS) for node, c in enumerate(claimers, start=1))
+            )
+            won = [tp for result in results for tp in result]
+            assert sorted(won) == sorted(wanted)
+            assert all(epoch == 1 for result in results for epoch in result.values())
+    finally:
+        for c in claimers:
+            await c.close()

@@ -122,12 +122,19 @@ async def claim(conn: Any, node_id: int, wanted: list[TopicPartition], ttl_ms: i
     hold the row FOR KEY SHARE), and a commit that waited for it finds the new epoch."""
     if not wanted:
         return {}
+    # Rows never leased are inserted with DO NOTHING on any conflict, not through an
+    # upsert: the epoch key is a second unique index, which ON CONFLICT (topic, partition)
+    # does not arbitrate, so two brokers first claiming one partition at once could fail
+    # on it. Existing rows are taken by the UPDATE (expired, or this node's own).
     rows = await conn.fetch(
-        "INSERT INTO partition_leases AS l (topic, partition, owner, epoch, expires_ms) "
-        f"SELECT t, p, $3, 1, {NOW_MS} + $4 FROM unnest($1::text[], $2::int[]) AS w(t, p) "
-        "ON CONFLICT (topic, partition) DO UPDATE SET owner = EXCLUDED.owner, epoch = l.epoch + 1, "
-        f"expires_ms = EXCLUDED.expires_ms WHERE l.expires_ms <= {NOW_MS} OR l.owner = EXCLUDED.owner "
-        "RETURNING topic, partition, epoch",
+        "WITH w AS (SELECT t, p FROM unnest($1::text[], $2::int[]) AS w(t, p)), "
+        "fresh AS (INSERT INTO partition_leases (topic, partition, owner, epoch, expires_ms) "
+        f"SELECT t, p, $3, 1, {NOW_MS} + $4 FROM w ON CONFLICT DO NOTHING "
+        "RETURNING topic, partition, epoch), "
+        "taken AS (UPDATE partition_leases AS l SET owner = $3, epoch = l.epoch + 1, "
+        f"expires_ms = {NOW_MS} + $4 FROM w WHERE l.topic = w.t AND l.partition = w.p "
+        f"AND (l.expires_ms <= {NOW_MS} OR l.owner = $3) RETURNING l.topic, l.partition, l.epoch) "
+        "SELECT topic, partition, epoch FROM fresh UNION ALL SELECT topic, partition, epoch FROM taken",
         [t for t, _ in wanted],
         [p for _, p in wanted],
         node_id,
