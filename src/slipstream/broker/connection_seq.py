@@ -1,6 +1,6 @@
 """Which connection a request came on, in the order connections were accepted.
 
-Each connection's request tasks run in a context (see connection_gone.py) where
+Each connection's request tasks run in a context (see parked_waits.py) where
 ``CONNECTION_SEQ`` holds the connection's number: 1 for the first one this process
 accepted, then upwards. The group coordinator compares them to refuse an OffsetCommit
 a member sent on a connection it has since replaced (see offset_manager.py).

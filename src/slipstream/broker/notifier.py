@@ -6,7 +6,7 @@ import asyncio
 from collections import defaultdict
 from collections.abc import Iterable
 
-from .connection_gone import connection_gone
+from .parked_waits import parked_wait_ends
 
 PartitionKey = tuple[str, int]
 
@@ -18,31 +18,35 @@ class AppendNotifier:
     async def wait(self, keys: Iterable[PartitionKey], timeout_s: float) -> bool:
         """Wait until any of ``keys`` gets an append or the timeout passes; True if woken.
 
-        False too, at once, when the requesting connection has gone (connection_gone).
+        False too, at once, when the requesting connection has gone or has another request
+        waiting behind this one (parked_waits.py).
         """
-        gone = connection_gone()
-        if gone is not None and gone.done():
-            return False
+        ends = parked_wait_ends()
+        enders: tuple[asyncio.Future[None], ...] = ()
+        if ends is not None:
+            enders = (ends.gone, ends.request_behind())
+            if any(f.done() for f in enders):
+                return False
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[bool] = loop.create_future()
         registered = list(keys)
         for key in registered:
             self._waiters[key].add(fut)
 
-        def on_gone(_: asyncio.Future[None]) -> None:
+        def on_end(_: asyncio.Future[None]) -> None:
             if not fut.done():
                 fut.set_result(False)
 
-        if gone is not None:
-            gone.add_done_callback(on_gone)
+        for ender in enders:
+            ender.add_done_callback(on_end)
         try:
             async with asyncio.timeout(timeout_s):
                 return await fut
         except TimeoutError:
             return False
         finally:
-            if gone is not None:
-                gone.remove_done_callback(on_gone)
+            for ender in enders:
+                ender.remove_done_callback(on_end)
             for key in registered:
                 waiters = self._waiters.get(key)
                 if waiters is not None:

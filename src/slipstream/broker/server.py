@@ -31,8 +31,9 @@ as its size is known, which the rest of it is received into directly: no copy of
 bytes in Python at all. An idle connection holds no buffer.
 
 When the client closes (EOF) or the connection is lost, the connection's gone-signal
-(connection_gone.py) ends its parked long-polls at once: they answer with what they
-have (or are cancelled), so a departed client holds no task, waiter or socket.
+(parked_waits.py) ends its parked long-polls at once: they answer with what they
+have (or are cancelled), so a departed client holds no task, waiter or socket. A
+request that arrives behind a parked long-poll ends it too (it would wait it out).
 
 A frame longer than socket.request.max.bytes, a request we cannot parse, or a
 handler that fails closes that connection only (responses to the requests before
@@ -54,11 +55,11 @@ from functools import partial
 from typing import Any, cast
 
 from ..protocol.file_region import FileRegion
-from .connection_gone import context_for_connection, signal_gone
 from .connection_limits import ConnectionLimits
 from .connection_seq import CONNECTION_SEQ, next_connection_seq
 from .direct_sender import DirectSender
 from .dispatch import Buffers, CloseConnection, Dispatcher
+from .parked_waits import ParkedWaitEnds, context_for_connection
 from .security.session import ConnectionSession
 
 log = logging.getLogger(__name__)
@@ -138,8 +139,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._writing_paused = False
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
-        # Completed when the client closes or the connection is lost (connection_gone.py).
-        self._gone: asyncio.Future[None] | None = None
+        # Ends parked long-polls: the client gone, or a request behind them (parked_waits.py).
+        self._parked: ParkedWaitEnds | None = None
         self._context: contextvars.Context | None = None
         # Writes responses holding file regions (plaintext sockets only; None otherwise).
         self._sender: DirectSender | None = None
@@ -170,8 +171,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.last_active_ms = self.limits.clock()
         self.connections.add(self)
         self._loop = asyncio.get_running_loop()
-        self._gone = self._loop.create_future()
-        self._context = context_for_connection(self._gone)
+        self._parked = ParkedWaitEnds(self._loop.create_future(), lambda: bool(self._frames))
+        self._context = context_for_connection(self._parked)
         self._context.run(CONNECTION_SEQ.set, next_connection_seq())
         if self.session_factory is not None:
             self.session = self.session_factory(transport)
@@ -267,7 +268,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def eof_received(self) -> bool | None:
         self._eof = True
-        signal_gone(self._gone)  # parked long-polls answer now with what they have
+        if self._parked is not None:
+            self._parked.signal_gone()  # parked long-polls answer now with what they have
         self._pump()
         if self.session is not None and self.session.listener.uses_tls:
             return None  # TLS cannot half-close: the transport closes itself
@@ -279,7 +281,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.limits.release(self._admitted_ip)
             self._admitted_ip = None
         self.connections.discard(self)
-        signal_gone(self._gone)
+        if self._parked is not None:
+            self._parked.signal_gone()
         self._drop_pending()
         if self._sender is not None:
             self._sender.abandon()
@@ -318,6 +321,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             in_flight.append(task)
             # Only reached with something in flight when all of it is pipelined.
             self._in_flight_pipelined = pipelined
+        if frames and in_flight and self._parked is not None:
+            self._parked.signal_request_behind()  # a parked long-poll answers now
         drained = len(frames) < _MAX_QUEUED // 2 and self._queued_bytes < _MAX_QUEUED_BYTES // 2
         if self._reading_paused and drained and self.transport:
             self._reading_paused = False

@@ -15,6 +15,7 @@ import pytest
 from test_group_commit_batching import COMMIT_V9, codes, commit, offsets_log_records, started
 
 from slipstream.broker.dispatch import Buffers, CloseConnection
+from slipstream.broker.notifier import AppendNotifier
 from slipstream.broker.server import PIPELINED_APIS, KafkaConnection
 from slipstream.protocol import api
 from slipstream.protocol.apis import offset_commit as oc
@@ -216,6 +217,65 @@ async def test_no_new_request_starts_while_writing_is_paused() -> None:
     assert d.started == ["c1"]
 
 
+class ParkingDispatcher(ScriptedDispatcher):
+    """A request named ``park...`` long-polls as a Fetch does (an AppendNotifier wait on
+    partition t-0) and answers ``woken`` or ``ended``; the others are scripted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.notifier = AppendNotifier()
+
+    async def dispatch(self, frame: bytearray, client_host: str) -> Buffers | None:
+        name = bytes(frame[2:]).decode()
+        if not name.startswith("park"):
+            return await super().dispatch(frame, client_host)
+        self.started.append(name)
+        woken = await self.notifier.wait([("t", 0)], 3600)
+        return [f"{name}:{'woken' if woken else 'ended'}".encode()]
+
+
+def parking_connection() -> tuple[KafkaConnection, ParkingDispatcher, FakeTransport]:
+    dispatcher = ParkingDispatcher()
+    conn = KafkaConnection(dispatcher, 1 << 20, set())  # type: ignore[arg-type]
+    transport = FakeTransport()
+    conn.connection_made(transport)  # type: ignore[arg-type]
+    return conn, dispatcher, transport
+
+
+LIST_OFFSETS = 2
+
+
+async def test_a_request_arriving_behind_a_parked_long_poll_ends_it() -> None:
+    conn, d, t = parking_connection()
+    conn.data_received(frame(FETCH, "park1"))
+    await turns(20)
+    assert d.notifier.waiting() == 1 and t.written() == []  # parked, nothing behind it
+    conn.data_received(frame(LIST_OFFSETS, "list"))
+    await turns()
+    # Answered with what it had, so the request behind it need not wait the park out.
+    assert t.written() == [b"park1:ended"]
+    assert d.started == ["park1", "list"]
+    d.gate("list").set_result(b"list")
+    await turns()
+    assert t.written() == [b"park1:ended", b"list"]
+    # The next long-poll parks again (the signal was for the one before)...
+    conn.data_received(frame(FETCH, "park2"))
+    await turns(20)
+    assert d.notifier.waiting() == 1 and t.written() == [b"park1:ended", b"list"]
+    d.notifier.notify(("t", 0))  # ... and an append still wakes it
+    await turns()
+    assert t.written() == [b"park1:ended", b"list", b"park2:woken"]
+
+
+async def test_a_long_poll_with_a_request_already_behind_it_does_not_park() -> None:
+    conn, d, t = parking_connection()
+    conn.data_received(frame(FETCH, "park") + frame(HEARTBEAT, "h"))
+    await turns()
+    assert t.written() == [b"park:ended"]
+    assert d.started == ["park", "h"]
+    assert d.notifier.waiting() == 0
+
+
 # ------------------------------------------------------------------ real broker, real socket
 
 
@@ -296,3 +356,33 @@ async def test_pipelined_requests_in_flight_are_bounded_by_their_bytes() -> None
     await turns()
     assert [n.strip() for n in dispatcher.started] == names
     assert transport.written() == [b"p0"]
+
+
+async def test_a_fetch_parked_on_a_real_broker_answers_when_a_request_comes_behind_it() -> None:
+    """librdkafka sends ListOffsets on the connection it fetches on; answered in order, one
+    behind a long-poll would wait it out (up to fetch.wait.max.ms)."""
+    from test_hostile_connections import api_versions_frame, forever_fetch, until
+
+    from slipstream.broker.broker import Broker
+    from slipstream.protocol.apis import fetch
+
+    async with Broker(storage="memory", port=0) as b:
+        b.state.topics.create("t", 1, {})
+        reader, writer = await asyncio.open_connection(b.config.host, b.port)
+        writer.write(forever_fetch("t", correlation_id=1))
+        await writer.drain()
+        await until(lambda: b.state.notifier.waiting() == 1, "the fetch parked")
+        writer.write(api_versions_frame(2))
+        await writer.drain()
+        answers = []
+        for _ in range(2):  # bounded: without the early answer the fetch would park for ~24 days
+            (size,) = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), 30))
+            answers.append(memoryview(await reader.readexactly(size)))
+        assert [struct.unpack_from(">i", a)[0] for a in answers] == [1, 2]  # in order
+        _correlation_id, pos = api.decode_response_header(answers[0], fetch.SPEC.response_header_version(4))
+        response = fetch.SPEC.decode_response(answers[0], pos, 4)
+        (partition,) = response.responses[0].partitions
+        assert partition.error_code == 0 and not partition.records  # what it had: nothing yet
+        assert b.state.notifier.waiting() == 0
+        writer.close()
+        await writer.wait_closed()
