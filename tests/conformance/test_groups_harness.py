@@ -700,6 +700,13 @@ def check_processing(members: Sequence[Member], acks: dict[str, tuple[int, int]]
 
     Duplicates may only be records processed by an earlier owner that did not
     commit past them before it stopped owning the partition.
+
+    A re-read the client itself caused fails too. One seen: librdkafka (2.16) rewinds a
+    partition it is fetching to auto.offset.reset when a ListOffsets answer comes back
+    after the partition was restarted by a new assignment (the "outdated" answer arms a
+    500 ms offset-query timer that nothing stops). The answer was late because it waited
+    behind a Fetch long-poll on the same connection; the broker now ends such a long-poll
+    when a request arrives behind it (broker/parked_waits.py), which closes that window.
     """
     intervals = ownership_intervals(members, now)
     by_member: dict[tuple[str, int], list[Interval]] = defaultdict(list)
@@ -1041,6 +1048,16 @@ class PacedProducer:
         return dict(self.acks)
 
 
+def _client_and_broker_logs(members: Sequence[Member], broker: Any) -> str:
+    """What the clients and the broker logged, for a failure's message: a client that
+    moved its position by itself (librdkafka warns of an offset reset caused by an error),
+    or the group's moves and warnings on the broker, say where to look."""
+    parts = [f"{m.name} stderr (last lines):\n{''.join(m.stderr[-15:])}" for m in members if m.stderr]
+    log_tail = getattr(broker, "log_tail", None)
+    if log_tail is not None:
+        parts.append(f"broker log (last lines):\n{log_tail(30)}")
+    return "\n".join(parts)
+
 
 def finish_and_verify(admin: Any, broker: Any, group: str, topic: str, members: Sequence[Member],
                       acks: dict[str, tuple[int, int]], after_close: Callable[[], None] | None = None,
@@ -1063,7 +1080,10 @@ def finish_and_verify(admin: Any, broker: Any, group: str, topic: str, members: 
         assert not m.errors(), f"{m.name}: {m.errors()[:3]}"
     check_exclusive_ownership(ownership_intervals(members))
     check_generations(members)
-    report = check_processing(members, acks)
+    try:
+        report = check_processing(members, acks)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{_client_and_broker_logs(members, broker)}") from None
     committed = committed_offsets(admin, group, topic)
     hw = {p: hi for p, (_lo, hi) in ck_watermarks(broker.bootstrap, topic).items()}
     done = last_processed(members)
