@@ -232,6 +232,12 @@ class GroupCoordinatorAdapter:
         self._timers.wake()
         log.info("group coordinator loaded %d records of %s partitions %s", replayed, OFFSETS_TOPIC, partitions)
 
+    def stop_coordinating(self, partitions: list[int]) -> None:
+        """This broker's leases on these offsets partitions are gone (another broker may
+        lead them already): their groups answer NOT_COORDINATOR from now on, and commits
+        still queued for them fail, while ``unload_partitions`` waits its turn to drop them."""
+        self.coordinator.ownership.disown(partitions)
+
     async def unload_partitions(self, partitions: list[int]) -> None:
         """Another broker owns these offsets partitions now: drop their groups here."""
         async with self._lock:

@@ -128,6 +128,12 @@ class TransactionCoordinatorAdapter:
             replayed, TRANSACTION_STATE_TOPIC, partitions,
         )
 
+    def stop_coordinating(self, partitions: list[int]) -> None:
+        """This broker's leases on these ``__transaction_state`` partitions are gone: their
+        transactional ids answer NOT_COORDINATOR from now on, while ``unload_partitions``
+        waits its turn to drop them."""
+        self.coordinator.ownership.disown(partitions)
+
     async def unload_partitions(self, partitions: list[int]) -> None:
         """Another broker leads these ``__transaction_state`` partitions now: drop their
         transactions here (their marker jobs stop at their next round)."""

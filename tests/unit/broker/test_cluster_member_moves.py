@@ -20,6 +20,7 @@ from slipstream.broker.cluster import database
 from slipstream.broker.cluster.assignment import BrokerRow, Lease, ListenerEndpoint, TopicPartition
 from slipstream.broker.cluster.member import ClusterMember
 from slipstream.broker.cluster.view import ClusterView
+from slipstream.coordinator import OFFSETS_TOPIC
 from slipstream.log.api import LogConfig
 
 pytestmark = pytest.mark.timeout(30)
@@ -27,6 +28,7 @@ pytestmark = pytest.mark.timeout(30)
 SESSION_MS = 6000  # a beat every 2000 ms
 ME = 1
 T0, T1 = ("t", 0), ("t", 1)
+O0 = (OFFSETS_TOPIC, 0)
 
 
 class FakeDatabase:
@@ -85,7 +87,9 @@ class SlowStore:
 
     def reload(self, topic: str, partition: int, config: LogConfig, epoch: int) -> object:
         self.started.set()
-        self.finish.wait()
+        # Bounded: a failed test's event loop, closing, waits for this thread.
+        if not self.finish.wait(10):
+            raise TimeoutError("the test never let this load end")
         if self.fail_next:
             self.fail_next = False
             raise OSError("the database went away")
@@ -260,3 +264,75 @@ async def test_a_partition_still_loading_is_handed_over_once_served(
     assert store.unloads == [tp]
     assert db.leases[tp].expires_ms == 0  # released: the joining broker claims it at once
     assert db.claims == [[T0, T1]]
+
+
+class FakeGroups:
+    """The group coordinator's side of the moves: what it was told, in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, list[int]]] = []
+
+    def stop_coordinating(self, partitions: list[int]) -> None:
+        self.calls.append(("stop", sorted(partitions)))
+
+    async def load_partitions(self, partitions: list[int]) -> None:
+        self.calls.append(("load", sorted(partitions)))
+
+    async def unload_partitions(self, partitions: list[int]) -> None:
+        self.calls.append(("unload", sorted(partitions)))
+
+
+async def test_a_lost_offsets_partition_stops_coordinating_before_its_unload_turn(
+    db: FakeDatabase, store: SlowStore, clock: ManualClock
+) -> None:
+    member = member_of(store, clock, partitions=1)
+    topics = member.state.topics.topics
+    topics[OFFSETS_TOPIC] = SimpleNamespace(name=OFFSETS_TOPIC, partitions=[("placeholder", OFFSETS_TOPIC, 0)])
+    groups = FakeGroups()
+    member.groups = groups  # type: ignore[assignment]
+    store.finish.set()
+    await member.tick()
+    await member._moves.join()
+    assert member.view.held == {O0: 1, T0: 1}
+    assert groups.calls == [("load", [0])]
+
+    # t grows a partition whose load takes its time ...
+    store.finish.clear()
+    store.started.clear()
+    topics["t"].partitions.append(("placeholder", "t", 1))
+    await beat_when_due(member, clock, db)
+    await load_started(store)
+    # ... and meanwhile another broker has taken the offsets partition over.
+    db.leases[O0] = Lease(2, 2, db.now_ms + 10 * SESSION_MS)
+    await beat_when_due(member, clock, db)
+    assert O0 not in member.view.held
+    assert store.unloads == []  # the unload waits behind t-1's load ...
+    assert groups.calls == [("load", [0]), ("stop", [0])]  # ... its groups are not coordinated meanwhile
+
+    store.finish.set()
+    await member._moves.join()
+    assert store.unloads == [O0]
+    assert groups.calls == [("load", [0]), ("stop", [0]), ("unload", [0])]
+    assert member.view.held == {T0: 1, T1: 1}
+
+
+async def test_a_partition_handed_over_is_coordinated_until_its_unload(
+    db: FakeDatabase, store: SlowStore, clock: ManualClock
+) -> None:
+    member = member_of(store, clock, partitions=0)
+    topics = member.state.topics.topics
+    topics[OFFSETS_TOPIC] = SimpleNamespace(
+        name=OFFSETS_TOPIC, partitions=[("placeholder", OFFSETS_TOPIC, i) for i in range(2)]
+    )
+    groups = FakeGroups()
+    member.groups = groups  # type: ignore[assignment]
+    store.finish.set()
+    await member.tick()
+    await member._moves.join()
+    db.others = [2]  # a broker joins: one offsets partition is now its to lead
+    await beat_when_due(member, clock, db)
+    await member._moves.join()
+    (handed,) = {O0, (OFFSETS_TOPIC, 1)} - set(member.view.held)
+    # Its lease was held until the unload committed what was queued: no early stop.
+    assert groups.calls == [("load", [0, 1]), ("unload", [handed[1]])]
+    assert db.leases[handed].expires_ms == 0

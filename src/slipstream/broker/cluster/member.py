@@ -290,11 +290,23 @@ class ClusterMember:
         return True
 
     def _give_up(self, lost: dict[TopicPartition, int], *, release: bool) -> None:
-        """Stop serving ``lost`` now; their unload follows as a move."""
+        """Stop serving ``lost`` now; their unload follows as a move.
+
+        A lease lost (not handed over) may be another broker's already, so the groups and
+        transactions of lost coordinator partitions stop being coordinated here at once,
+        not when the unload's turn comes (it may wait behind loads). A partition handed
+        over keeps its lease until its unload has committed what it queued."""
         if not lost:
             return
         for tp in lost:
             self.view.held.pop(tp, None)
+        if not release:
+            offsets = [index for name, index in lost if name == OFFSETS_TOPIC]
+            if offsets and self.groups is not None:
+                self.groups.stop_coordinating(offsets)
+            transactions = [index for name, index in lost if name == TRANSACTION_STATE_TOPIC]
+            if transactions and self.transactions is not None:
+                self.transactions.stop_coordinating(transactions)
         self._queue(partial(self._unload, lost, release=release))
 
     async def _unload(self, lost: dict[TopicPartition, int], *, release: bool) -> None:
