@@ -706,7 +706,8 @@ def check_processing(members: Sequence[Member], acks: dict[str, tuple[int, int]]
     after the partition was restarted by a new assignment (the "outdated" answer arms a
     500 ms offset-query timer that nothing stops). The answer was late because it waited
     behind a Fetch long-poll on the same connection; the broker now ends such a long-poll
-    when a request arrives behind it (broker/parked_waits.py), which closes that window.
+    when a request arrives behind it (broker/parked_waits.py), so the answer comes back in
+    milliseconds and the race is left a window of one round trip.
     """
     intervals = ownership_intervals(members, now)
     by_member: dict[tuple[str, int], list[Interval]] = defaultdict(list)
