@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from test_group_commit_batching import COMMIT_V9, codes, commit, offsets_log_records, started
@@ -82,12 +82,18 @@ def frame(api_key: int, name: str) -> bytes:
     return struct.pack(">i", len(body)) + body
 
 
-def connect() -> tuple[KafkaConnection, ScriptedDispatcher, FakeTransport]:
-    dispatcher = ScriptedDispatcher()
+D = TypeVar("D", bound=ScriptedDispatcher)
+
+
+def connect_with(dispatcher: D) -> tuple[KafkaConnection, D, FakeTransport]:
     conn = KafkaConnection(dispatcher, 1 << 20, set())  # type: ignore[arg-type]
     transport = FakeTransport()
     conn.connection_made(transport)  # type: ignore[arg-type]
     return conn, dispatcher, transport
+
+
+def connect() -> tuple[KafkaConnection, ScriptedDispatcher, FakeTransport]:
+    return connect_with(ScriptedDispatcher())
 
 
 async def turns(n: int = 5) -> None:
@@ -234,19 +240,11 @@ class ParkingDispatcher(ScriptedDispatcher):
         return [f"{name}:{'woken' if woken else 'ended'}".encode()]
 
 
-def parking_connection() -> tuple[KafkaConnection, ParkingDispatcher, FakeTransport]:
-    dispatcher = ParkingDispatcher()
-    conn = KafkaConnection(dispatcher, 1 << 20, set())  # type: ignore[arg-type]
-    transport = FakeTransport()
-    conn.connection_made(transport)  # type: ignore[arg-type]
-    return conn, dispatcher, transport
-
-
 LIST_OFFSETS = 2
 
 
 async def test_a_request_arriving_behind_a_parked_long_poll_ends_it() -> None:
-    conn, d, t = parking_connection()
+    conn, d, t = connect_with(ParkingDispatcher())
     conn.data_received(frame(FETCH, "park1"))
     await turns(20)
     assert d.notifier.waiting() == 1 and t.written() == []  # parked, nothing behind it
@@ -268,7 +266,7 @@ async def test_a_request_arriving_behind_a_parked_long_poll_ends_it() -> None:
 
 
 async def test_a_long_poll_with_a_request_already_behind_it_does_not_park() -> None:
-    conn, d, t = parking_connection()
+    conn, d, t = connect_with(ParkingDispatcher())
     conn.data_received(frame(FETCH, "park") + frame(HEARTBEAT, "h"))
     await turns()
     assert t.written() == [b"park:ended"]
