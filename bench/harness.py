@@ -43,6 +43,7 @@ from typing import IO, Any
 from slipstream.protocol.apis import fetch as fe
 from slipstream.protocol.apis import produce as pr
 from slipstream.testing.broker_process import BrokerProcess as SlipstreamProcess
+from slipstream.testing.parent_death import ParentDeathWatch
 from slipstream.testing.peer_brokers import recv_exact
 from slipstream.testing.ports import free_port
 
@@ -157,21 +158,12 @@ def dying_with_bench(command: list[str]) -> list[str]:
 def signalled_if_bench_dies(pid: int, sig: signal.Signals) -> Iterator[None]:
     """While the block runs, ``sig`` goes to ``pid`` if the bench dies, however it dies: for
     a process no parent-death signal reaches, not being the bench's child (PostgreSQL's
-    postmaster, which pg_ctl detaches). A shell in a session of its own (Ctrl-C does not
-    reach it) waits on a pipe only the bench holds, whose end the kernel closes when the
-    bench exits; leaving the block ends the shell first, so no pid reused later is hit."""
-    watcher = subprocess.Popen(
-        ["sh", "-c", f'read -r _; kill -s {sig.name.removeprefix("SIG")} "$0"', str(pid)],
-        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )  # fmt: skip
+    postmaster, which pg_ctl detaches). See ParentDeathWatch."""
+    watch = ParentDeathWatch(pid, sig)
     try:
         yield
     finally:
-        watcher.kill()
-        watcher.wait()
-        assert watcher.stdin is not None
-        watcher.stdin.close()
+        watch.release()
 
 
 @dataclass(frozen=True)

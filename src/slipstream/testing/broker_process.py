@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from .parent_death import ParentDeathWatch
 from .ports import free_port
 
 
@@ -34,6 +35,8 @@ class BrokerProcess:
         self.port = port or free_port()
         self.extra_args = extra_args
         self.proc: subprocess.Popen[bytes] | None = None
+        # Kills the broker if the test process is killed (it runs in its own session).
+        self._watch: ParentDeathWatch | None = None
         self.starts = 0
 
     @property
@@ -66,6 +69,7 @@ class BrokerProcess:
         assert self.proc is None or self.proc.poll() is not None, "already running"
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.starts += 1
+        self._release_watch()  # of a run that ended by itself
         with open(self.log_path, "ab") as log:
             log.write(f"\n===== start #{self.starts}: {shlex.join(self.command())}\n".encode())
             log.flush()
@@ -77,9 +81,11 @@ class BrokerProcess:
                 cwd=str(self.data_dir.parent),
                 start_new_session=True,
             )
+        self._watch = ParentDeathWatch(self.proc.pid, process_group=True)
         deadline = time.monotonic() + timeout
         while True:
             if self.proc.poll() is not None:
+                self._release_watch()
                 raise RuntimeError(
                     f"broker exited with code {self.proc.returncode} during start-up:\n{self.log_tail()}"
                 )
@@ -105,6 +111,7 @@ class BrokerProcess:
             return
         os.kill(self.proc.pid, signal.SIGKILL)
         self.proc.wait(timeout=10)
+        self._release_watch()
 
     def restart(self, timeout: float = 10.0) -> None:
         """kill -9, then start again on the same port and data dir."""
@@ -119,6 +126,12 @@ class BrokerProcess:
             self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.kill9()
+        self._release_watch()
+
+    def _release_watch(self) -> None:
+        if self._watch is not None:
+            self._watch.release()
+            self._watch = None
 
     def log_text(self) -> str:
         try:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from .parent_death import ParentDeathWatch
 from .ports import free_port
 
 HOST = "127.0.0.1"
@@ -137,6 +138,7 @@ class PeerBrokerProcess:
             cwd=str(workdir),
             start_new_session=True,
         )
+        self._watch = ParentDeathWatch(self.proc.pid, process_group=True)
 
     @property
     def bootstrap(self) -> str:
@@ -174,6 +176,7 @@ class PeerBrokerProcess:
                     break
                 except subprocess.TimeoutExpired:
                     continue
+        self._watch.release()
         self._log.close()
 
 
