@@ -279,8 +279,16 @@ def _consume_confluent(bs: str, topic: str, clock: _Clock) -> None:
     c = Consumer({
         "bootstrap.servers": bs, "group.id": f"bench-unused-{os.getpid()}",
         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+        # Fetching pauses for fetch.queue.backoff.ms (default 1 s) whenever
+        # queued.min.messages are buffered, which 200k small records reach: as in
+        # broker_throughput.py, a client artefact, not consuming.
+        "fetch.queue.backoff.ms": 10,
     })
     try:
+        # Metadata first, inside the window (the other clients' start-up fetches it too):
+        # partitions assigned before librdkafka knows their leader wait out a 500 ms
+        # offset-query retry timer ("no current leader"), which would dominate this run.
+        c.list_topics(topic, timeout=10.0)
         c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
         while True:
             msgs = [m for m in c.consume(num_messages=10000, timeout=1.0) if not m.error()]

@@ -252,7 +252,10 @@ def run_clients(bootstrap: str, records: int, value_size: int, broker_cpu: Calla
         raise SystemExit("produce did not finish")
     produce_s = time.perf_counter() - started
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
-                         "log_level": 0})  # fmt: skip
+                         "log_level": 0, "fetch.queue.backoff.ms": 10})  # fmt: skip
+    # Leaders known before assign, and no 1 s pauses at queued.min.messages: librdkafka's
+    # timers, not the broker, would otherwise fill the window (as in client_loads.py).
+    consumer.list_topics(TOPIC, timeout=10.0)
     consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
     received = 0
     started = time.perf_counter()

@@ -197,7 +197,10 @@ def produce(conf: dict[str, Any], topic: str, count: int) -> float:
 
 def consume(conf: dict[str, Any], topic: str, count: int) -> float:
     consumer = Consumer({**conf, "group.id": f"bench-{time.monotonic_ns()}", "enable.auto.commit": False,
-                         "fetch.max.bytes": 8 * 1024 * 1024})
+                         "fetch.max.bytes": 8 * 1024 * 1024, "fetch.queue.backoff.ms": 10})
+    # Leaders known before assign, and no 1 s pauses at queued.min.messages: librdkafka's
+    # timers, not the listener, would otherwise fill the window (as in client_loads.py).
+    consumer.list_topics(topic, timeout=10.0)
     consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     got = 0
     start = time.perf_counter()
