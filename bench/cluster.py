@@ -26,7 +26,8 @@ brokers, not ``--against``'s). Then failover: a two-member group commits as it
 consumes while a producer runs; the broker that coordinates the group is killed with
 SIGKILL; the time until the group's next successful commit is reported, over
 ``--rounds`` kills (the killed broker is started again between rounds). ``--keep``
-keeps the work directory: each broker's log, ``<cluster>/broker-<node>.log``.
+keeps the work directory: each broker's log, ``<cluster>/broker-<node>.log``, and
+PostgreSQL's, ``postgres.log``.
 
 Issue 16's targets: one Postgres-backed broker reaches at least 30% of the disk
 backend's produce throughput, 3 brokers at least as much as one, and a group consumes
@@ -553,7 +554,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--keep", action="store_true",
-        help="keep the work directory and the brokers' logs (<cluster>/broker-<node>.log); its path is logged",
+        help="keep the work directory, the brokers' logs (<cluster>/broker-<node>.log) and PostgreSQL's (postgres.log); its path is logged",
     )  # fmt: skip
     opts = parser.parse_args(argv)
     sizes = [int(n) for n in opts.sizes.split(",")]
@@ -574,7 +575,9 @@ def main(argv: list[str] | None = None) -> int:
             settings.update(setting.split("=", 1) for setting in opts.server_setting)
             if settings:
                 log(f"PostgreSQL settings: {settings}")
-            pg = stack.enter_context(PostgresServer(settings=settings))
+            pg = stack.enter_context(
+                PostgresServer(settings=settings, keep_log=tmp / "postgres.log" if opts.keep else None)
+            )
             # pg_ctl detaches the server: no parent-death signal reaches it. SIGQUIT: its
             # immediate shutdown.
             stack.enter_context(signalled_if_bench_dies(pg.server_pids()[0], signal.SIGQUIT))

@@ -8,6 +8,7 @@ and the server tools run through ``runuser``.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import pwd
@@ -56,15 +57,18 @@ class PostgresServer:
     """``with PostgresServer() as pg: pg.url`` - the ``postgres`` database, user ``slipstream``."""
 
     def __init__(
-        self, bin_dir: Path | None = None, *, fsync: bool = True, settings: dict[str, str] | None = None
+        self, bin_dir: Path | None = None, *, fsync: bool = True, settings: dict[str, str] | None = None,
+        keep_log: Path | None = None,
     ) -> None:
-        """``settings``: more server settings (``-c name=value``), e.g. to preload an extension."""
+        """``settings``: more server settings (``-c name=value``), e.g. to preload an extension.
+        ``keep_log``: where ``stop`` copies the server's log before it removes the data."""
         found = bin_dir or find_postgres_bin()
         if found is None:
             raise FileNotFoundError("PostgreSQL server binaries (initdb, pg_ctl) not found")
         self.bin_dir = found
         self.fsync = fsync
         self.settings = dict(settings or {})
+        self.keep_log = keep_log
         self.port = 0
         self._root: Path | None = None
         self._user = _run_as()
@@ -129,6 +133,9 @@ class PostgresServer:
                           "-m", "immediate", "-w", "stop"),
             capture_output=True,
         )  # fmt: skip
+        if self.keep_log is not None:
+            with contextlib.suppress(OSError):  # no log if the server never started
+                shutil.copyfile(self._root / "server.log", self.keep_log)
         shutil.rmtree(self._root, ignore_errors=True)
         self._root = None
 
