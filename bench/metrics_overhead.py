@@ -394,7 +394,7 @@ def main() -> int:
     print(f"\nAdmin listener overhead: {args.records:,} x {args.value_size} B records per round and phase, "
           f"{PARTITIONS} partitions, {rounds} interleaved rounds per mode (medians); 'on' scraped every "
           f"{args.interval:g} s ({scrapes} scrapes, {scrape_bytes:,} B each).\n")  # fmt: skip
-    print("| measure | admin off | admin on + scraped | on/off | within 3% |")
+    print("| measure | admin off | admin on + scraped | on/off (CPU rows: off/on) | within 3% |")
     print("|---|---:|---:|---:|---|")
     # (label, value of a round, decimals, lower is better, compared with the target)
     rows: list[tuple[str, Callable[[RoundResult], float], int, bool, bool]] = [

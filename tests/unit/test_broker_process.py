@@ -113,13 +113,17 @@ def test_a_broker_started_from_a_thread_dies_with_a_test_process_killed_by_sigki
             os.kill(pid, signal.SIGKILL)
 
 
-def test_stopping_a_broker_ends_its_watch(tmp_path: Path) -> None:
+@pytest.mark.parametrize("ended_by_itself", [False, True], ids=["stopped", "ended-by-itself"])
+def test_stopping_a_broker_ends_its_watch(tmp_path: Path, ended_by_itself: bool) -> None:
     broker = BrokerProcess(
         tmp_path / "data", tmp_path / "broker.log", extra_args=("--storage", "memory"), test_defaults=False
     )
     broker.start(timeout=30)
     watch = broker._watch
     assert watch is not None and watch.watching
+    if ended_by_itself:  # as a broker that crashed: stop() finds it gone
+        os.kill(broker.pid, signal.SIGKILL)
+        assert _ends(broker.pid)
     broker.stop()
     # Ended before anything else could take the broker's pid, and not left to fire later.
     assert not watch.watching and broker._watch is None

@@ -108,6 +108,7 @@ class BrokerProcess:
     def kill9(self) -> None:
         """SIGKILL the broker process (no clean shutdown) and reap it."""
         if self.proc is None or self.proc.poll() is not None:
+            self._release_watch()  # it ended by itself
             return
         os.kill(self.proc.pid, signal.SIGKILL)
         self.proc.wait(timeout=10)
@@ -120,6 +121,7 @@ class BrokerProcess:
 
     def stop(self, timeout: float = 5.0) -> None:
         if self.proc is None or self.proc.poll() is not None:
+            self._release_watch()  # it ended by itself
             return
         self.proc.send_signal(signal.SIGTERM)
         try:
