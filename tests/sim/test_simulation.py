@@ -72,6 +72,14 @@ FIXED_REAL_BUGS: dict[tuple[str, int, str], str] = {
     ("classic", 1191, "migrate"): "a downgrade that failed to append was never tried again (timers cancelled)",
     ("classic", 1305, "migrate"): "a downgrade that failed to append was never tried again (timers cancelled)",
     ("classic", 1802, "migrate"): "a downgrade that failed to append was never tried again; ids not replayable",
+    # Found by a 5,000-history run of `wide`: a topic deleted and created again under its
+    # name gets a new id, and Kafka hands its partitions out at once, while a member that
+    # has not heard still holds (fetches, commits) the same names; they now wait for it
+    # (ConsumerGroup.owner_epoch_lookup). 4462: the holder subscribes by regex.
+    ("consumer", 1608, "wide"): "a recreated topic's partitions went out while a member held the deleted ones",
+    ("consumer", 3198, "wide"): "a recreated topic's partitions went out while a member held the deleted ones",
+    ("consumer", 4462, "wide"): "a recreated topic's partitions went out while a member held the deleted ones",
+    ("consumer", 5517, "wide"): "a recreated topic's partitions went out while a member held the deleted ones",
 }
 
 

@@ -259,7 +259,7 @@ class ClassicMembers:
             or member.state is MemberState.UNREVOKED_PARTITIONS
             or (
                 member.state is MemberState.UNRELEASED_PARTITIONS
-                and not group.waiting_on_unreleased_partition(member)
+                and not group.waiting_on_unreleased_partition(member, self.manager.topics().name_of)
             )
         ):
             error = ErrorCode.REBALANCE_IN_PROGRESS

@@ -175,7 +175,8 @@ class ConsumerRebalance:
         # 4. Reconcile the member towards its target.
         reconciled = updated
         if not updated.is_reconciled_to(target_epoch):
-            reconciled = reconcile(updated, target_epoch, target, group.current_partition_epoch, owned)
+            owner_epoch = group.owner_epoch_lookup(image.name_of, updated.member_id)
+            reconciled = reconcile(updated, target_epoch, target, owner_epoch, owned)
         if reconciled != updated:
             records.append(crec.current_assignment_record(partition, group_id, reconciled))
             if reconciled.member_epoch != updated.member_epoch or reconciled.state is not updated.state:

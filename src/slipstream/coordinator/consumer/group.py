@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import enum
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from .member import ConsumerGroupMember, MemberState
 from .partitions import PartitionMap, TopicId, normalize
+from .regex import matching_topics
 
 
 class ConsumerGroupState(enum.Enum):
@@ -145,6 +146,57 @@ class ConsumerGroup:
         """Epoch of the partition's current owner, or -1 when nobody owns it."""
         return self._partition_epochs.get(topic_id, {}).get(partition, NO_OWNER_EPOCH)
 
+    def owner_epoch_lookup(
+        self, name_of: Callable[[TopicId], str | None], member_id: str
+    ) -> Callable[[TopicId, int], int]:
+        """``current_partition_epoch`` for reconciling ``member_id``, which also counts a
+        partition as owned while another member still holds that partition number of a
+        deleted topic and subscribes to this topic's name (by name or by its regex).
+
+        A topic deleted and created again under its name gets a new id, so by id its
+        partitions are free at once; but clients fetch and commit by name, and a member
+        that has not heard of the deletion (paused, or between heartbeats) still consumes
+        "the same" partition. Kafka hands it out at once; here it waits, as for any
+        unreleased partition, until the holder revokes it or leaves the group.
+        ``name_of`` gives a live topic's name (None once it is deleted)."""
+        holders = self._deleted_topic_holders(name_of, member_id)
+        if not holders:
+            return self.current_partition_epoch
+
+        def lookup(topic_id: TopicId, partition: int) -> int:
+            epoch = self.current_partition_epoch(topic_id, partition)
+            if epoch != NO_OWNER_EPOCH:
+                return epoch
+            name = name_of(topic_id)
+            if name is None:
+                return NO_OWNER_EPOCH
+            for holder in holders.get(partition, ()):
+                if name in holder.subscribed_topic_names or (
+                    holder.uses_regex and matching_topics(holder.subscribed_topic_regex, (name,))
+                ):
+                    return holder.member_epoch
+            return NO_OWNER_EPOCH
+
+        return lookup
+
+    def _deleted_topic_holders(
+        self, name_of: Callable[[TopicId], str | None], except_member: str
+    ) -> dict[int, list[ConsumerGroupMember]]:
+        """Partition number -> the members other than ``except_member`` that hold that
+        partition of a deleted topic (assigned or pending revocation)."""
+        if all(name_of(topic_id) is not None for topic_id in self._partition_epochs):
+            return {}  # the usual case: every owned partition's topic exists
+        holders: dict[int, list[ConsumerGroupMember]] = {}
+        for member in self._members.values():
+            if member.member_id == except_member:
+                continue
+            for partitions in (member.assigned_partitions, member.partitions_pending_revocation):
+                for topic_id, numbers in partitions.items():
+                    if name_of(topic_id) is None:
+                        for number in numbers:
+                            holders.setdefault(number, []).append(member)
+        return holders
+
     def member_subscribed_topics(self, member: ConsumerGroupMember) -> frozenset[str]:
         """The topic names a member consumes: its names plus what its regex resolved to."""
         if not member.uses_regex:
@@ -174,14 +226,18 @@ class ConsumerGroup:
             return None
         return min(self._server_assignors.items(), key=lambda kv: (-kv[1], kv[0]))[0]
 
-    def waiting_on_unreleased_partition(self, member: ConsumerGroupMember) -> bool:
-        """Whether ``member`` waits for a partition of its target that another member still owns."""
+    def waiting_on_unreleased_partition(
+        self, member: ConsumerGroupMember, name_of: Callable[[TopicId], str | None]
+    ) -> bool:
+        """Whether ``member`` waits for a partition of its target that another member still
+        owns (see ``owner_epoch_lookup``)."""
         if member.state is not MemberState.UNRELEASED_PARTITIONS:
             return False
+        owner_epoch = self.owner_epoch_lookup(name_of, member.member_id)
         for topic_id, target in self.target_assignment_of(member.member_id).items():
             assigned = member.assigned_partitions.get(topic_id, frozenset())
             for partition in target - assigned:
-                if self.current_partition_epoch(topic_id, partition) != NO_OWNER_EPOCH:
+                if owner_epoch(topic_id, partition) != NO_OWNER_EPOCH:
                     return True
         return False
 

@@ -220,9 +220,10 @@ def test_waiting_on_unreleased_partition() -> None:
     m2 = stable("m2", 3, {"foo": [1]}).replace(state=MemberState.UNRELEASED_PARTITIONS)
     g.update_member(m2)
     g.update_target_assignment("m2", pm({"foo": [0, 1]}))
-    assert g.waiting_on_unreleased_partition(m2)
+    live = {tid("foo"): "foo"}.get
+    assert g.waiting_on_unreleased_partition(m2, live)
     g.remove_member("m1")
-    assert not g.waiting_on_unreleased_partition(m2)
+    assert not g.waiting_on_unreleased_partition(m2, live)
 
 
 def test_a_member_may_take_back_a_partition_it_was_revoking() -> None:

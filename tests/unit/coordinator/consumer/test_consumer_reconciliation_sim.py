@@ -186,7 +186,7 @@ def test_a_moved_partition_waits_for_its_previous_owner() -> None:
     coordinator.join("m1", frozenset({"a"}))
     m1 = group.members["m1"]
     assert m1.state is MemberState.UNRELEASED_PARTITIONS
-    assert group.waiting_on_unreleased_partition(m1)
+    assert group.waiting_on_unreleased_partition(m1, {t: n for n, t in TOPICS_BY_NAME.items()}.get)
     assert group.target_assignment_of("m1") == {TOPICS_BY_NAME["a"]: frozenset({2, 3})}
 
     coordinator.heartbeat("m0", apply=True, report=True)  # told to revoke a-2, a-3
