@@ -52,6 +52,9 @@ class ConsumerGroup:
         # topic id -> partition -> epoch of the member that currently owns it (assigned
         # or pending revocation). A partition absent here is free to hand out.
         self._partition_epochs: dict[TopicId, dict[int, int]] = {}
+        # topic id -> the members owning any of its partitions (at most one per partition,
+        # so a deleted topic's holders are found without walking every member).
+        self._topic_holders: dict[TopicId, set[str]] = {}
         self._subscribed_topic_names: Counter[str] = Counter()
         self._subscribed_regexes: Counter[str] = Counter()
         self._server_assignors: Counter[str] = Counter()
@@ -184,17 +187,18 @@ class ConsumerGroup:
     ) -> dict[int, list[ConsumerGroupMember]]:
         """Partition number -> the members other than ``except_member`` that hold that
         partition of a deleted topic (assigned or pending revocation)."""
-        if all(name_of(topic_id) is not None for topic_id in self._partition_epochs):
+        deleted = [topic_id for topic_id in self._topic_holders if name_of(topic_id) is None]
+        if not deleted:
             return {}  # the usual case: every owned partition's topic exists
         holders: dict[int, list[ConsumerGroupMember]] = {}
-        for member in self._members.values():
-            if member.member_id == except_member:
-                continue
-            for partitions in (member.assigned_partitions, member.partitions_pending_revocation):
-                for topic_id, numbers in partitions.items():
-                    if name_of(topic_id) is None:
-                        for number in numbers:
-                            holders.setdefault(number, []).append(member)
+        for topic_id in deleted:
+            for member_id in self._topic_holders[topic_id]:
+                member = self._members[member_id]
+                if member_id == except_member:
+                    continue
+                for partitions in (member.assigned_partitions, member.partitions_pending_revocation):
+                    for number in partitions.get(topic_id, ()):
+                        holders.setdefault(number, []).append(member)
         return holders
 
     def member_subscribed_topics(self, member: ConsumerGroupMember) -> frozenset[str]:
@@ -298,6 +302,9 @@ class ConsumerGroup:
             self._classic_protocols.update(member.classic.protocol_names())
         self._add_partition_epochs(member.assigned_partitions, member.member_epoch)
         self._add_partition_epochs(member.partitions_pending_revocation, member.member_epoch)
+        for partitions in (member.assigned_partitions, member.partitions_pending_revocation):
+            for topic_id in partitions:
+                self._topic_holders.setdefault(topic_id, set()).add(member.member_id)
 
     def _remove_indexes(self, member: ConsumerGroupMember) -> None:
         self._subscribed_topic_names.subtract(member.subscribed_topic_names)
@@ -317,6 +324,13 @@ class ConsumerGroup:
             self._classic_protocols = +self._classic_protocols
         self._remove_partition_epochs(member.assigned_partitions, member.member_epoch)
         self._remove_partition_epochs(member.partitions_pending_revocation, member.member_epoch)
+        for partitions in (member.assigned_partitions, member.partitions_pending_revocation):
+            for topic_id in partitions:
+                holders = self._topic_holders.get(topic_id)
+                if holders is not None:
+                    holders.discard(member.member_id)
+                    if not holders:
+                        del self._topic_holders[topic_id]
 
     def _check_ownership(self, old: ConsumerGroupMember | None, new: ConsumerGroupMember) -> None:
         """Refuse, before changing anything, a member that takes a partition someone else owns."""

@@ -246,3 +246,26 @@ def test_topic_partitions_lists_an_assignment_in_a_stable_order() -> None:
     assert topic_partitions(assignment) == sorted(
         [(tid("foo"), [0, 2]), (tid("bar"), [1])], key=lambda tp: tp[0]
     )
+
+
+def test_a_deleted_topics_partitions_hold_back_the_recreated_topic_until_released() -> None:
+    g = ConsumerGroup("g")
+    old, new = tid("t-old"), tid("t-new")
+    live = {new: "t"}.get  # "t" was deleted (old id) and created again (new id)
+    g.update_member(stable("m1", 3, {"t-old": [0, 1]}).replace(subscribed_topic_names=frozenset({"t"})))
+    g.update_member(stable("m2", 3, {}).replace(subscribed_topic_names=frozenset({"t"})))
+    lookup = g.owner_epoch_lookup(live, "m2")
+    assert g.current_partition_epoch(new, 0) == -1  # by id it is free ...
+    assert lookup(new, 0) == 3 and lookup(new, 1) == 3 and lookup(new, 2) == -1  # ... by name it is not
+    assert g.owner_epoch_lookup(live, "m1")(new, 0) == -1  # the holder itself is not held back
+    # A member subscribed to other names does not hold "t" back.
+    g.update_member(stable("m1", 4, {"t-old": [0, 1]}).replace(subscribed_topic_names=frozenset({"u"})))
+    assert g.owner_epoch_lookup(live, "m2")(new, 0) == -1
+    # Released (the member moved on, or left): nothing holds it back any more.
+    g.update_member(stable("m1", 5, {}).replace(subscribed_topic_names=frozenset({"t"})))
+    assert g.owner_epoch_lookup(live, "m2")(new, 0) == -1
+    g.update_member(stable("m1", 6, {"t-old": [1]}).replace(subscribed_topic_names=frozenset({"t"})))
+    assert g.owner_epoch_lookup(live, "m2")(new, 1) == 6
+    g.remove_member("m1")
+    assert g.owner_epoch_lookup(live, "m2")(new, 1) == -1
+    assert old not in g._topic_holders
