@@ -154,14 +154,20 @@ class ConsumerGroup:
     ) -> Callable[[TopicId, int], int]:
         """``current_partition_epoch`` for reconciling ``member_id``, which also counts a
         partition as owned while another member still holds that partition number of a
-        deleted topic and subscribes to this topic's name (by name or by its regex).
+        deleted topic that may have had this topic's name.
 
         A topic deleted and created again under its name gets a new id, so by id its
         partitions are free at once; but clients fetch and commit by name, and a member
         that has not heard of the deletion (paused, or between heartbeats) still consumes
         "the same" partition. Kafka hands it out at once; here it waits, as for any
         unreleased partition, until the holder revokes it or leaves the group.
-        ``name_of`` gives a live topic's name (None once it is deleted)."""
+
+        A deleted topic's name is not known any more: a partition the holder has assigned
+        counts when the holder subscribes to this name (by name or by a regex that matches
+        it; its assigned topics are ones it subscribes to); one it is revoking counts for
+        every name (it may have left that subscription), which at worst delays a partition
+        by the holder's acknowledgement. ``name_of`` gives a live topic's name (None once
+        it is deleted)."""
         holders = self._deleted_topic_holders(name_of, member_id)
         if not holders:
             return self.current_partition_epoch
@@ -173,9 +179,11 @@ class ConsumerGroup:
             name = name_of(topic_id)
             if name is None:
                 return NO_OWNER_EPOCH
-            for holder in holders.get(partition, ()):
-                if name in holder.subscribed_topic_names or (
-                    holder.uses_regex and matching_topics(holder.subscribed_topic_regex, (name,))
+            for holder, revoking in holders.get(partition, ()):
+                if (
+                    revoking
+                    or name in holder.subscribed_topic_names
+                    or (holder.uses_regex and matching_topics(holder.subscribed_topic_regex, (name,)))
                 ):
                     return holder.member_epoch
             return NO_OWNER_EPOCH
@@ -184,21 +192,22 @@ class ConsumerGroup:
 
     def _deleted_topic_holders(
         self, name_of: Callable[[TopicId], str | None], except_member: str
-    ) -> dict[int, list[ConsumerGroupMember]]:
-        """Partition number -> the members other than ``except_member`` that hold that
-        partition of a deleted topic (assigned or pending revocation)."""
+    ) -> dict[int, list[tuple[ConsumerGroupMember, bool]]]:
+        """Partition number -> (member, whether it is revoking it) for the members other
+        than ``except_member`` that hold that partition of a deleted topic."""
         deleted = [topic_id for topic_id in self._topic_holders if name_of(topic_id) is None]
         if not deleted:
             return {}  # the usual case: every owned partition's topic exists
-        holders: dict[int, list[ConsumerGroupMember]] = {}
+        holders: dict[int, list[tuple[ConsumerGroupMember, bool]]] = {}
         for topic_id in deleted:
             for member_id in self._topic_holders[topic_id]:
-                member = self._members[member_id]
                 if member_id == except_member:
                     continue
-                for partitions in (member.assigned_partitions, member.partitions_pending_revocation):
-                    for number in partitions.get(topic_id, ()):
-                        holders.setdefault(number, []).append(member)
+                member = self._members[member_id]
+                for number in member.assigned_partitions.get(topic_id, ()):
+                    holders.setdefault(number, []).append((member, False))
+                for number in member.partitions_pending_revocation.get(topic_id, ()):
+                    holders.setdefault(number, []).append((member, True))
         return holders
 
     def member_subscribed_topics(self, member: ConsumerGroupMember) -> frozenset[str]:

@@ -269,3 +269,22 @@ def test_a_deleted_topics_partitions_hold_back_the_recreated_topic_until_release
     g.remove_member("m1")
     assert g.owner_epoch_lookup(live, "m2")(new, 1) == -1
     assert old not in g._topic_holders
+
+
+def test_a_deleted_topics_partition_being_revoked_holds_back_every_name() -> None:
+    """Revoking, the holder may have left the deleted topic's subscription, so its name is
+    unknown: the partition number waits for its acknowledgement whatever the name."""
+    g = ConsumerGroup("g")
+    new = tid("t-new")
+    live = {new: "t"}.get
+    g.update_member(
+        ConsumerGroupMember(
+            "m1", member_epoch=7, state=MemberState.UNREVOKED_PARTITIONS,
+            partitions_pending_revocation=pm({"t-old": [0]}), subscribed_topic_names=frozenset({"u"}),
+        )
+    )  # fmt: skip
+    g.update_member(stable("m2", 7, {}).replace(subscribed_topic_names=frozenset({"t"})))
+    lookup = g.owner_epoch_lookup(live, "m2")
+    assert lookup(new, 0) == 7 and lookup(new, 1) == -1
+    g.update_member(stable("m1", 8, {}).replace(subscribed_topic_names=frozenset({"u"})))
+    assert g.owner_epoch_lookup(live, "m2")(new, 0) == -1
