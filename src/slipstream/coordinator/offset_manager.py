@@ -50,7 +50,11 @@ from ..protocol.schema import Struct
 from . import records as rec
 from .append_errors import NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND
 from .config import CoordinatorConfig
-from .consumer_group_manager import ConsumerGroupManager, validate_member_commit
+from .consumer_group_manager import (
+    ConsumerGroupManager,
+    commits_a_deleted_incarnation,
+    validate_member_commit,
+)
 from .group import ClassicGroup
 from .group_manager import GroupManager
 from .newest_connections import NewestConnections
@@ -221,6 +225,15 @@ class OffsetManager:
                 return CoordinatorResult(response=commit_error_response(req, error))
             if self.commit_connections.superseded(group_id, member_id, ctx.connection):
                 return CoordinatorResult(response=commit_error_response(req, ErrorCode.REQUEST_TIMED_OUT))
+            assert self.consumer_groups is not None
+            commits = ((t.name, p.partition_index) for t in req.topics for p in t.partitions)
+            if commits_a_deleted_incarnation(consumer_group, member_id, commits, self.consumer_groups.topics()):
+                # Its view predates the topic's re-creation: it must heartbeat first.
+                member = consumer_group.member(member_id)
+                stale = ErrorCode.ILLEGAL_GENERATION if member is not None and member.uses_classic_protocol else (
+                    ErrorCode.STALE_MEMBER_EPOCH
+                )
+                return CoordinatorResult(response=commit_error_response(req, stale))
         else:
             error, group = self._validate_commit(
                 group_id, member_id, req.group_instance_id, generation, version, now_ms

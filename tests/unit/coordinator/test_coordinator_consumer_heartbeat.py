@@ -27,6 +27,10 @@ from slipstream.coordinator.topics_image import TopicMetadata, TopicsImage
 from slipstream.protocol.errors import ErrorCode
 
 
+def commit_error(call) -> int:  # type: ignore[no-untyped-def]
+    return int(call.response.topics[0].partitions[0].error_code)
+
+
 def group_of(ctx: GroupContext, group_id: str = "g"):  # type: ignore[no-untyped-def]
     group = ctx.coordinator.consumer_group(group_id)
     assert group is not None
@@ -336,6 +340,25 @@ def test_a_recreated_topics_partitions_wait_for_members_still_holding_the_delete
     b.beat()
     assert b.partitions() == {("t", p) for p in range(4)} - a.partitions()
     check_single_owner(a, b)
+
+
+def test_a_member_holding_a_deleted_topic_cannot_commit_its_offsets_to_the_recreated_one() -> None:
+    """Its commit by name would store the deleted topic's offset for the new topic (the
+    next owner would start from it); it is told its epoch is stale, heartbeats, and then
+    commits what it was given of the new topic."""
+    ctx = GroupContext()
+    set_topics(ctx, t=2)
+    a = Member(ctx, "g", topics=["t"])
+    a.join()
+    assert commit_error(ctx.commit("g", {("t", 0): 30}, generation=a.epoch, member_id=a.member_id, version=9)) == 0
+    ctx.topics = TopicsImage.of(ctx.topics.version + 1, [TopicMetadata(uuid.uuid4(), "t", 2)])
+    stale = ctx.commit("g", {("t", 0): 34}, generation=a.epoch, member_id=a.member_id, version=9)
+    assert commit_error(stale) == ErrorCode.STALE_MEMBER_EPOCH
+    a.owned = {}
+    a.beat()
+    a.beat()
+    assert a.partitions() == {("t", 0), ("t", 1)}
+    assert commit_error(ctx.commit("g", {("t", 0): 1}, generation=a.epoch, member_id=a.member_id, version=9)) == 0
 
 
 def test_deleted_topic_holdings_block_only_members_subscribed_to_that_name() -> None:

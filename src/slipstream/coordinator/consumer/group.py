@@ -42,6 +42,13 @@ NO_OWNER_EPOCH = -1
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
 
+def _subscribes_to(member: ConsumerGroupMember, name: str) -> bool:
+    """By name, or by a regex that matches it (whatever the regex last resolved to)."""
+    return name in member.subscribed_topic_names or (
+        member.uses_regex and bool(matching_topics(member.subscribed_topic_regex, (name,)))
+    )
+
+
 class ConsumerGroup:
     def __init__(self, group_id: str) -> None:
         self.group_id = group_id
@@ -180,15 +187,32 @@ class ConsumerGroup:
             if name is None:
                 return NO_OWNER_EPOCH
             for holder, revoking in holders.get(partition, ()):
-                if (
-                    revoking
-                    or name in holder.subscribed_topic_names
-                    or (holder.uses_regex and matching_topics(holder.subscribed_topic_regex, (name,)))
-                ):
+                if revoking or _subscribes_to(holder, name):
                     return holder.member_epoch
             return NO_OWNER_EPOCH
 
         return lookup
+
+    @staticmethod
+    def holds_only_a_deleted_incarnation(
+        member: ConsumerGroupMember,
+        name: str,
+        topic_id: TopicId,
+        partition: int,
+        name_of: Callable[[TopicId], str | None],
+    ) -> bool:
+        """Whether ``member`` holds partition ``partition`` of a deleted topic that may have
+        had ``name`` (as in ``owner_epoch_lookup``) and not of ``topic_id``, the live topic
+        of that name: a commit of it by name is the deleted topic's offset."""
+        if partition in member.assigned_partitions.get(topic_id, ()):
+            return False
+        for held_id, numbers in member.assigned_partitions.items():
+            if partition in numbers and name_of(held_id) is None and _subscribes_to(member, name):
+                return True
+        return any(
+            partition in numbers and name_of(held_id) is None
+            for held_id, numbers in member.partitions_pending_revocation.items()
+        )
 
     def _deleted_topic_holders(
         self, name_of: Callable[[TopicId], str | None], except_member: str
