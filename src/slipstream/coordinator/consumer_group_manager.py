@@ -102,28 +102,28 @@ def validate_member_commit(group: ConsumerGroup, member_id: str, member_epoch: i
     return ErrorCode.NONE
 
 
-def commits_a_deleted_incarnation(
+def deleted_incarnation_commit_error(
     group: ConsumerGroup, member_id: str, commits: Iterable[tuple[str, int]], image: TopicsImage
-) -> bool:
-    """Whether a member commits, by name, a partition it holds only as that partition
-    number of a deleted topic of that name (``ConsumerGroup.owner_epoch_lookup``): a member
-    that has not heard of a topic's deletion and re-creation would store the deleted
-    topic's offset for the new topic. Kafka accepts it by name (OffsetCommit v9; v10 names
-    topics by id and so refuses the deleted one)."""
+) -> int:
+    """The error for a member's commit, by name, of a partition it holds only as that
+    partition number of a deleted topic of that name (``ConsumerGroup.owner_epoch_lookup``):
+    its view predates the topic's re-creation, and it would store the deleted topic's
+    offset for the new topic; it must heartbeat first. Kafka accepts it by name
+    (OffsetCommit v9; v10 names topics by id and so refuses the deleted one)."""
     member = group.member(member_id)
     if member is None:
-        return False
+        return ErrorCode.NONE
     name_of = image.name_of
     held = (*member.assigned_partitions, *member.partitions_pending_revocation)
     if all(name_of(topic_id) is not None for topic_id in held):
-        return False  # the usual case: nothing of a deleted topic held
+        return ErrorCode.NONE  # the usual case: nothing of a deleted topic held
     for name, partition in commits:
         live = image.by_name.get(name)
         if live is not None and ConsumerGroup.holds_only_a_deleted_incarnation(
             member, name, live.topic_id, partition, name_of
         ):
-            return True
-    return False
+            return ErrorCode.ILLEGAL_GENERATION if member.uses_classic_protocol else ErrorCode.STALE_MEMBER_EPOCH
+    return ErrorCode.NONE
 
 
 def validate_member_fetch(group: ConsumerGroup, member_id: str | None, member_epoch: int) -> int:

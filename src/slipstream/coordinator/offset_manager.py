@@ -52,7 +52,7 @@ from .append_errors import NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND
 from .config import CoordinatorConfig
 from .consumer_group_manager import (
     ConsumerGroupManager,
-    commits_a_deleted_incarnation,
+    deleted_incarnation_commit_error,
     validate_member_commit,
 )
 from .group import ClassicGroup
@@ -227,13 +227,9 @@ class OffsetManager:
                 return CoordinatorResult(response=commit_error_response(req, ErrorCode.REQUEST_TIMED_OUT))
             assert self.consumer_groups is not None
             commits = ((t.name, p.partition_index) for t in req.topics for p in t.partitions)
-            if commits_a_deleted_incarnation(consumer_group, member_id, commits, self.consumer_groups.topics()):
-                # Its view predates the topic's re-creation: it must heartbeat first.
-                member = consumer_group.member(member_id)
-                stale = ErrorCode.ILLEGAL_GENERATION if member is not None and member.uses_classic_protocol else (
-                    ErrorCode.STALE_MEMBER_EPOCH
-                )
-                return CoordinatorResult(response=commit_error_response(req, stale))
+            error = deleted_incarnation_commit_error(consumer_group, member_id, commits, self.consumer_groups.topics())
+            if error:
+                return CoordinatorResult(response=commit_error_response(req, error))
         else:
             error, group = self._validate_commit(
                 group_id, member_id, req.group_instance_id, generation, version, now_ms

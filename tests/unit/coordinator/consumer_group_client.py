@@ -46,6 +46,12 @@ def set_topics(ctx: GroupContext, **partitions: int) -> None:
     )
 
 
+def create_topic_anew(ctx: GroupContext, name: str, partitions: int) -> None:
+    """``name`` (deleted if it was there) created under a new topic id; other topics stay."""
+    kept = [t for t in ctx.topics.by_name.values() if t.name != name]
+    ctx.topics = TopicsImage.of(ctx.topics.version + 1, [*kept, TopicMetadata(uuid.uuid4(), name, partitions)])
+
+
 def heartbeat(
     ctx: GroupContext,
     group: str,

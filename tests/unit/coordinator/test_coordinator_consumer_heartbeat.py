@@ -6,24 +6,21 @@ broker does, so the assertions read the group rebuilt from its records.
 
 from __future__ import annotations
 
-import uuid
-
 from consumer_group_client import (
     REBALANCE_MS,
     Member,
     check_single_owner,
+    create_topic_anew,
     describe,
     heartbeat,
     is_kafka_uuid_string,
     set_topics,
     settle,
-    topic_id,
 )
 from coord_context import GroupContext
 
 from slipstream.coordinator import CoordinatorConfig, GroupCoordinator, ManualTimer
 from slipstream.coordinator.consumer import ConsumerGroupState, MemberState
-from slipstream.coordinator.topics_image import TopicMetadata, TopicsImage
 from slipstream.protocol.errors import ErrorCode
 
 
@@ -324,8 +321,7 @@ def test_a_recreated_topics_partitions_wait_for_members_still_holding_the_delete
     a = Member(ctx, "g", topics=["t"])
     a.join()
     assert a.partitions() == {("t", p) for p in range(4)}
-    # t is deleted and made again (a new id) while a says nothing.
-    ctx.topics = TopicsImage.of(ctx.topics.version + 1, [TopicMetadata(uuid.uuid4(), "t", 4)])
+    create_topic_anew(ctx, "t", 4)  # t deleted and made again (a new id) while a says nothing
     b = Member(ctx, "g", topics=["t"])
     b.join()
     assert group_of(ctx).member(b.member_id).state is MemberState.UNRELEASED_PARTITIONS
@@ -351,7 +347,7 @@ def test_a_member_holding_a_deleted_topic_cannot_commit_its_offsets_to_the_recre
     a = Member(ctx, "g", topics=["t"])
     a.join()
     assert commit_error(ctx.commit("g", {("t", 0): 30}, generation=a.epoch, member_id=a.member_id, version=9)) == 0
-    ctx.topics = TopicsImage.of(ctx.topics.version + 1, [TopicMetadata(uuid.uuid4(), "t", 2)])
+    create_topic_anew(ctx, "t", 2)
     stale = ctx.commit("g", {("t", 0): 34}, generation=a.epoch, member_id=a.member_id, version=9)
     assert commit_error(stale) == ErrorCode.STALE_MEMBER_EPOCH
     a.owned = {}
@@ -371,9 +367,7 @@ def test_deleted_topic_holdings_block_only_members_subscribed_to_that_name() -> 
     settle(a, b)
     assert a.partitions() == {("t", 0), ("t", 1)} and b.partitions() == {("u", 0), ("u", 1)}
     # u is deleted and made again; a, subscribed to t only, never held u.
-    ctx.topics = TopicsImage.of(
-        ctx.topics.version + 1, [TopicMetadata(topic_id("t"), "t", 2), TopicMetadata(uuid.uuid4(), "u", 2)]
-    )
+    create_topic_anew(ctx, "u", 2)
     c = Member(ctx, "g", topics=["t", "u"])
     c.join()
     settle(c)
@@ -402,9 +396,7 @@ def test_a_regex_subscriber_holding_a_deleted_topic_blocks_its_recreation() -> N
     set_topics(ctx, x=1)  # t deleted; c's heartbeat resolves the regex to nothing
     c.beat()
     assert group_of(ctx).resolved_regexes["t"] == frozenset()
-    ctx.topics = TopicsImage.of(
-        ctx.topics.version + 1, [TopicMetadata(uuid.uuid4(), "t", 2), TopicMetadata(topic_id("x"), "x", 1)]
-    )
+    create_topic_anew(ctx, "t", 2)
     b = Member(ctx, "g", topics=["t"])
     b.join()
     settle(b, c)

@@ -49,6 +49,23 @@ def _subscribes_to(member: ConsumerGroupMember, name: str) -> bool:
     )
 
 
+def _holds_deleted_partition(
+    member: ConsumerGroupMember, name: str, partition: int, name_of: Callable[[TopicId], str | None]
+) -> bool:
+    """Whether ``member`` holds partition ``partition`` of a deleted topic that may have had
+    ``name``. The deleted topic's name is not known any more: a partition the member has
+    assigned counts when it subscribes to ``name`` (its assigned topics are ones it
+    subscribes to); one it is revoking counts whatever the name (it may have left that
+    subscription), which at worst delays a partition by its acknowledgement."""
+    for held_id, numbers in member.assigned_partitions.items():
+        if partition in numbers and name_of(held_id) is None and _subscribes_to(member, name):
+            return True
+    return any(
+        partition in numbers and name_of(held_id) is None
+        for held_id, numbers in member.partitions_pending_revocation.items()
+    )
+
+
 class ConsumerGroup:
     def __init__(self, group_id: str) -> None:
         self.group_id = group_id
@@ -161,20 +178,14 @@ class ConsumerGroup:
     ) -> Callable[[TopicId, int], int]:
         """``current_partition_epoch`` for reconciling ``member_id``, which also counts a
         partition as owned while another member still holds that partition number of a
-        deleted topic that may have had this topic's name.
+        deleted topic that may have had this topic's name (``_holds_deleted_partition``).
 
         A topic deleted and created again under its name gets a new id, so by id its
         partitions are free at once; but clients fetch and commit by name, and a member
         that has not heard of the deletion (paused, or between heartbeats) still consumes
         "the same" partition. Kafka hands it out at once; here it waits, as for any
         unreleased partition, until the holder revokes it or leaves the group.
-
-        A deleted topic's name is not known any more: a partition the holder has assigned
-        counts when the holder subscribes to this name (by name or by a regex that matches
-        it; its assigned topics are ones it subscribes to); one it is revoking counts for
-        every name (it may have left that subscription), which at worst delays a partition
-        by the holder's acknowledgement. ``name_of`` gives a live topic's name (None once
-        it is deleted)."""
+        ``name_of`` gives a live topic's name (None once it is deleted)."""
         holders = self._deleted_topic_holders(name_of, member_id)
         if not holders:
             return self.current_partition_epoch
@@ -186,8 +197,8 @@ class ConsumerGroup:
             name = name_of(topic_id)
             if name is None:
                 return NO_OWNER_EPOCH
-            for holder, revoking in holders.get(partition, ()):
-                if revoking or _subscribes_to(holder, name):
+            for holder in holders.get(partition, ()):
+                if _holds_deleted_partition(holder, name, partition, name_of):
                     return holder.member_epoch
             return NO_OWNER_EPOCH
 
@@ -202,36 +213,29 @@ class ConsumerGroup:
         name_of: Callable[[TopicId], str | None],
     ) -> bool:
         """Whether ``member`` holds partition ``partition`` of a deleted topic that may have
-        had ``name`` (as in ``owner_epoch_lookup``) and not of ``topic_id``, the live topic
-        of that name: a commit of it by name is the deleted topic's offset."""
-        if partition in member.assigned_partitions.get(topic_id, ()):
-            return False
-        for held_id, numbers in member.assigned_partitions.items():
-            if partition in numbers and name_of(held_id) is None and _subscribes_to(member, name):
-                return True
-        return any(
-            partition in numbers and name_of(held_id) is None
-            for held_id, numbers in member.partitions_pending_revocation.items()
+        had ``name`` and not of ``topic_id``, the live topic of that name: a commit of it
+        by name is the deleted topic's offset."""
+        return partition not in member.assigned_partitions.get(topic_id, ()) and _holds_deleted_partition(
+            member, name, partition, name_of
         )
 
     def _deleted_topic_holders(
         self, name_of: Callable[[TopicId], str | None], except_member: str
-    ) -> dict[int, list[tuple[ConsumerGroupMember, bool]]]:
-        """Partition number -> (member, whether it is revoking it) for the members other
-        than ``except_member`` that hold that partition of a deleted topic."""
+    ) -> dict[int, list[ConsumerGroupMember]]:
+        """Partition number -> the members other than ``except_member`` that hold that
+        partition of a deleted topic (assigned or being revoked)."""
         deleted = [topic_id for topic_id in self._topic_holders if name_of(topic_id) is None]
         if not deleted:
             return {}  # the usual case: every owned partition's topic exists
-        holders: dict[int, list[tuple[ConsumerGroupMember, bool]]] = {}
+        holders: dict[int, list[ConsumerGroupMember]] = {}
         for topic_id in deleted:
             for member_id in self._topic_holders[topic_id]:
                 if member_id == except_member:
                     continue
                 member = self._members[member_id]
-                for number in member.assigned_partitions.get(topic_id, ()):
-                    holders.setdefault(number, []).append((member, False))
-                for number in member.partitions_pending_revocation.get(topic_id, ()):
-                    holders.setdefault(number, []).append((member, True))
+                for partitions in (member.assigned_partitions, member.partitions_pending_revocation):
+                    for number in partitions.get(topic_id, ()):
+                        holders.setdefault(number, []).append(member)
         return holders
 
     def member_subscribed_topics(self, member: ConsumerGroupMember) -> frozenset[str]:
